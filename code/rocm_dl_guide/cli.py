@@ -1,0 +1,109 @@
+"""The guide's command line: ``python -m rocm_dl_guide COMMAND``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rocm_dl_guide import __version__
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import doctor
+
+    text = source = None
+    if args.rocminfo:
+        path = Path(args.rocminfo)
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError as exc:
+            print(f"doctor: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        source = f"saved rocminfo output {path.name}"
+    if not args.json:
+        print("Checking ROCm, the GPUs and the frameworks (each framework is imported in a "
+              "separate process; this takes a few seconds)...", file=sys.stderr)
+    report = doctor.run(rocminfo_text=text, rocminfo_source=source, python=args.python)
+    print(report.to_json() if args.json else report.to_text())
+    return 0
+
+
+def _cmd_profiles(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import profiles
+
+    try:
+        current = profiles.current().name
+    except profiles.ProfileError as exc:
+        print(f"profiles: {exc} (from ${profiles.ENV_VAR})", file=sys.stderr)
+        return 2
+    for p in profiles.PROFILES.values():
+        mark = "*" if p.name == current else " "
+        print(f"{mark} {p.name:<6} {p.description}")
+    print(f"\nSelect one with {profiles.ENV_VAR}=NAME (now: {current}).")
+    return 0
+
+
+def _cmd_compat(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import compat
+
+    if args.framework == "gpus":
+        table = compat.gpu_table()
+    elif args.framework == "driver":
+        table = compat.kernel_driver_table()
+    else:
+        table = compat.framework_table(args.framework)
+    print(table.to_string(index=False))
+    print("\nSources:")
+    for key in sorted(set(table.get("Source", []))):
+        src = compat.sources().get(key, {})
+        print(f"  {key}: {src.get('title', '?')} <{src.get('url', '?')}>")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m rocm_dl_guide",
+        description="Examples and checks from the executable ROCm Deep Learning Guide.",
+    )
+    parser.add_argument("--version", action="version", version=f"rocm_dl_guide {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("doctor", help="check ROCm, GPUs and frameworks against the guide's data")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument(
+        "--rocminfo",
+        metavar="FILE",
+        help="read saved `rocminfo` output from FILE instead of running rocminfo",
+    )
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        help="probe the frameworks of another Python interpreter (default: this one)",
+    )
+    p.set_defaults(func=_cmd_doctor)
+
+    p = sub.add_parser("profiles", help="list the run profiles and the one in force")
+    p.set_defaults(func=_cmd_profiles)
+
+    p = sub.add_parser("compat", help="print the sourced ROCm compatibility tables")
+    p.add_argument(
+        "framework",
+        choices=["pytorch", "tensorflow", "onnxruntime", "migraphx", "gpus", "driver"],
+        help="which table",
+    )
+    p.set_defaults(func=_cmd_compat)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

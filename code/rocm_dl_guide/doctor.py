@@ -1,0 +1,283 @@
+"""``python -m rocm_dl_guide doctor``: the reader's setup, checked.
+
+The report lists what was found (ROCm, kernel driver, GPUs, frameworks), checks
+each against the guide's sourced compatibility data (:mod:`rocm_dl_guide.compat`),
+and ends with a plain-language verdict. It never fails because a tool is
+missing or prints nonsense: it says what it could not learn.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from rocm_dl_guide import __version__, compat, profiles
+from rocm_dl_guide.system import SystemReport, collect
+
+# Check statuses, from best to worst.
+OK, INFO, UNKNOWN, WARN, FAIL = "ok", "info", "unknown", "warn", "fail"
+_MARK = {OK: "[ok]  ", INFO: "[info]", UNKNOWN: "[??]  ", WARN: "[warn]", FAIL: "[FAIL]"}
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    message: str
+    sources: tuple[str, ...] = ()
+
+
+def _from_verdict(name: str, verdict: compat.Verdict) -> Check:
+    status = {"supported": OK, "unsupported": WARN}.get(verdict.status, UNKNOWN)
+    return Check(name, status, verdict.message, tuple(verdict.sources))
+
+
+def _major_minor(version: str | None) -> str | None:
+    norm = compat.normalize_version(version or "")
+    parts = norm.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else None
+
+
+def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
+    checks: list[Check] = []
+    fw = sysrep.frameworks
+    torch_info = fw.get("pytorch")
+    hip = (torch_info.details.get("hip") if torch_info and torch_info.installed else None) or None
+
+    # ROCm itself; when it is not installed system-wide, a ROCm PyTorch wheel's
+    # HIP version still tells the ROCm release it was built for.
+    rocm_ver = sysrep.rocm.version
+    if rocm_ver:
+        checks.append(Check("ROCm", OK, f"ROCm {rocm_ver} found at {sysrep.rocm.path}"))
+    elif hip:
+        rocm_ver = _major_minor(hip)
+        checks.append(
+            Check(
+                "ROCm",
+                INFO,
+                f"no system ROCm ({sysrep.rocm.error}); PyTorch carries its own ROCm "
+                f"libraries (HIP {hip}), so ROCm {rocm_ver} is assumed for the checks below",
+            )
+        )
+    else:
+        checks.append(Check("ROCm", INFO, sysrep.rocm.error or "ROCm not found"))
+
+    # Kernel driver.
+    kd = sysrep.kernel_driver
+    if kd.loaded:
+        text = f"amdgpu kernel driver loaded, version {kd.version}" if kd.version else kd.note
+        checks.append(Check("Kernel driver", OK, text or "amdgpu kernel driver loaded"))
+        if kd.version and rocm_ver:
+            checks.append(
+                _from_verdict(
+                    "Driver and ROCm", compat.check_kernel_driver(rocm_ver, kd.version)
+                )
+            )
+    else:
+        checks.append(Check("Kernel driver", INFO, kd.note or "amdgpu kernel driver not found"))
+
+    # rocminfo and the GPUs it lists.
+    ri = sysrep.rocminfo
+    if ri.error:
+        checks.append(Check("rocminfo", INFO, f"{sysrep.rocminfo_source}: {ri.error}"))
+    else:
+        checks.append(
+            Check(
+                "rocminfo",
+                OK,
+                f"{sysrep.rocminfo_source}: {len(ri.agents)} agent(s), {len(ri.gpus)} GPU(s)",
+            )
+        )
+    for gpu in ri.gpus:
+        label = f"GPU {gpu.marketing_name or gpu.name} ({gpu.gfx or 'unknown gfx'})"
+        if gpu.gfx and rocm_ver:
+            checks.append(_from_verdict(label, compat.check_gpu(gpu.gfx, rocm_ver)))
+        else:
+            checks.append(Check(label, UNKNOWN, "no ROCm version or gfx target to check against"))
+
+    # PyTorch.
+    if torch_info is None or not torch_info.installed:
+        why = torch_info.error if torch_info else "not checked"
+        checks.append(Check("PyTorch", INFO, f"PyTorch: {why}"))
+    else:
+        ver = torch_info.version
+        cuda = torch_info.details.get("cuda")
+        build = f"ROCm build (HIP {hip})" if hip else (f"CUDA {cuda} build" if cuda else "CPU-only build")
+        gpu_seen = torch_info.details.get("gpu_available")
+        devices = torch_info.details.get("devices") or []
+        seen = (
+            f"sees {len(devices)} GPU(s): " + ", ".join(d["name"] for d in devices)
+            if gpu_seen
+            else "sees no GPU"
+        )
+        status = OK if gpu_seen else INFO
+        if torch_info.error:
+            status, seen = WARN, torch_info.error
+        checks.append(Check("PyTorch", status, f"PyTorch {ver}, {build}; {seen}"))
+        if hip and rocm_ver:
+            checks.append(
+                _from_verdict("PyTorch and ROCm", compat.check_framework("pytorch", ver, rocm_ver))
+            )
+        if ri.gpus and not hip:
+            checks.append(
+                Check(
+                    "PyTorch build",
+                    FAIL,
+                    "an AMD GPU is present but this PyTorch is not a ROCm build: install "
+                    "PyTorch from the ROCm wheels or use the rocm/pytorch container",
+                )
+            )
+
+    # TensorFlow.
+    tf_info = fw.get("tensorflow")
+    if tf_info is None or not tf_info.installed:
+        checks.append(Check("TensorFlow", INFO, f"TensorFlow: {tf_info.error if tf_info else 'not checked'}"))
+    else:
+        rocm_build = tf_info.details.get("built_with_rocm")
+        gpus = tf_info.details.get("gpus") or []
+        build = "ROCm build" if rocm_build else "not a ROCm build"
+        checks.append(
+            Check(
+                "TensorFlow",
+                OK if gpus else INFO,
+                f"TensorFlow {tf_info.version}, {build}; sees {len(gpus)} GPU(s)",
+            )
+        )
+        if rocm_build and rocm_ver:
+            checks.append(
+                _from_verdict(
+                    "TensorFlow and ROCm",
+                    compat.check_framework("tensorflow", tf_info.version, rocm_ver),
+                )
+            )
+
+    # ONNX Runtime.
+    ort = fw.get("onnxruntime")
+    if ort is None or not ort.installed:
+        checks.append(Check("ONNX Runtime", INFO, f"ONNX Runtime: {ort.error if ort else 'not checked'}"))
+    else:
+        providers = ort.details.get("providers") or []
+        amd = [p for p in providers if p in ("MIGraphXExecutionProvider", "ROCMExecutionProvider")]
+        checks.append(
+            Check(
+                "ONNX Runtime",
+                OK,
+                f"ONNX Runtime {ort.version}; providers: {', '.join(providers) or 'none'}"
+                + ("" if amd else " (no AMD GPU provider: inference runs on the CPU)"),
+            )
+        )
+        if amd and rocm_ver:
+            checks.append(
+                _from_verdict(
+                    "ONNX Runtime and ROCm",
+                    compat.check_framework("onnxruntime", ort.version, rocm_ver),
+                )
+            )
+
+    # MIGraphX.
+    mgx = fw.get("migraphx")
+    if mgx is None or not mgx.installed:
+        checks.append(
+            Check(
+                "MIGraphX",
+                INFO,
+                f"MIGraphX: {mgx.error if mgx else 'not checked'} (on ROCm, install the "
+                "migraphx package and add /opt/rocm/lib to PYTHONPATH)",
+            )
+        )
+    else:
+        checks.append(Check("MIGraphX", OK, f"MIGraphX {mgx.version or '(version unknown)'} imports"))
+        if mgx.version and rocm_ver:
+            checks.append(
+                _from_verdict(
+                    "MIGraphX and ROCm", compat.check_framework("migraphx", mgx.version, rocm_ver)
+                )
+            )
+    return checks, rocm_ver
+
+
+def _verdict(sysrep: SystemReport, checks: list[Check]) -> str:
+    torch_info = sysrep.frameworks.get("pytorch")
+    torch_gpu = bool(torch_info and torch_info.installed and torch_info.details.get("gpu_available"))
+    amd_gpus = sysrep.rocminfo.gpus
+    problems = [c for c in checks if c.status in (WARN, FAIL)]
+    if torch_gpu:
+        hip = torch_info.details.get("hip")
+        kind = "ROCm" if hip else "CUDA"
+        text = (
+            f"Ready: PyTorch computes on the GPU through {kind}; the guide's examples "
+            "run with the gpu profile."
+        )
+    elif amd_gpus:
+        text = (
+            f"An AMD GPU is present ({amd_gpus[0].marketing_name or amd_gpus[0].gfx}) but "
+            "PyTorch cannot use it; fix the items marked [FAIL]/[warn] below, then run doctor again."
+        )
+    else:
+        text = (
+            "No usable GPU found: the guide's examples run on the CPU with the smoke "
+            "profile. To use an AMD GPU you need a supported Instinct or Radeon GPU, the "
+            "amdgpu kernel driver, ROCm, and a ROCm build of the framework."
+        )
+    if problems:
+        text += " Attention: " + "; ".join(f"{c.name}: {c.message}" for c in problems)
+    return text
+
+
+@dataclass
+class DoctorReport:
+    system: SystemReport
+    checks: list[Check]
+    rocm_version_checked: str | None
+    verdict: str
+
+    def to_dict(self) -> dict:
+        out = {"guide_version": __version__}
+        out.update(self.system.to_dict())
+        out["rocm_version_checked"] = self.rocm_version_checked
+        out["checks"] = [asdict(c) for c in self.checks]
+        out["verdict"] = self.verdict
+        try:
+            out["profile"] = profiles.current().name
+        except profiles.ProfileError as exc:
+            out["profile"] = None
+            out["profile_error"] = str(exc)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=str)
+
+    def to_text(self) -> str:
+        s = self.system
+        lines = [f"ROCm Deep Learning Guide doctor (rocm_dl_guide {__version__})", ""]
+        lines.append("GPUs:")
+        gpus = s.gpus()
+        if not gpus:
+            pci = [f"{g['vendor']} {g['device_id']} at {g['address']}" for g in s.pci_gpus]
+            lines.append(
+                "  none found" + (f" by ROCm; PCI display devices: {', '.join(pci)}" if pci else "")
+            )
+        for g in gpus:
+            cu = f", {g['compute_units']} compute units" if g.get("compute_units") else ""
+            lines.append(
+                f"  {g.get('marketing_name') or 'unnamed GPU'} ({g.get('gfx') or 'gfx unknown'}{cu})"
+                f"  [from {g['source']}]"
+            )
+        lines += ["", "Checks:"]
+        width = max(len(c.name) for c in self.checks)
+        for c in self.checks:
+            src = f"  (source: {', '.join(c.sources)})" if c.sources else ""
+            lines.append(f"  {_MARK.get(c.status, c.status)} {c.name:<{width}}  {c.message}{src}")
+        lines += ["", "Verdict: " + self.verdict]
+        return "\n".join(lines)
+
+
+def run(
+    rocminfo_text: str | None = None,
+    rocminfo_source: str | None = None,
+    python: str | None = None,
+) -> DoctorReport:
+    """Collect the facts and check them. Never raises on odd system state."""
+    sysrep = collect(rocminfo_text=rocminfo_text, rocminfo_source=rocminfo_source, python=python)
+    checks, rocm_ver = _checks(sysrep)
+    return DoctorReport(sysrep, checks, rocm_ver, _verdict(sysrep, checks))

@@ -1,0 +1,431 @@
+"""What this machine has: ROCm, the kernel driver, GPUs, and the frameworks.
+
+Every probe here is defensive: a missing tool, a tool that fails, a framework
+that crashes at import, or output that makes no sense becomes a recorded
+``error`` string, never an exception. Frameworks are probed in a child Python
+process (with a time limit), so a framework that segfaults or hangs while
+loading GPU libraries cannot take the caller down with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rocm_dl_guide import rocminfo
+
+PROBE_TIMEOUT_S = 120.0
+
+# Each probe prints one JSON object on its last line of stdout.
+_PROBES: dict[str, str] = {
+    "pytorch": r"""
+import json
+import torch
+info = {"version": torch.__version__,
+        "hip": getattr(torch.version, "hip", None),
+        "cuda": getattr(torch.version, "cuda", None)}
+try:
+    info["gpu_available"] = bool(torch.cuda.is_available())
+    devices = []
+    for i in range(torch.cuda.device_count() if info["gpu_available"] else 0):
+        p = torch.cuda.get_device_properties(i)
+        arch = getattr(p, "gcnArchName", None)
+        devices.append({"name": p.name, "gfx": arch.split(":")[0] if arch else None,
+                        "memory_gib": round(p.total_memory / 2**30, 1)})
+    info["devices"] = devices
+except Exception as exc:
+    info["gpu_error"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(info))
+""",
+    "tensorflow": r"""
+import json, os
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import tensorflow as tf
+info = {"version": tf.__version__, "built_with_rocm": bool(tf.test.is_built_with_rocm()),
+        "built_with_cuda": bool(tf.test.is_built_with_cuda())}
+try:
+    info["gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
+except Exception as exc:
+    info["gpu_error"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(info))
+""",
+    "onnxruntime": r"""
+import json
+import onnxruntime as ort
+print(json.dumps({"version": ort.__version__,
+                  "providers": list(ort.get_available_providers())}))
+""",
+    "migraphx": r"""
+import json
+import migraphx
+version = getattr(migraphx, "__version__", None)
+if version is None:
+    try:
+        from importlib.metadata import version as _v
+        version = _v("migraphx")
+    except Exception:
+        version = None
+print(json.dumps({"version": version, "module": getattr(migraphx, "__file__", None)}))
+""",
+}
+
+FRAMEWORKS = tuple(_PROBES)
+
+
+@dataclass
+class FrameworkInfo:
+    """What a child process learned about one framework."""
+
+    name: str
+    installed: bool = False
+    version: str | None = None
+    details: dict = field(default_factory=dict)
+    error: str | None = None
+    """Why nothing (or not everything) could be learned; ``None`` when all went well."""
+
+
+def _last_json_line(text: str) -> dict | None:
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                return None
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def probe_framework(
+    name: str, python: str | None = None, timeout: float = PROBE_TIMEOUT_S
+) -> FrameworkInfo:
+    """Import framework ``name`` in a child ``python`` and report what it says."""
+    if name not in _PROBES:
+        raise ValueError(f"unknown framework {name!r}: choose one of {', '.join(_PROBES)}")
+    python = python or sys.executable
+    info = FrameworkInfo(name=name)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
+    try:
+        proc = subprocess.run(
+            [python, "-c", _PROBES[name]],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        info.error = f"the Python interpreter {python!r} was not found"
+        return info
+    except PermissionError:
+        info.error = f"the Python interpreter {python!r} cannot be executed"
+        return info
+    except subprocess.TimeoutExpired:
+        info.error = f"importing {name} did not finish within {timeout:.0f} s"
+        return info
+    except OSError as exc:
+        info.error = f"could not start {python!r}: {exc}"
+        return info
+
+    result = _last_json_line(proc.stdout)
+    if proc.returncode == 0 and result is not None:
+        info.installed = True
+        info.version = result.pop("version", None)
+        info.details = result
+        if "gpu_error" in result:
+            info.error = f"the GPU query failed: {result['gpu_error']}"
+        return info
+    if "ModuleNotFoundError" in proc.stderr or "No module named" in proc.stderr:
+        info.error = "not installed"
+        return info
+    if proc.returncode < 0:
+        info.error = f"importing {name} crashed the process (signal {-proc.returncode})"
+    elif proc.returncode != 0:
+        last = proc.stderr.strip().splitlines()[-1:] or ["no message"]
+        info.error = f"importing {name} failed: {_short(last[0])}"
+    else:
+        info.error = f"the {name} probe printed output that could not be read: {_short(proc.stdout)!r}"
+    return info
+
+
+# ROCm itself ---------------------------------------------------------------
+
+_VERSION_RE = re.compile(r"\d+\.\d+(?:\.\d+)?")
+
+
+def rocm_root(env: dict | None = None) -> Path:
+    """``$ROCM_PATH`` or ``/opt/rocm``."""
+    env = os.environ if env is None else env
+    return Path(env.get("ROCM_PATH") or "/opt/rocm")
+
+
+@dataclass
+class RocmInfo:
+    path: str
+    version: str | None = None
+    source: str | None = None
+    error: str | None = None
+
+
+def rocm_version(env: dict | None = None) -> RocmInfo:
+    """The installed ROCm version, read from ``<root>/.info/version``."""
+    root = rocm_root(env)
+    info = RocmInfo(path=str(root))
+    candidates = [root / ".info" / "version", root / ".info" / "version-dev"]
+    for candidate in candidates:
+        try:
+            text = candidate.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            info.error = f"could not read {candidate}: {exc.strerror or exc}"
+            return info
+        match = _VERSION_RE.search(text)
+        if match:
+            info.version, info.source = match.group(0), str(candidate)
+            return info
+        info.error = f"{candidate} does not contain a version number: {_short(text, 80)!r}"
+        return info
+    if root.exists():
+        info.error = f"{root} exists but has no .info/version file"
+    else:
+        info.error = f"ROCm is not installed at {root} (set ROCM_PATH if it lives elsewhere)"
+    return info
+
+
+@dataclass
+class KernelDriverInfo:
+    loaded: bool | None
+    version: str | None = None
+    note: str | None = None
+
+
+def kernel_driver(sys_root: str = "/sys") -> KernelDriverInfo:
+    """Whether the amdgpu kernel module is loaded, and its version if it reports one.
+
+    The DKMS driver from AMD's packages reports a version in
+    ``/sys/module/amdgpu/version``; the driver that ships inside a distribution's
+    kernel does not (it then matches the kernel release).
+    """
+    module = Path(sys_root) / "module" / "amdgpu"
+    kfd = Path("/dev/kfd")
+    if not module.exists():
+        note = "the amdgpu kernel module is not loaded"
+        if kfd.exists():
+            note += " (but /dev/kfd exists, e.g. inside a container)"
+        return KernelDriverInfo(loaded=False if not kfd.exists() else None, note=note)
+    try:
+        text = (module / "version").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return KernelDriverInfo(loaded=True, note="in-kernel amdgpu driver (no version reported)")
+    match = _VERSION_RE.search(text)
+    return KernelDriverInfo(
+        loaded=True,
+        version=match.group(0) if match else None,
+        note=None if match else f"unreadable driver version {_short(text, 60)!r}",
+    )
+
+
+# PCI devices -------------------------------------------------------------
+
+PCI_VENDORS = {"0x1002": "AMD", "0x10de": "NVIDIA", "0x8086": "Intel"}
+# Display controllers (0x03xxxx) and processing accelerators (0x12xxxx).
+_GPU_CLASSES = ("0x03", "0x12")
+
+
+def pci_gpus(sys_root: str = "/sys") -> list[dict]:
+    """Display controllers and accelerators on the PCI bus, read from sysfs (no tools needed)."""
+    found = []
+    base = Path(sys_root) / "bus" / "pci" / "devices"
+    try:
+        devices = sorted(base.iterdir())
+    except OSError:
+        return found
+    for dev in devices:
+        try:
+            vendor = (dev / "vendor").read_text().strip().lower()
+            klass = (dev / "class").read_text().strip().lower()
+            device = (dev / "device").read_text().strip().lower()
+        except OSError:
+            continue
+        if klass.startswith(_GPU_CLASSES):
+            found.append(
+                {
+                    "address": dev.name,
+                    "vendor": PCI_VENDORS.get(vendor, vendor),
+                    "device_id": device,
+                    "class": klass,
+                }
+            )
+    return found
+
+
+# Everything together -----------------------------------------------------
+
+
+@dataclass
+class SystemReport:
+    rocm: RocmInfo
+    kernel_driver: KernelDriverInfo
+    rocminfo_source: str
+    rocminfo: rocminfo.RocminfoReport
+    pci_gpus: list[dict]
+    frameworks: dict[str, FrameworkInfo]
+
+    def gpus(self) -> list[dict]:
+        """GPUs from ``rocminfo``; failing that, the GPUs PyTorch sees."""
+        gpus = [
+            {
+                "gfx": a.gfx,
+                "marketing_name": a.marketing_name or None,
+                "compute_units": a.compute_units,
+                "vendor": a.vendor or None,
+                "source": self.rocminfo_source,
+            }
+            for a in self.rocminfo.gpus
+        ]
+        if gpus:
+            return gpus
+        torch_info = self.frameworks.get("pytorch")
+        for dev in (torch_info.details.get("devices") or []) if torch_info else []:
+            gpus.append(
+                {
+                    "gfx": dev.get("gfx"),
+                    "marketing_name": dev.get("name"),
+                    "compute_units": None,
+                    "vendor": None,
+                    "source": "pytorch",
+                }
+            )
+        return gpus
+
+    def to_dict(self) -> dict:
+        return {
+            "rocm": asdict(self.rocm),
+            "kernel_driver": asdict(self.kernel_driver),
+            "rocminfo": {
+                "source": self.rocminfo_source,
+                "runtime_version": self.rocminfo.runtime_version,
+                "kernel_module_loaded": self.rocminfo.kernel_module_loaded,
+                "agents": len(self.rocminfo.agents),
+                "error": self.rocminfo.error,
+            },
+            "gpus": self.gpus(),
+            "pci_gpus": self.pci_gpus,
+            "frameworks": {k: asdict(v) for k, v in self.frameworks.items()},
+        }
+
+
+def collect(
+    rocminfo_text: str | None = None,
+    rocminfo_source: str | None = None,
+    python: str | None = None,
+    frameworks: tuple[str, ...] = FRAMEWORKS,
+    env: dict | None = None,
+) -> SystemReport:
+    """Gather everything. ``rocminfo_text`` replaces running ``rocminfo``."""
+    if rocminfo_text is None:
+        report = rocminfo.run(_find_rocminfo(env))
+        source = "rocminfo"
+    else:
+        report = rocminfo.parse(rocminfo_text)
+        source = rocminfo_source or "saved rocminfo output"
+    return SystemReport(
+        rocm=rocm_version(env),
+        kernel_driver=kernel_driver(),
+        rocminfo_source=source,
+        rocminfo=report,
+        pci_gpus=pci_gpus(),
+        frameworks=_probe_all(frameworks, python),
+    )
+
+
+def _probe_all(frameworks: tuple[str, ...], python: str | None) -> dict[str, FrameworkInfo]:
+    """Probe the frameworks in parallel child processes (each import takes seconds)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, len(frameworks))) as pool:
+        futures = {name: pool.submit(probe_framework, name, python) for name in frameworks}
+        return {name: fut.result() for name, fut in futures.items()}
+
+
+def _find_rocminfo(env: dict | None = None) -> str:
+    """``rocminfo`` on PATH, else the copy in the ROCm tree, else the bare name."""
+    import shutil
+
+    env = os.environ if env is None else env
+    found = shutil.which("rocminfo", path=env.get("PATH"))
+    if found:
+        return found
+    bundled = rocm_root(env) / "bin" / "rocminfo"
+    return str(bundled) if bundled.exists() else "rocminfo"
+
+
+# A reader-facing view of the GPUs ------------------------------------------
+
+
+def gpu_inventory(sysrep: SystemReport | None = None) -> list[dict]:
+    """Every GPU this machine shows, one row per (source, device).
+
+    Three independent views are listed side by side because each can fail on
+    its own: the PCI bus (hardware present), ``rocminfo`` (ROCm's runtime sees
+    it) and PyTorch (the framework can compute on it).
+    """
+    if sysrep is None:
+        sysrep = collect(frameworks=("pytorch",))
+    rows = []
+    for dev in sysrep.pci_gpus:
+        rows.append(
+            {
+                "seen by": "PCI bus (sysfs)",
+                "device": f"{dev['vendor']} device {dev['device_id']}",
+                "detail": f"PCI {dev['address']}, class {dev['class']}",
+            }
+        )
+    for agent in sysrep.rocminfo.gpus:
+        cu = f", {agent.compute_units} CUs" if agent.compute_units else ""
+        rows.append(
+            {
+                "seen by": "ROCm runtime (rocminfo)",
+                "device": agent.marketing_name or agent.name,
+                "detail": f"{agent.gfx or 'gfx unknown'}{cu}",
+            }
+        )
+    torch_info = sysrep.frameworks.get("pytorch")
+    if torch_info and torch_info.installed:
+        for dev in torch_info.details.get("devices") or []:
+            arch = dev.get("gfx") or ""
+            rows.append(
+                {
+                    "seen by": "PyTorch",
+                    "device": dev.get("name"),
+                    "detail": ", ".join(
+                        x for x in (arch, f"{dev.get('memory_gib')} GiB") if x
+                    ),
+                }
+            )
+    return rows
+
+
+def gpu_inventory_summary(sysrep: SystemReport, rows: list[dict]) -> str:
+    """One plain sentence about :func:`gpu_inventory`'s rows."""
+    if not rows:
+        why = sysrep.rocminfo.error or "rocminfo lists no GPU agent"
+        return (
+            "No GPU found on this machine: the PCI bus shows no display controller or "
+            f"accelerator, {why[0].lower() + why[1:]}, and PyTorch sees no GPU. "
+            "The examples in this build ran on the CPU."
+        )
+    sources = sorted({r["seen by"] for r in rows})
+    return f"{len(rows)} GPU sighting(s), from: {', '.join(sources)}."

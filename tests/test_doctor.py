@@ -1,0 +1,161 @@
+"""The doctor command: never a traceback, whatever the machine looks like."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocm_dl_guide import rocminfo
+
+
+def _script(path: Path, body: str) -> str:
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def run_doctor(*args, env_extra=None, path_dirs=(), timeout=600):
+    env = dict(os.environ)
+    # PATH holds only the directories the test gives, plus /bin for the shell
+    # scripts' own needs: no rocminfo, no rocm-smi unless a test puts one there.
+    env["PATH"] = os.pathsep.join([*map(str, path_dirs), "/bin"])
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_dl_guide", "doctor", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def no_rocm(tmp_path):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    return {"path_dirs": [empty], "env_extra": {"ROCM_PATH": str(tmp_path / "no-rocm")}}
+
+
+def test_every_tool_missing(tmp_path, no_rocm):
+    # A Python without site-packages: no torch, tensorflow, onnxruntime or migraphx.
+    bare = _script(tmp_path / "bare-python", f'exec "{sys.executable}" -I -S "$@"')
+    proc = run_doctor("--json", "--python", bare, **no_rocm)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["gpus"] == []
+    assert "not installed" in report["rocm"]["error"]
+    assert "not installed" in report["rocminfo"]["error"]
+    for name, info in report["frameworks"].items():
+        assert info["installed"] is False, name
+        assert info["error"] == "not installed", (name, info["error"])
+    assert report["verdict"].startswith("No usable GPU found")
+    # The plain-text report says the same in words.
+    text = run_doctor("--python", bare, **no_rocm)
+    assert text.returncode == 0 and "Traceback" not in text.stderr
+    assert "GPUs:\n  none found" in text.stdout
+    assert "Verdict: No usable GPU found" in text.stdout
+
+
+def test_missing_interpreter_is_reported(tmp_path, no_rocm):
+    proc = run_doctor("--json", "--python", str(tmp_path / "nope"), **no_rocm)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    for info in report["frameworks"].values():
+        assert "was not found" in info["error"]
+
+
+@pytest.mark.parametrize(
+    "python_body, expected",
+    [
+        ("echo '\\x00\\x01 garbage {not json'; exit 0", "could not be read"),
+        ("echo 'Illegal instruction' >&2; exit 132", "failed: Illegal instruction"),
+        ("kill -SEGV $$", "crashed the process (signal 11)"),
+    ],
+    ids=["garbage-stdout", "error-exit", "segfault"],
+)
+def test_garbled_and_failing_tools(tmp_path, python_body, expected):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # rocminfo that prints binary noise and a half agent, rocm-smi that errors.
+    _script(bin_dir / "rocminfo", "printf '\\377\\376 ROCk mod\\nAgent 1\\n  Name: gfx'; exit 3")
+    _script(bin_dir / "rocm-smi", "echo 'ERROR: GPU[0] : bad' >&2; exit 2")
+    rocm = tmp_path / "rocm" / ".info"
+    rocm.mkdir(parents=True)
+    (rocm / "version").write_bytes(b"\xff\xfe not-a-version")
+    fake_python = _script(tmp_path / "python", python_body)
+    proc = run_doctor(
+        "--json",
+        "--python",
+        fake_python,
+        path_dirs=[bin_dir],
+        env_extra={"ROCM_PATH": str(tmp_path / "rocm")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    assert "does not contain a version number" in report["rocm"]["error"]
+    assert report["rocminfo"]["error"], "a failing rocminfo must be reported"
+    assert report["gpus"] == []
+    for info in report["frameworks"].values():
+        assert expected in info["error"]
+    text = run_doctor("--python", fake_python, path_dirs=[bin_dir],
+                      env_extra={"ROCM_PATH": str(tmp_path / "rocm")})
+    assert text.returncode == 0 and "Traceback" not in text.stderr
+    assert "Verdict:" in text.stdout
+
+
+def test_saved_rocminfo_gives_gpus_with_gfx_and_name(tmp_path, no_rocm):
+    saved = tmp_path / "rocminfo.txt"
+    saved.write_text(rocminfo.load_sample("mi-instinct"))
+    bare = _script(tmp_path / "bare-python", f'exec "{sys.executable}" -I -S "$@"')
+    proc = run_doctor("--json", "--rocminfo", str(saved), "--python", bare, **no_rocm)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    expected = rocminfo.parse(saved.read_text()).gpus
+    assert len(report["gpus"]) == len(expected) > 0
+    for entry, agent in zip(report["gpus"], expected):
+        assert entry["gfx"] == agent.gfx and entry["gfx"].startswith("gfx")
+        assert entry["marketing_name"] == agent.marketing_name
+    # The GPU is present but no framework can use it: the verdict says so.
+    assert "PyTorch cannot use it" in report["verdict"]
+    checks = {c["name"]: c for c in report["checks"]}
+    assert any(name.startswith("GPU ") for name in checks)
+
+
+def test_garbled_saved_rocminfo(tmp_path, no_rocm):
+    saved = tmp_path / "garbage.txt"
+    saved.write_bytes(os.urandom(4096))
+    bare = _script(tmp_path / "bare-python", f'exec "{sys.executable}" -I -S "$@"')
+    proc = run_doctor("--json", "--rocminfo", str(saved), "--python", bare, **no_rocm)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout)["gpus"] == []
+
+
+def test_unreadable_rocminfo_file_is_one_clear_error(tmp_path):
+    proc = run_doctor("--rocminfo", str(tmp_path / "missing.txt"))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"doctor: cannot read {tmp_path / 'missing.txt'}: No such file or directory"
+    ]
+
+
+def test_doctor_on_this_machine_sees_the_frameworks():
+    """The real environment: frameworks are found and versions reported."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocm_dl_guide", "doctor", "--json"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    import torch
+
+    torch_report = report["frameworks"]["pytorch"]
+    assert torch_report["installed"] and torch_report["version"] == torch.__version__
+    assert torch_report["details"]["gpu_available"] == torch.cuda.is_available()
+    assert isinstance(report["gpus"], list)

@@ -10,6 +10,11 @@ PYTHON ?= python3
 VENV ?= .venv
 REQUIREMENTS ?= requirements.txt
 VENV_FLAGS ?=
+# ROCm targets: make the container's own packages (its ROCm PyTorch) visible in
+# the new venv, whether they sit in the system Python or in a venv of the image
+# (some rocm/pytorch images keep PyTorch in /opt/venv). A .pth file appends the
+# parent interpreter's site-packages after the venv's own.
+INHERIT_SITE ?=
 # Packages the CPU default environment removes after installing: triton serves
 # only GPU compilation, and its LLVM crashes the process when torchvision is
 # imported after tensorflow (see README, "Known traps").
@@ -18,7 +23,9 @@ BOOK_FLAGS ?= -W -n --keep-going
 
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed-$(notdir $(REQUIREMENTS))
-export PATH := $(BIN):$(PATH)
+# Recipes that run the book or tests put the venv first on PATH, so that Jupyter
+# kernels and subprocesses use the venv's python.
+RUN := PATH="$(BIN):$$PATH"
 
 .PHONY: book test book-rocm test-rocm env lint clean lock
 
@@ -27,6 +34,10 @@ env: $(STAMP)
 $(STAMP): $(REQUIREMENTS) requirements-tools.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10 or newer is needed (3.11 recommended); set PYTHON=...")'
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	@if [ -n "$(INHERIT_SITE)" ]; then \
+	  $(PYTHON) -c 'import site; print("\n".join(site.getsitepackages()))' \
+	    > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-parent-site.pth"; \
+	fi
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r $(REQUIREMENTS)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
@@ -34,17 +45,17 @@ $(STAMP): $(REQUIREMENTS) requirements-tools.txt pyproject.toml
 	@touch $@
 
 book: $(STAMP)
-	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
+	$(RUN) $(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html/index.html"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(RUN) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 book-rocm:
-	$(MAKE) book VENV=.venv-rocm REQUIREMENTS=requirements-rocm.txt VENV_FLAGS=--system-site-packages REMOVE_AFTER_INSTALL= ROCM_DL_GUIDE_PROFILE=$${ROCM_DL_GUIDE_PROFILE:-gpu}
+	$(MAKE) book VENV=.venv-rocm REQUIREMENTS=requirements-rocm.txt VENV_FLAGS=--system-site-packages INHERIT_SITE=1 REMOVE_AFTER_INSTALL= ROCM_DL_GUIDE_PROFILE=$${ROCM_DL_GUIDE_PROFILE:-gpu}
 
 test-rocm:
-	$(MAKE) test VENV=.venv-rocm REQUIREMENTS=requirements-rocm.txt VENV_FLAGS=--system-site-packages REMOVE_AFTER_INSTALL= ROCM_DL_GUIDE_PROFILE=$${ROCM_DL_GUIDE_PROFILE:-gpu}
+	$(MAKE) test VENV=.venv-rocm REQUIREMENTS=requirements-rocm.txt VENV_FLAGS=--system-site-packages INHERIT_SITE=1 REMOVE_AFTER_INSTALL= ROCM_DL_GUIDE_PROFILE=$${ROCM_DL_GUIDE_PROFILE:-gpu}
 
 lint: $(STAMP)
 	$(BIN)/ruff check code tests

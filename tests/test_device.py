@@ -40,7 +40,5 @@ def test_frameworks_import_together_in_both_orders(order):
         "import torch, torchvision, tensorflow as tf\n"
         "print(torch.__version__, torchvision.__version__, tf.__version__)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"

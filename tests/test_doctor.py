@@ -22,7 +22,7 @@ def run_doctor(*args, env_extra=None, path_dirs=(), timeout=600):
     env = dict(os.environ)
     # PATH holds only the directories the test gives, plus /bin for the shell
     # scripts' own needs: no rocminfo, no rocm-smi unless a test puts one there.
-    env["PATH"] = os.pathsep.join([*map(str, path_dirs), "/bin"])
+    env["PATH"] = os.pathsep.join(map(str, path_dirs)) or os.devnull
     env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, "-m", "rocm_dl_guide", "doctor", *args],
@@ -103,8 +103,12 @@ def test_garbled_and_failing_tools(tmp_path, python_body, expected):
     assert report["gpus"] == []
     for info in report["frameworks"].values():
         assert expected in info["error"]
-    text = run_doctor("--python", fake_python, path_dirs=[bin_dir],
-                      env_extra={"ROCM_PATH": str(tmp_path / "rocm")})
+    text = run_doctor(
+        "--python",
+        fake_python,
+        path_dirs=[bin_dir],
+        env_extra={"ROCM_PATH": str(tmp_path / "rocm")},
+    )
     assert text.returncode == 0 and "Traceback" not in text.stderr
     assert "Verdict:" in text.stdout
 
@@ -118,7 +122,7 @@ def test_saved_rocminfo_gives_gpus_with_gfx_and_name(tmp_path, no_rocm):
     report = json.loads(proc.stdout)
     expected = rocminfo.parse(saved.read_text()).gpus
     assert len(report["gpus"]) == len(expected) > 0
-    for entry, agent in zip(report["gpus"], expected):
+    for entry, agent in zip(report["gpus"], expected, strict=True):
         assert entry["gfx"] == agent.gfx and entry["gfx"].startswith("gfx")
         assert entry["marketing_name"] == agent.marketing_name
     # The GPU is present but no framework can use it: the verdict says so.
@@ -149,7 +153,9 @@ def test_doctor_on_this_machine_sees_the_frameworks():
     """The real environment: frameworks are found and versions reported."""
     proc = subprocess.run(
         [sys.executable, "-m", "rocm_dl_guide", "doctor", "--json"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

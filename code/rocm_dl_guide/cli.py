@@ -22,8 +22,11 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             return 2
         source = f"saved rocminfo output {path.name}"
     if not args.json:
-        print("Checking ROCm, the GPUs and the frameworks (each framework is imported in a "
-              "separate process; this takes a few seconds)...", file=sys.stderr)
+        print(
+            "Checking ROCm, the GPUs and the frameworks (each framework is imported in a "
+            "separate process; this takes a few seconds)...",
+            file=sys.stderr,
+        )
     report = doctor.run(rocminfo_text=text, rocminfo_source=source, python=args.python)
     print(report.to_json() if args.json else report.to_text())
     return 0

@@ -38,6 +38,29 @@ def _major_minor(version: str | None) -> str | None:
     return ".".join(parts[:2]) if len(parts) >= 2 else None
 
 
+def _driver_check(rocm_ver: str, module_version: str) -> Check:
+    """Check the kernel driver against ROCm, where the number can be read as a driver release.
+
+    AMD's compatibility table lists "AMD GPU Driver" releases (30.10.x and up
+    since ROCm 7; 6.x and older before). ``/sys/module/amdgpu/version`` reports
+    the kernel module's own version, which for the older DKMS packages is not
+    such a release number and could be misread as one, so only the new
+    numbering is checked.
+    """
+    major = compat.normalize_version(module_version).split(".")[0]
+    if major.isdigit() and int(major) >= 30:
+        return _from_verdict(
+            "Driver and ROCm", compat.check_kernel_driver(rocm_ver, module_version)
+        )
+    return Check(
+        "Driver and ROCm",
+        UNKNOWN,
+        f"the kernel module reports version {module_version}, which is not an AMD GPU "
+        "Driver release number; compare the installed amdgpu-dkms package with the "
+        "support window in the compatibility chapter",
+    )
+
+
 def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
     checks: list[Check] = []
     fw = sysrep.frameworks
@@ -68,11 +91,7 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
         text = f"amdgpu kernel driver loaded, version {kd.version}" if kd.version else kd.note
         checks.append(Check("Kernel driver", OK, text or "amdgpu kernel driver loaded"))
         if kd.version and rocm_ver:
-            checks.append(
-                _from_verdict(
-                    "Driver and ROCm", compat.check_kernel_driver(rocm_ver, kd.version)
-                )
-            )
+            checks.append(_driver_check(rocm_ver, kd.version))
     else:
         checks.append(Check("Kernel driver", INFO, kd.note or "amdgpu kernel driver not found"))
 
@@ -102,7 +121,11 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
     else:
         ver = torch_info.version
         cuda = torch_info.details.get("cuda")
-        build = f"ROCm build (HIP {hip})" if hip else (f"CUDA {cuda} build" if cuda else "CPU-only build")
+        build = (
+            f"ROCm build (HIP {hip})"
+            if hip
+            else (f"CUDA {cuda} build" if cuda else "CPU-only build")
+        )
         gpu_seen = torch_info.details.get("gpu_available")
         devices = torch_info.details.get("devices") or []
         seen = (
@@ -131,7 +154,9 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
     # TensorFlow.
     tf_info = fw.get("tensorflow")
     if tf_info is None or not tf_info.installed:
-        checks.append(Check("TensorFlow", INFO, f"TensorFlow: {tf_info.error if tf_info else 'not checked'}"))
+        checks.append(
+            Check("TensorFlow", INFO, f"TensorFlow: {tf_info.error if tf_info else 'not checked'}")
+        )
     else:
         rocm_build = tf_info.details.get("built_with_rocm")
         gpus = tf_info.details.get("gpus") or []
@@ -154,7 +179,9 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
     # ONNX Runtime.
     ort = fw.get("onnxruntime")
     if ort is None or not ort.installed:
-        checks.append(Check("ONNX Runtime", INFO, f"ONNX Runtime: {ort.error if ort else 'not checked'}"))
+        checks.append(
+            Check("ONNX Runtime", INFO, f"ONNX Runtime: {ort.error if ort else 'not checked'}")
+        )
     else:
         providers = ort.details.get("providers") or []
         amd = [p for p in providers if p in ("MIGraphXExecutionProvider", "ROCMExecutionProvider")]
@@ -186,7 +213,9 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
             )
         )
     else:
-        checks.append(Check("MIGraphX", OK, f"MIGraphX {mgx.version or '(version unknown)'} imports"))
+        checks.append(
+            Check("MIGraphX", OK, f"MIGraphX {mgx.version or '(version unknown)'} imports")
+        )
         if mgx.version and rocm_ver:
             checks.append(
                 _from_verdict(
@@ -198,7 +227,9 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
 
 def _verdict(sysrep: SystemReport, checks: list[Check]) -> str:
     torch_info = sysrep.frameworks.get("pytorch")
-    torch_gpu = bool(torch_info and torch_info.installed and torch_info.details.get("gpu_available"))
+    torch_gpu = bool(
+        torch_info and torch_info.installed and torch_info.details.get("gpu_available")
+    )
     amd_gpus = sysrep.rocminfo.gpus
     problems = [c for c in checks if c.status in (WARN, FAIL)]
     if torch_gpu:
@@ -211,7 +242,8 @@ def _verdict(sysrep: SystemReport, checks: list[Check]) -> str:
     elif amd_gpus:
         text = (
             f"An AMD GPU is present ({amd_gpus[0].marketing_name or amd_gpus[0].gfx}) but "
-            "PyTorch cannot use it; fix the items marked [FAIL]/[warn] below, then run doctor again."
+            "PyTorch cannot use it; fix the items marked [FAIL]/[warn] below, then run "
+            "doctor again."
         )
     else:
         text = (
@@ -260,8 +292,8 @@ class DoctorReport:
         for g in gpus:
             cu = f", {g['compute_units']} compute units" if g.get("compute_units") else ""
             lines.append(
-                f"  {g.get('marketing_name') or 'unnamed GPU'} ({g.get('gfx') or 'gfx unknown'}{cu})"
-                f"  [from {g['source']}]"
+                f"  {g.get('marketing_name') or 'unnamed GPU'} "
+                f"({g.get('gfx') or 'gfx unknown'}{cu})  [from {g['source']}]"
             )
         lines += ["", "Checks:"]
         width = max(len(c.name) for c in self.checks)

@@ -155,7 +155,9 @@ def probe_framework(
         last = proc.stderr.strip().splitlines()[-1:] or ["no message"]
         info.error = f"importing {name} failed: {_short(last[0])}"
     else:
-        info.error = f"the {name} probe printed output that could not be read: {_short(proc.stdout)!r}"
+        info.error = (
+            f"the {name} probe printed output that could not be read: {_short(proc.stdout)!r}"
+        )
     return info
 
 
@@ -410,22 +412,24 @@ def gpu_inventory(sysrep: SystemReport | None = None) -> list[dict]:
                 {
                     "seen by": "PyTorch",
                     "device": dev.get("name"),
-                    "detail": ", ".join(
-                        x for x in (arch, f"{dev.get('memory_gib')} GiB") if x
-                    ),
+                    "detail": ", ".join(x for x in (arch, f"{dev.get('memory_gib')} GiB") if x),
                 }
             )
     return rows
 
 
 def gpu_inventory_summary(sysrep: SystemReport, rows: list[dict]) -> str:
-    """One plain sentence about :func:`gpu_inventory`'s rows."""
-    if not rows:
-        why = sysrep.rocminfo.error or "rocminfo lists no GPU agent"
-        return (
-            "No GPU found on this machine: the PCI bus shows no display controller or "
-            f"accelerator, {why[0].lower() + why[1:]}, and PyTorch sees no GPU. "
-            "The examples in this build ran on the CPU."
-        )
-    sources = sorted({r["seen by"] for r in rows})
-    return f"{len(rows)} GPU sighting(s), from: {', '.join(sources)}."
+    """One plain paragraph about :func:`gpu_inventory`'s rows."""
+    if rows:
+        sources = sorted({r["seen by"] for r in rows})
+        return f"{len(rows)} GPU sighting(s), from: {', '.join(sources)}."
+    torch_info = sysrep.frameworks.get("pytorch")
+    if torch_info and torch_info.installed:
+        torch_says = "PyTorch sees no GPU"
+    else:
+        torch_says = f"PyTorch could not be asked ({torch_info.error if torch_info else 'not checked'})"
+    return (
+        "No GPU found on this machine. The PCI bus shows no display controller or "
+        f"accelerator. ROCm: {sysrep.rocminfo.error or 'rocminfo lists no GPU agent.'} "
+        f"{torch_says}. The examples in this build ran on the CPU."
+    )

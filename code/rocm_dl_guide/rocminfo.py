@@ -1,0 +1,693 @@
+"""Read the output of ``rocminfo``: which CPUs and GPUs the ROCm runtime can see.
+
+``rocminfo`` prints a fixed, human-oriented layout::
+
+    ROCk module is loaded                    <- or "ROCk module version 6.8.5 is loaded"
+    =====================
+    HSA System Attributes
+    =====================
+    Runtime Version:         1.14
+    ...
+    ==========
+    HSA Agents
+    ==========
+    *******
+    Agent 1
+    *******
+      Name:                    AMD EPYC 7452 32-Core Processor
+      Device Type:             CPU
+      Pool Info:
+        Pool 1
+          Segment:                 GLOBAL; FLAGS: FINE GRAINED
+      ISA Info:
+    *******
+    Agent 2
+    *******
+      Name:                    gfx90a
+      Marketing Name:          AMD Instinct MI210
+      Compute Unit:            104
+      ...
+      ISA Info:
+        ISA 1
+          Name:                    amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-
+    *** Done ***
+
+:func:`parse` reads that text with a small line-oriented state machine and never
+raises on odd input; :func:`run` runs the tool and turns every failure (not
+installed, non-zero exit, timeout, garbage) into a report whose ``error`` says
+what happened. Real outputs for several machines ship with the package; see
+:func:`sample_names` and :func:`load_sample`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from importlib import resources
+
+__all__ = [
+    "Agent",
+    "RocminfoError",
+    "RocminfoReport",
+    "agents_table",
+    "load_sample",
+    "parse",
+    "run",
+    "sample_names",
+]
+
+
+class RocminfoError(Exception):
+    """Raised only when this module is misused (wrong argument types or values).
+
+    Odd, truncated or failed ``rocminfo`` output is never an exception: it is a
+    :class:`RocminfoReport` whose ``error`` explains the problem.
+    """
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One HSA agent (a CPU or a GPU) as listed by ``rocminfo``."""
+
+    index: int
+    """The number in the ``Agent N`` header."""
+    name: str
+    """``Name:``, e.g. ``gfx90a`` for a GPU or the processor name for a CPU."""
+    marketing_name: str
+    """``Marketing Name:``, e.g. ``AMD Instinct MI210`` (empty if not printed)."""
+    vendor: str
+    """``Vendor Name:`` (``AMD`` for GPUs; rocminfo prints ``CPU`` for CPUs)."""
+    device_type: str
+    """``Device Type:`` as printed: ``CPU`` or ``GPU`` (``DSP`` exists too)."""
+    compute_units: int | None
+    """``Compute Unit:`` (CUs for a GPU, cores/threads for a CPU); None if absent."""
+    gfx: str | None
+    """The GPU's gfx target (``gfx90a``, ``gfx942``, ``gfx1100`` ...); None for CPUs."""
+    uuid: str | None
+    """``Uuid:`` (``GPU-21e4cb94e63377ab``; CPUs print ``CPU-XX``); None if absent."""
+    extra: dict[str, str] = field(default_factory=dict, hash=False)
+    """Every other top-level ``Key: value`` of the agent (not Cache/Pool/ISA sub-keys)."""
+    isas: tuple[str, ...] = ()
+    """The ISA names under ``ISA Info``, e.g. ``amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-``."""
+
+    @property
+    def is_gpu(self) -> bool:
+        """True for a GPU agent."""
+        kind = self.device_type.strip().upper()
+        if kind:
+            return kind == "GPU"
+        # Device Type missing (truncated paste): a gfx name still means a GPU.
+        return self.gfx is not None
+
+    @property
+    def is_cpu(self) -> bool:
+        """True for a CPU agent."""
+        return self.device_type.strip().upper() == "CPU"
+
+
+@dataclass(frozen=True)
+class RocminfoReport:
+    """Everything :func:`parse` could read from one ``rocminfo`` output."""
+
+    runtime_version: str | None
+    """``Runtime Version:`` from ``HSA System Attributes`` (e.g. ``1.14``)."""
+    kernel_module_loaded: bool | None
+    """From the ``ROCk module ... is loaded`` / ``is NOT loaded`` line; None if absent."""
+    agents: tuple[Agent, ...]
+    error: str | None
+    """A plain-language sentence if the output shows a failure, else None."""
+    kernel_module_version: str | None = None
+    """The version in ``ROCk module version 6.8.5 is loaded`` (newer rocminfo only)."""
+    system: dict[str, str] = field(default_factory=dict, hash=False)
+    """All ``HSA System Attributes`` as printed (``Machine Model``, ``Mwaitx`` ...)."""
+    notes: tuple[str, ...] = ()
+    """Lines outside the structured sections (warnings, group checks, WSL notice ...)."""
+    complete: bool = False
+    """True if the output ended with rocminfo's ``*** Done ***`` marker."""
+
+    @property
+    def gpus(self) -> tuple[Agent, ...]:
+        """The GPU agents, in rocminfo's order (which is also HIP's device order)."""
+        return tuple(a for a in self.agents if a.is_gpu)
+
+    @property
+    def cpus(self) -> tuple[Agent, ...]:
+        """The CPU agents."""
+        return tuple(a for a in self.agents if a.is_cpu)
+
+    @property
+    def ok(self) -> bool:
+        """True if no error was found and at least one agent was listed."""
+        return self.error is None and bool(self.agents)
+
+
+# ---------------------------------------------------------------------------
+# Cleaning the text
+# ---------------------------------------------------------------------------
+
+# CSI sequences (colours such as "\x1b[31m" ... "\x1b[0m"), OSC sequences, and
+# any other two-character escape.
+_ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL / ST
+    r"|\x1b[@-Z\\-_]?"  # lone ESC or 2-byte escape
+)
+# C0 control characters other than tab and newline (CR is handled before).
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _clean_lines(text: str) -> list[str]:
+    """Split into lines without ANSI colours, CR, control bytes or trailing blanks."""
+    text = _ANSI_RE.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _CONTROL_RE.sub("", text)
+    return [line.expandtabs(8).rstrip() for line in text.split("\n")]
+
+
+# ---------------------------------------------------------------------------
+# Recognising lines
+# ---------------------------------------------------------------------------
+
+# "Name:   gfx90a", "WatchPts on Addr. Ranges:1", "Packet Processor uCode:: 138".
+# The key has no colon; the value may (ISA names: "...gfx90a:sramecc+:xnack-").
+_KEY_VALUE_RE = re.compile(r"^(?P<key>[^:]*[^:\s])\s*:+\s*(?P<value>.*)$")
+_AGENT_HEADER_RE = re.compile(r"^\**\s*Agent\s+(?P<index>\d+)\s*\**$", re.IGNORECASE)
+_RULE_RE = re.compile(r"^(?:=+|\*+)$")
+_DONE_RE = re.compile(r"^\*+\s*Done\s*\*+$", re.IGNORECASE)
+_MODULE_RE = re.compile(
+    r"^(?:ROCk|hygon)\s+module\b(?:\s+version\s+(?P<version>\S+))?\s+is\s+(?P<not>NOT\s+)?loaded",
+    re.IGNORECASE,
+)
+_GFX_NAME_RE = re.compile(r"^(gfx[0-9a-z]+)\b", re.IGNORECASE)
+_ISA_GFX_RE = re.compile(r"--(gfx[0-9a-z]+(?:-[0-9a-z]+)*)", re.IGNORECASE)
+_INT_RE = re.compile(r"^\s*(\d+)")
+
+_KFD_RE = re.compile(r"Unable to open /dev/kfd read-write:\s*(?P<reason>.*)$", re.IGNORECASE)
+_HSA_FAIL_RE = re.compile(r"hsa api call failure at:?\s*(?P<where>.*)$", re.IGNORECASE)
+_HSA_STATUS_RE = re.compile(
+    r"Call returned\s+(?P<status>HSA_STATUS_[A-Z0-9_]+)\s*:?\s*(?P<text>.*)$", re.IGNORECASE
+)
+# ROCm 7.x: "hsa_init Failed, possibly no supported GPU devices".
+_HSA_INIT_RE = re.compile(r"hsa_init\s+failed[,:]?\s*(?P<text>.*)$", re.IGNORECASE)
+_NOT_MEMBER_RE = re.compile(r'is not member of "?(?P<group>[\w-]+)"? group', re.IGNORECASE)
+_KMOD_RE = re.compile(r"could not get list of modules:\s*(?P<reason>.*)$", re.IGNORECASE)
+_NOT_FOUND_RE = re.compile(r"rocminfo:?\s*(?:command )?not found", re.IGNORECASE)
+
+# Top-level agent keys with their own Agent field.
+_FIELD_KEYS = {
+    "name": "name",
+    "marketing name": "marketing_name",
+    "vendor name": "vendor",
+    "device type": "device_type",
+    "compute unit": "compute_units",
+    "uuid": "uuid",
+}
+_MISSING = {"", "n/a", "na", "none", "unknown"}
+
+# Parser states.
+_PREAMBLE, _SYSTEM, _AGENTS = "preamble", "system", "agents"
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _missing(value: str | None) -> bool:
+    return value is None or value.strip().lower() in _MISSING
+
+
+def _to_int(value: str | None) -> int | None:
+    """``"104"`` or ``"104(0x68)"`` -> 104; ``"N/A"``/garbage -> None."""
+    if _missing(value):
+        return None
+    match = _INT_RE.match(value or "")
+    return int(match.group(1)) if match else None
+
+
+def _gfx_from(name: str, isas: list[str]) -> str | None:
+    """The gfx target: from a ``gfxNNN`` Name, else from the first specific ISA name."""
+    match = _GFX_NAME_RE.match(name.strip())
+    if match:
+        return match.group(1).lower()
+    found = [m.group(1).lower() for isa in isas if (m := _ISA_GFX_RE.search(isa))]
+    specific = [g for g in found if not g.endswith("-generic")]
+    if specific:
+        return specific[0]
+    return found[0] if found else None
+
+
+class _AgentBuilder:
+    """Collects the lines of one ``Agent N`` block."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.fields: dict[str, str] = {}
+        self.extra: dict[str, str] = {}
+        self.isas: list[str] = []
+        self.base_indent: int | None = None
+        self.section: str | None = None  # the top-level key whose sub-lines we are in
+        self.pending_header: str | None = None  # empty-valued key, maybe a section
+
+    def feed(self, line: str) -> None:
+        indent = _indent(line)
+        stripped = line.strip()
+        if self.base_indent is None:
+            self.base_indent = indent
+        match = _KEY_VALUE_RE.match(stripped)
+
+        if indent > self.base_indent:
+            # A sub-section line (Cache Info / Pool Info / ISA Info / per-Dimension).
+            if self.pending_header is not None:
+                # The empty-valued key just before was a section header, not a field.
+                if self.extra.get(self.pending_header) == "":
+                    del self.extra[self.pending_header]
+                self.section = self.pending_header
+                self.pending_header = None
+            self._sub_line(match)
+            return
+
+        # A top-level line of this agent.
+        self.pending_header = None
+        if match is None:
+            return
+        key, value = match.group("key").strip(), match.group("value").strip()
+        lower = key.lower()
+        self.section = None
+        if lower in ("isa info", "pool info", "cache info"):
+            self.pending_header = key
+            self.section = key
+            return
+        if lower == "name" and _ISA_GFX_RE.search(value) and "name" in self.fields:
+            # Indentation lost in a paste: an ISA name at the agent's level.
+            self.isas.append(value)
+            return
+        if lower in _FIELD_KEYS:
+            # First wins: a sub-section's key can never overwrite the agent's own.
+            self.fields.setdefault(lower, value)
+            return
+        if key not in self.extra:
+            self.extra[key] = value
+        if value == "":
+            self.pending_header = key
+
+    def _sub_line(self, match: re.Match[str] | None) -> None:
+        if match is None:
+            return
+        key, value = match.group("key").strip(), match.group("value").strip()
+        if key.lower() == "name" and (self.section or "").lower() == "isa info":
+            self.isas.append(value)
+        elif key.lower() == "name" and _ISA_GFX_RE.search(value):
+            self.isas.append(value)
+
+    def build(self) -> Agent:
+        name = self.fields.get("name", "")
+        device_type = self.fields.get("device type", "")
+        uuid = self.fields.get("uuid")
+        gfx = None if device_type.strip().upper() == "CPU" else _gfx_from(name, self.isas)
+        return Agent(
+            index=self.index,
+            name=name,
+            marketing_name=self.fields.get("marketing name", ""),
+            vendor=self.fields.get("vendor name", ""),
+            device_type=device_type,
+            compute_units=_to_int(self.fields.get("compute unit")),
+            gfx=gfx,
+            uuid=None if _missing(uuid) else uuid,
+            extra=dict(self.extra),
+            isas=tuple(self.isas),
+        )
+
+
+def _lower_first(sentence: str) -> str:
+    """Lower-case the first letter of a sentence unless it starts an acronym (ROCm)."""
+    if len(sentence) > 1 and sentence[0].isupper() and sentence[1].islower():
+        return sentence[0].lower() + sentence[1:]
+    return sentence
+
+
+def _kfd_error(reason: str, not_member: str | None) -> str:
+    reason = reason.strip().rstrip(".") or "unknown reason"
+    low = reason.lower()
+    if "permission" in low or "not permitted" in low:
+        group = not_member or "render"
+        hint = (
+            f'the user must be in the "{group}" (and "video") group, and a container needs '
+            "--device=/dev/kfd --device=/dev/dri plus --group-add for those groups"
+        )
+    elif "no such file" in low:
+        hint = (
+            "the amdgpu kernel driver is not loaded, or /dev/kfd was not passed into the "
+            "container (--device=/dev/kfd)"
+        )
+    elif "cannot allocate memory" in low or "invalid argument" in low:
+        hint = "the kernel driver refused the GPU; it may be unsupported by the KFD driver"
+    else:
+        hint = "check that the amdgpu driver is loaded and /dev/kfd is accessible"
+    return f"Cannot open /dev/kfd ({reason}): {hint}."
+
+
+def _hsa_error(status: str | None, text: str | None) -> str:
+    if status is None:
+        detail = (text or "").strip().rstrip(".;")
+        if detail:
+            return f"The ROCm runtime (HSA) failed to start ({detail})."
+        return "The ROCm runtime (HSA) failed to start (rocminfo reported an hsa api call failure)."
+    detail = (text or "").strip()
+    first = detail.split(". ")[0].rstrip(".") if detail else ""
+    if first:
+        return f"The ROCm runtime (HSA) failed to start: {status} ({first})."
+    return f"The ROCm runtime (HSA) failed to start: {status}."
+
+
+def parse(text: str | bytes) -> RocminfoReport:
+    """Parse the text printed by ``rocminfo`` (stdout, optionally with stderr).
+
+    Never raises on odd input: garbled, truncated, empty or binary-looking text
+    gives a report with whatever could be read, and ``error`` set when the text
+    shows a failure or holds nothing recognisable. ``bytes`` are decoded as
+    UTF-8 with replacement characters. Anything other than ``str``/``bytes``
+    raises :class:`RocminfoError`.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    if not isinstance(text, str):
+        raise RocminfoError(
+            f"parse() needs the text printed by rocminfo, not {type(text).__name__}"
+        )
+
+    state = _PREAMBLE
+    system: dict[str, str] = {}
+    notes: list[str] = []
+    agents: list[Agent] = []
+    current: _AgentBuilder | None = None
+    module_loaded: bool | None = None
+    module_version: str | None = None
+    saw_structure = False
+    complete = False
+
+    # Error evidence, collected wherever it appears.
+    kfd_reason: str | None = None
+    hsa_failed = False
+    hsa_status: str | None = None
+    hsa_text: str | None = None
+    not_member: str | None = None
+    kmod_reason: str | None = None
+    not_installed = False
+
+    def finish_agent() -> None:
+        nonlocal current
+        if current is not None:
+            agents.append(current.build())
+            current = None
+
+    for line in _clean_lines(text):
+        stripped = line.strip()
+        if not stripped:
+            continue
+
+        # --- failure and status lines: recognised in any state -------------
+        module = _MODULE_RE.match(stripped)
+        if module:
+            loaded = module.group("not") is None
+            # "NOT loaded" wins if both appear (e.g. two runs pasted together).
+            module_loaded = loaded if module_loaded is None else (module_loaded and loaded)
+            module_version = module.group("version") or module_version
+            saw_structure = True
+            continue
+        if (m := _KFD_RE.search(stripped)) is not None:
+            kfd_reason = m.group("reason")
+            notes.append(stripped)
+            continue
+        if (m := _HSA_FAIL_RE.search(stripped)) is not None:
+            hsa_failed = True
+            notes.append(stripped)
+            continue
+        if (m := _HSA_INIT_RE.search(stripped)) is not None:
+            hsa_failed = True
+            reason = m.group("text").strip() or "no reason given"
+            hsa_text = hsa_text or f"hsa_init failed: {reason}"
+            notes.append(stripped)
+            continue
+        if (m := _HSA_STATUS_RE.search(stripped)) is not None:
+            hsa_status, hsa_text = m.group("status").upper(), m.group("text")
+            notes.append(stripped)
+            continue
+        if (m := _NOT_MEMBER_RE.search(stripped)) is not None:
+            not_member = m.group("group")
+            notes.append(stripped)
+            continue
+        if (m := _KMOD_RE.search(stripped)) is not None:
+            kmod_reason = m.group("reason").strip()
+            notes.append(stripped)
+            continue
+        if _NOT_FOUND_RE.search(stripped) and state == _PREAMBLE:
+            not_installed = True
+            notes.append(stripped)
+            continue
+
+        # --- structure ------------------------------------------------------
+        if _DONE_RE.match(stripped):
+            finish_agent()
+            complete = True
+            saw_structure = True
+            continue
+        if _RULE_RE.match(stripped):
+            continue  # "=====" and "*******" separators
+        lowered = stripped.lower()
+        if lowered == "hsa system attributes":
+            finish_agent()
+            state = _SYSTEM
+            saw_structure = True
+            continue
+        if lowered == "hsa agents":
+            finish_agent()
+            state = _AGENTS
+            saw_structure = True
+            continue
+        header = _AGENT_HEADER_RE.match(stripped)
+        if header:
+            finish_agent()
+            state = _AGENTS
+            saw_structure = True
+            current = _AgentBuilder(int(header.group("index")))
+            continue
+
+        if current is not None:
+            current.feed(line)
+        elif state == _SYSTEM:
+            kv = _KEY_VALUE_RE.match(stripped)
+            if kv:
+                system.setdefault(kv.group("key").strip(), kv.group("value").strip())
+            else:
+                notes.append(stripped)
+        else:
+            notes.append(stripped)
+
+    finish_agent()
+
+    runtime_version = system.get("Runtime Version")
+    if _missing(runtime_version):
+        runtime_version = None
+
+    # --- the error sentence, most specific cause first -----------------------
+    error: str | None = None
+    if kfd_reason is not None:
+        error = _kfd_error(kfd_reason, not_member)
+    elif hsa_failed or hsa_status is not None:
+        error = _hsa_error(hsa_status, hsa_text)
+    elif module_loaded is False and not agents:
+        error = "The amdgpu kernel driver (ROCk module) is not loaded, so ROCm cannot see any GPU"
+        if kmod_reason:
+            error += f" (rocminfo could not read the kernel module list: {kmod_reason})"
+        error += "."
+    elif not_installed and not agents:
+        error = "rocminfo is not installed (the shell reported 'command not found')."
+    elif not agents:
+        if not any(line.strip() for line in _clean_lines(text)):
+            error = "rocminfo printed nothing."
+        elif saw_structure:
+            error = "rocminfo listed no agents: the output has no 'Agent N' blocks (truncated?)."
+        else:
+            error = (
+                "The text does not look like rocminfo output "
+                "(no 'HSA Agents' section or 'Agent N' blocks were found)."
+            )
+
+    return RocminfoReport(
+        runtime_version=runtime_version,
+        kernel_module_loaded=module_loaded,
+        agents=tuple(agents),
+        error=error,
+        kernel_module_version=module_version,
+        system=system,
+        notes=tuple(notes),
+        complete=complete,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Running the tool
+# ---------------------------------------------------------------------------
+
+
+def _failed(error: str, **kwargs: object) -> RocminfoReport:
+    return RocminfoReport(
+        runtime_version=None, kernel_module_loaded=None, agents=(), error=error, **kwargs
+    )
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the process and anything it started (it runs in its own session)."""
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:  # pragma: no cover - Windows
+            proc.kill()
+    except (ProcessLookupError, PermissionError, OSError):
+        try:
+            proc.kill()
+        except OSError:
+            pass
+
+
+def run(executable: str = "rocminfo", timeout: float = 30) -> RocminfoReport:
+    """Run ``rocminfo`` and parse what it prints. Never raises for a failed run.
+
+    A missing executable, a non-zero exit status, a timeout or output that is
+    not text give a report with ``agents=()`` and ``error`` saying what
+    happened in one sentence. ``executable`` may be a name looked up on PATH or
+    a path. Only misuse (an empty name, a non-positive timeout) raises
+    :class:`RocminfoError`.
+    """
+    if not isinstance(executable, str) or not executable.strip():
+        raise RocminfoError("run() needs the name or path of the rocminfo executable")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise RocminfoError(f"run() needs a positive timeout in seconds, not {timeout!r}")
+
+    is_path = os.sep in executable or (os.altsep is not None and os.altsep in executable)
+    resolved = executable if is_path else shutil.which(executable)
+    if resolved is None:
+        return _failed(f"{executable} is not installed (not found on PATH).")
+    if is_path and not os.path.exists(resolved):
+        return _failed(f"rocminfo is not installed at {executable} (no such file).")
+
+    try:
+        proc = subprocess.Popen(
+            [resolved],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        return _failed(f"{executable} is not installed (not found on PATH).")
+    except PermissionError:
+        return _failed(f"{executable} cannot be run (permission denied: is it executable?).")
+    except OSError as exc:
+        return _failed(f"{executable} could not be started ({exc.strerror or exc}).")
+
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        try:
+            proc.communicate(timeout=5)
+        except (subprocess.TimeoutExpired, OSError, ValueError):
+            pass
+        return _failed(f"{executable} did not finish within {timeout:g} seconds and was stopped.")
+
+    try:
+        text = out.decode("utf-8") + ("\n" + err.decode("utf-8") if err else "")
+    except UnicodeDecodeError:
+        return _failed(f"{executable} printed output that is not valid UTF-8 text.")
+
+    report = parse(text)
+    code = proc.returncode
+    if code == 0:
+        return report
+    if code < 0:
+        try:
+            what = f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            what = f"was killed by signal {-code}"
+    else:
+        what = f"exited with status {code}"
+    reason = report.error or "no agents could be listed"
+    return RocminfoReport(
+        runtime_version=report.runtime_version,
+        kernel_module_loaded=report.kernel_module_loaded,
+        agents=(),
+        error=f"{executable} {what}: {_lower_first(reason.rstrip('.'))}.",
+        kernel_module_version=report.kernel_module_version,
+        system=report.system,
+        notes=report.notes,
+        complete=report.complete,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Bundled samples and tables
+# ---------------------------------------------------------------------------
+
+_SAMPLES = ("samples", "rocminfo")
+
+
+def _sample_dir():  # -> importlib.resources.abc.Traversable
+    root = resources.files(__package__ or "rocm_dl_guide")
+    for part in _SAMPLES:
+        root = root.joinpath(part)
+    return root
+
+
+def sample_names() -> list[str]:
+    """Names of the bundled real ``rocminfo`` outputs, e.g. ``"mi-instinct"``."""
+    try:
+        entries = list(_sample_dir().iterdir())
+    except (FileNotFoundError, NotADirectoryError):  # pragma: no cover - broken install
+        return []
+    return sorted(e.name[: -len(".txt")] for e in entries if e.name.endswith(".txt"))
+
+
+def load_sample(name: str) -> str:
+    """The text of a bundled sample (see ``samples/rocminfo/README.md`` for origins).
+
+    ``name`` may include the ``.txt`` suffix. An unknown name raises
+    ``ValueError`` listing the available ones.
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"sample name must be a string, not {type(name).__name__}")
+    stem = name[: -len(".txt")] if name.endswith(".txt") else name
+    available = sample_names()
+    if stem not in available:
+        raise ValueError(
+            f"unknown rocminfo sample {name!r}; available: {', '.join(available) or '(none)'}"
+        )
+    return _sample_dir().joinpath(stem + ".txt").read_text(encoding="utf-8")
+
+
+def agents_table(report: RocminfoReport | str) -> list[dict]:
+    """One row per agent, for a table on a page (a text is parsed first).
+
+    Keys: ``agent``, ``type``, ``name``, ``marketing_name``, ``gfx``, ``compute_units``.
+    """
+    if isinstance(report, str):
+        report = parse(report)
+    if not isinstance(report, RocminfoReport):
+        raise RocminfoError(
+            f"agents_table() needs a RocminfoReport or rocminfo text, not {type(report).__name__}"
+        )
+    return [
+        {
+            "agent": a.index,
+            "type": a.device_type,
+            "name": a.name,
+            "marketing_name": a.marketing_name,
+            "gfx": a.gfx,
+            "compute_units": a.compute_units,
+        }
+        for a in report.agents
+    ]

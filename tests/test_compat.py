@@ -1,0 +1,256 @@
+"""Tests for the sourced compatibility data and the verdicts built on it."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from rocm_dl_guide import compat
+
+FRAMEWORKS = ("pytorch", "tensorflow", "onnxruntime", "migraphx")
+_REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------- the data file
+
+
+def test_json_is_valid_and_has_the_expected_shape():
+    raw = resources.files("rocm_dl_guide").joinpath("data/compatibility.json").read_text("utf-8")
+    doc = json.loads(raw)
+    assert doc["schema_version"] == 1
+    for key in ("sources", "releases", "kernel_driver", "gpus"):
+        assert doc[key], f"{key} is empty"
+    assert compat.data() == doc
+
+
+def test_every_source_has_title_https_url_publisher_version():
+    srcs = compat.sources()
+    assert srcs
+    for sid, rec in srcs.items():
+        assert re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", sid), sid
+        assert rec["title"].strip()
+        assert rec["url"].startswith("https://"), sid
+        assert rec["publisher"].strip()
+        assert rec["version"].strip()
+
+
+def _all_entries():
+    doc = compat.data()
+    yield from doc["releases"]
+    yield from doc["kernel_driver"]
+    yield from doc["gpus"]
+    yield doc["kernel_driver_policy"]
+
+
+def test_every_entry_names_an_existing_source():
+    srcs = compat.sources()
+    used = set()
+    for entry in _all_entries():
+        assert entry["source"] in srcs, entry
+        assert srcs[entry["source"]]["url"].startswith("https://")
+        used.add(entry["source"])
+    assert used == set(srcs), f"unused sources: {set(srcs) - used}"
+
+
+def test_release_fields_are_well_formed():
+    seen = set()
+    for rel in compat.data()["releases"]:
+        assert re.fullmatch(r"\d+\.\d+\.\d+", rel["rocm"]), rel["rocm"]
+        assert rel["rocm"] not in seen
+        seen.add(rel["rocm"])
+        for fw in ("pytorch", "tensorflow", "onnxruntime"):
+            if fw in rel:
+                assert rel[fw] and all(compat.normalize_version(v) == v for v in rel[fw])
+        if "migraphx" in rel:
+            assert compat.normalize_version(rel["migraphx"]) == rel["migraphx"]
+        assert all(re.fullmatch(r"gfx[0-9a-f]+", g) for g in rel.get("gfx", []))
+
+
+def test_rocm_releases_newest_first():
+    rels = compat.rocm_releases()
+    keys = [tuple(int(p) for p in r.split(".")) for r in rels]
+    assert keys == sorted(keys, reverse=True)
+    assert len(rels) == len(compat.data()["releases"])
+
+
+# ---------------------------------------------------------------- normalize_version
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("2.6.0+rocm6.4", "2.6.0"),
+        ("6.4.1-120", "6.4.1"),
+        ("v2.19.1", "2.19.1"),
+        ("rocm-7.2.4", "7.2.4"),
+        ("2.14.0.600", "2.14.0"),
+        ("  7.1 ", "7.1"),
+        ("garbage", ""),
+        ("", ""),
+        (None, ""),
+        (object(), ""),
+    ],
+)
+def test_normalize_version(raw, expected):
+    assert compat.normalize_version(raw) == expected
+
+
+def test_find_release_rule():
+    newest = compat.rocm_releases()[0]
+    assert compat.find_release(newest)["rocm"] == newest
+    assert compat.find_release(newest + "-53")["rocm"] == newest
+    assert compat.find_release("6.4")["rocm"] == "6.4.0"  # missing patch counts as 0
+    assert compat.find_release("1.0.0") is None
+    assert compat.find_release("junk") is None
+    assert compat.find_release(None) is None
+
+
+# ----------------------------------------------------------------------- verdicts
+
+
+def test_supported_framework_from_newest_release():
+    newest = compat.rocm_releases()[0]
+    rel = compat.find_release(newest)
+    torch = rel["pytorch"][0]
+    v = compat.check_framework("pytorch", torch + "+rocm" + newest, newest)
+    assert v.status == "supported"
+    assert v.sources == (rel["source"],)
+    assert newest in v.message
+
+
+def test_pytorch_compares_major_minor():
+    newest = compat.rocm_releases()[0]
+    major_minor = ".".join(compat.find_release(newest)["pytorch"][0].split(".")[:2])
+    assert compat.check_framework("PyTorch", major_minor + ".99", newest).status == "supported"
+
+
+def test_unsupported_framework_version():
+    newest = compat.rocm_releases()[0]
+    v = compat.check_framework("pytorch", "1.0", newest)
+    assert v.status == "unsupported"
+    assert v.sources
+    assert "1.0" in v.message
+
+
+def test_tensorflow_compares_patch_as_listed():
+    rel = compat.find_release("7.0.0")
+    assert rel["tensorflow"] == ["2.19.1", "2.18.1"]
+    assert compat.check_framework("tensorflow", "2.19.1", "7.0.0").status == "supported"
+    assert compat.check_framework("tensorflow", "2.19.0", "7.0.0").status == "unsupported"
+
+
+def test_every_listed_version_checks_supported():
+    for rocm in compat.rocm_releases():
+        rel = compat.find_release(rocm)
+        for fw in FRAMEWORKS:
+            for listed in compat._listed(rel, fw):
+                assert compat.check_framework(fw, listed, rocm).status == "supported"
+
+
+def test_unknown_rocm_version_gives_unknown():
+    v = compat.check_framework("pytorch", "2.6", "1.2.3")
+    assert v.status == "unknown"
+    assert "no sourced" in v.message
+    assert compat.check_gpu("gfx942", "99.0").status == "unknown"
+
+
+def test_field_missing_from_source_gives_unknown():
+    # The 6.4.2 column of the source has no usable ONNX Runtime version.
+    assert "onnxruntime" not in compat.find_release("6.4.2")
+    assert compat.check_framework("onnxruntime", "1.20.0", "6.4.2").status == "unknown"
+
+
+@pytest.mark.parametrize("name", ["keras", "", None, "cuda"])
+def test_unknown_framework_raises(name):
+    with pytest.raises(ValueError, match="unknown framework"):
+        compat.check_framework(name, "1.0", compat.rocm_releases()[0])
+    with pytest.raises(ValueError):
+        compat.framework_table(name)
+
+
+@pytest.mark.parametrize("bad", [None, "", "garbage", "?.?", "gfx", [1, 2]])
+def test_bad_inputs_never_raise(bad):
+    newest = compat.rocm_releases()[0]
+    assert compat.check_framework("pytorch", bad, newest).status == "unknown"
+    assert compat.check_framework("pytorch", "2.6", bad).status == "unknown"
+    assert compat.check_gpu(bad, newest).status == "unknown"
+    assert compat.check_gpu("gfx942", bad).status == "unknown"
+    assert compat.check_kernel_driver(bad, "30.30.1").status == "unknown"
+    assert compat.check_kernel_driver(newest, bad).status == "unknown"
+    assert compat.marketing_names(bad) == []
+
+
+def test_non_string_inputs_do_not_raise():
+    newest = compat.rocm_releases()[0]
+    statuses = {"supported", "unsupported", "unknown"}
+    for value in (42, 6.4, b"6.4.1", {"v": 1}):
+        assert compat.check_framework("pytorch", value, newest).status in statuses
+        assert compat.check_gpu(value, value).status in statuses
+        assert compat.check_kernel_driver(value, value).status in statuses
+
+
+def test_check_gpu():
+    newest = compat.rocm_releases()[0]
+    ok = compat.check_gpu("gfx942", newest)
+    assert ok.status == "supported"
+    assert "MI300X" in ok.message
+    # rocminfo-style names with feature flags are accepted.
+    assert compat.check_gpu("gfx90a:sramecc+:xnack-", newest).status == "supported"
+    no = compat.check_gpu("gfx803", newest)
+    assert no.status == "unsupported"
+    # gfx950 (MI350 Series) arrives with ROCm 7.0.0, not 6.4.x.
+    assert compat.check_gpu("gfx950", "7.0.0").status == "supported"
+    assert compat.check_gpu("gfx950", "6.4.3").status == "unsupported"
+
+
+def test_marketing_names():
+    assert "AMD Instinct MI300X" in compat.marketing_names("gfx942")
+    assert "AMD Radeon RX 7900 XTX" in compat.marketing_names("GFX1100")
+    assert compat.marketing_names("gfx803") == []
+
+
+def test_check_kernel_driver():
+    assert compat.check_kernel_driver("7.2.4", "30.30.3").status == "supported"
+    assert compat.check_kernel_driver("6.4.1", "30.10.2").status == "supported"
+    # A driver series from the table, with a ROCm release outside its window.
+    v = compat.check_kernel_driver("6.0.2", "30.30.1")
+    assert v.status == "unsupported"
+    assert v.sources
+    # A version the sources do not list (e.g. a distribution's kernel module).
+    assert compat.check_kernel_driver("7.2.4", "6.12.12").status == "unknown"
+
+
+# ------------------------------------------------------------------------ tables
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS)
+def test_framework_table_one_row_per_release(fw):
+    table = compat.framework_table(fw)
+    assert list(table["ROCm"]) == compat.rocm_releases()
+    assert list(table.columns) == ["ROCm", compat.FRAMEWORKS[fw], "Source"]
+    assert set(table["Source"]) <= set(compat.sources())
+
+
+def test_gpu_and_driver_tables():
+    gpus = compat.gpu_table()
+    assert len(gpus) == len(compat.data()["gpus"])
+    row = gpus[gpus["gfx target"] == "gfx942"].iloc[0]
+    assert compat.rocm_releases()[0] in row["ROCm releases"]
+    kd = compat.kernel_driver_table()
+    assert len(kd) == len(compat.data()["kernel_driver"])
+    assert set(kd["Source"]) <= set(compat.sources())
+
+
+# ---------------------------------------------------------------- bibliography
+
+
+def test_bib_has_one_entry_per_source():
+    bib = (_REPO / "book" / "compatibility.bib").read_text(encoding="utf-8")
+    keys = re.findall(r"@misc\{([^,\s]+),", bib)
+    assert sorted(keys) == sorted(compat.sources())
+    for sid, rec in compat.sources().items():
+        assert rec["url"] in bib, sid

@@ -1,0 +1,422 @@
+"""Offline checks of the GitHub Actions workflows in .github/workflows.
+
+Three kinds of check, none of which needs the network or a GPU:
+
+1. Schema: every workflow validates against GitHub's workflow JSON schema as
+   vendored by check-jsonschema (``--builtin-schema vendor.github-workflows``).
+   Broken workflows written to a temporary folder must be rejected by the
+   same command, so a check that accepts anything would fail here. Every job
+   must also set timeout-minutes (check-jsonschema's
+   ``custom.github-workflows-require-timeout`` schema).
+2. Security: zizmor audits the workflows offline with the default ("regular")
+   persona and the repository's .github/zizmor.yml, and must report no
+   finding of any severity (exit code 0; 10-14 mean findings, 1 an error:
+   https://docs.zizmor.sh/usage/#exit-codes). A deliberately insecure workflow
+   must produce findings under the same configuration, which also shows that
+   the configuration relaxes pinning for ``actions/*`` only.
+3. Structure (PyYAML): the jobs do what the README and Makefile promise: the
+   CPU job runs ``make test`` and ``make book``, the deploy job publishes with
+   actions/deploy-pages and nothing more than ``pages: write`` and
+   ``id-token: write``, the ROCm job runs ``make test-rocm``/``make book-rocm``
+   in a pinned rocm/pytorch container with /dev/kfd and /dev/dri and never for
+   forks' pull requests.
+
+check-jsonschema and zizmor come from requirements-tools.txt; they are looked
+up next to the running Python first (the project's venv), then on PATH. A test
+that needs one of them is skipped, with the reason, only if it is not installed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml", reason="PyYAML is needed to read the workflows")
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS_DIR = ROOT / ".github" / "workflows"
+WORKFLOW_FILES = sorted([*WORKFLOWS_DIR.glob("*.yml"), *WORKFLOWS_DIR.glob("*.yaml")])
+BOOK_WORKFLOW = WORKFLOWS_DIR / "book.yml"
+ZIZMOR_CONFIG = ROOT / ".github" / "zizmor.yml"
+
+SCHEMA_ARGS = ["--builtin-schema", "vendor.github-workflows"]
+
+# A small workflow that GitHub accepts; the negative tests break it in one place.
+VALID_WORKFLOW = """\
+name: minimal
+on: [push]
+permissions:
+  contents: read
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    timeout-minutes: 5
+    steps:
+      - run: echo hello
+"""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _tool(name: str) -> str:
+    """Path of a console script: next to sys.executable first, then PATH; else skip."""
+    candidate = Path(sys.executable).parent / name
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    found = shutil.which(name)
+    if found:
+        return found
+    pytest.skip(f"{name} is not installed (it is listed in requirements-tools.txt)")
+
+
+def _run(cmd: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    # zizmor goes online when it sees a token; these checks stay offline.
+    for var in ("GH_TOKEN", "GITHUB_TOKEN", "ZIZMOR_GITHUB_TOKEN"):
+        env.pop(var, None)
+    env["NO_COLOR"] = "1"
+    return subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def _output(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit code {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+
+
+def _load(path: Path) -> dict:
+    with path.open(encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _triggers(workflow: dict) -> dict:
+    # YAML 1.1 (PyYAML) reads the bare key `on` as the boolean True.
+    on = workflow.get("on", workflow.get(True))
+    if isinstance(on, str):
+        return {on: None}
+    if isinstance(on, list):
+        return dict.fromkeys(on)
+    return on or {}
+
+
+def _steps(job: dict) -> list[dict]:
+    return job.get("steps") or []
+
+
+def _run_text(job: dict) -> str:
+    return "\n".join(str(step.get("run", "")) for step in _steps(job))
+
+
+def _runs_command(job: dict, command: str) -> bool:
+    """True when a `run:` line invokes exactly `command` (`make test` is not `make test-rocm`)."""
+    pattern = re.compile(rf"(^|[\s;&|(]){re.escape(command)}(?![\w-])", re.MULTILINE)
+    return bool(pattern.search(_run_text(job)))
+
+
+def _uses(job: dict, action: str) -> list[dict]:
+    return [s for s in _steps(job) if str(s.get("uses", "")).split("@")[0] == action]
+
+
+@pytest.fixture(scope="module")
+def book() -> dict:
+    assert BOOK_WORKFLOW.is_file(), f"{BOOK_WORKFLOW} is missing"
+    return _load(BOOK_WORKFLOW)
+
+
+@pytest.fixture(scope="module")
+def jobs(book: dict) -> dict:
+    return book["jobs"]
+
+
+# --------------------------------------------------------------------------- 1. schema
+
+
+def test_there_are_workflows() -> None:
+    assert BOOK_WORKFLOW in WORKFLOW_FILES, WORKFLOW_FILES
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_workflow_matches_github_schema(path: Path) -> None:
+    proc = _run([_tool("check-jsonschema"), *SCHEMA_ARGS, str(path)])
+    assert proc.returncode == 0, _output(proc)
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_every_job_has_a_timeout_per_check_jsonschema(path: Path) -> None:
+    # check-jsonschema's own stricter schema: every job sets timeout-minutes.
+    schema = ["--builtin-schema", "custom.github-workflows-require-timeout"]
+    proc = _run([_tool("check-jsonschema"), *schema, str(path)])
+    assert proc.returncode == 0, _output(proc)
+
+
+def test_timeout_check_rejects_a_job_without_timeout(tmp_path: Path) -> None:
+    workflow = yaml.safe_load(VALID_WORKFLOW)
+    del workflow["jobs"]["build"]["timeout-minutes"]
+    path = tmp_path / "no-timeout.yml"
+    path.write_text(yaml.safe_dump(workflow, sort_keys=False), encoding="utf-8")
+    schema = ["--builtin-schema", "custom.github-workflows-require-timeout"]
+    proc = _run([_tool("check-jsonschema"), *schema, str(path)])
+    assert proc.returncode == 1, _output(proc)
+    assert "timeout-minutes" in proc.stdout + proc.stderr, _output(proc)
+
+
+def test_schema_check_accepts_a_minimal_valid_workflow(tmp_path: Path) -> None:
+    # The control for the negative tests below: they fail because of what they break.
+    path = tmp_path / "valid.yml"
+    path.write_text(VALID_WORKFLOW, encoding="utf-8")
+    proc = _run([_tool("check-jsonschema"), *SCHEMA_ARGS, str(path)])
+    assert proc.returncode == 0, _output(proc)
+
+
+def _break_missing_runs_on(wf: dict) -> None:
+    del wf["jobs"]["build"]["runs-on"]
+
+
+def _break_unknown_job_key(wf: dict) -> None:
+    wf["jobs"]["build"]["runs_on_gpu"] = True
+
+
+def _break_step_with_run_and_uses(wf: dict) -> None:
+    wf["jobs"]["build"]["steps"][0]["uses"] = "actions/checkout@v6.0.2"
+
+
+@pytest.mark.parametrize(
+    ("breaker", "expected"),
+    [
+        (_break_missing_runs_on, "runs-on"),
+        (_break_unknown_job_key, "runs_on_gpu"),
+        (_break_step_with_run_and_uses, "jobs.build"),
+    ],
+    ids=["missing-runs-on", "unknown-job-key", "step-with-run-and-uses"],
+)
+def test_schema_check_rejects_broken_workflow(tmp_path: Path, breaker, expected: str) -> None:
+    workflow = yaml.safe_load(VALID_WORKFLOW)
+    breaker(workflow)
+    path = tmp_path / "broken.yml"
+    path.write_text(yaml.safe_dump(workflow, sort_keys=False), encoding="utf-8")
+    proc = _run([_tool("check-jsonschema"), *SCHEMA_ARGS, str(path)])
+    assert proc.returncode == 1, f"a broken workflow was not rejected\n{_output(proc)}"
+    assert expected in proc.stdout + proc.stderr, _output(proc)
+
+
+def test_schema_check_rejects_book_workflow_without_runs_on(tmp_path: Path, book: dict) -> None:
+    broken = copy.deepcopy(book)
+    del broken["jobs"]["test"]["runs-on"]
+    # PyYAML reads `on` as True; write it back as the key GitHub expects.
+    broken["on"] = broken.pop(True, broken.get("on"))
+    path = tmp_path / "book-broken.yml"
+    path.write_text(yaml.safe_dump(broken, sort_keys=False), encoding="utf-8")
+    proc = _run([_tool("check-jsonschema"), *SCHEMA_ARGS, str(path)])
+    assert proc.returncode == 1, f"a broken copy of book.yml was not rejected\n{_output(proc)}"
+    assert "runs-on" in proc.stdout + proc.stderr, _output(proc)
+
+
+# --------------------------------------------------------------------------- 2. zizmor
+
+# --strict-collection: a workflow zizmor cannot parse is an error, not a skipped file.
+ZIZMOR_ARGS = [
+    "--offline",
+    "--no-progress",
+    "--strict-collection",
+    "--persona",
+    "regular",
+    "--color",
+    "never",
+]
+
+
+def test_zizmor_config_exists() -> None:
+    assert ZIZMOR_CONFIG.is_file(), ZIZMOR_CONFIG
+    policies = _load(ZIZMOR_CONFIG)["rules"]["unpinned-uses"]["config"]["policies"]
+    # Tag pins are allowed for GitHub's own actions only; everything else needs a SHA.
+    assert policies == {"actions/*": "ref-pin", "*": "hash-pin"}, policies
+
+
+def test_zizmor_reports_no_findings() -> None:
+    zizmor = _tool("zizmor")
+    proc = _run([zizmor, *ZIZMOR_ARGS, "--config", str(ZIZMOR_CONFIG), str(WORKFLOWS_DIR)])
+    assert proc.returncode == 0, f"zizmor found problems (10-14: findings)\n{_output(proc)}"
+
+
+INSECURE_WORKFLOW = """\
+name: insecure
+on: [issues]
+jobs:
+  triage:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v6.0.2
+      - uses: someorg/someaction@v1
+      - run: echo "${{ github.event.issue.title }}"
+"""
+
+
+def test_zizmor_flags_an_insecure_workflow(tmp_path: Path) -> None:
+    path = tmp_path / "insecure.yml"
+    path.write_text(INSECURE_WORKFLOW, encoding="utf-8")
+    zizmor = _tool("zizmor")
+    proc = _run(
+        [zizmor, *ZIZMOR_ARGS, "--config", str(ZIZMOR_CONFIG), "--format", "json", str(path)],
+        cwd=tmp_path,
+    )
+    assert 10 <= proc.returncode <= 14, f"expected findings\n{_output(proc)}"
+    findings = json.loads(proc.stdout)
+    idents = {f["ident"] for f in findings}
+    # Checkout without persist-credentials, an injected expression, a tag-pinned third-party action.
+    assert {"artipacked", "template-injection", "unpinned-uses"} <= idents, idents
+    unpinned = " ".join(
+        str(loc.get("concrete", {}).get("feature", ""))
+        for f in findings
+        if f["ident"] == "unpinned-uses"
+        for loc in f["locations"]
+    )
+    assert "someorg/someaction@v1" in unpinned, unpinned
+    assert "actions/checkout" not in unpinned, "actions/* ref pins should be allowed"
+
+
+# --------------------------------------------------------------------------- 3. structure
+
+
+def test_triggers(book: dict) -> None:
+    on = _triggers(book)
+    assert "main" in on["push"]["branches"], on
+    assert "pull_request" in on and "workflow_dispatch" in on, on
+    # pull_request_target would run with secrets on forks' code.
+    assert "pull_request_target" not in on, on
+
+
+def test_least_privilege_defaults(book: dict) -> None:
+    assert book["permissions"] == {"contents": "read"}, book["permissions"]
+    assert "concurrency" in book, "the workflow needs a concurrency group"
+
+
+def test_every_job_has_a_timeout(jobs: dict) -> None:
+    for name, job in jobs.items():
+        timeout = job.get("timeout-minutes")
+        assert isinstance(timeout, int) and 0 < timeout <= 360, (name, timeout)
+
+
+def test_every_checkout_drops_credentials(jobs: dict) -> None:
+    checkouts = [(n, s) for n, job in jobs.items() for s in _uses(job, "actions/checkout")]
+    assert checkouts, "no actions/checkout step"
+    for name, step in checkouts:
+        assert (step.get("with") or {}).get("persist-credentials") is False, name
+
+
+def test_every_action_is_pinned(jobs: dict) -> None:
+    for name, job in jobs.items():
+        for step in _steps(job):
+            uses = step.get("uses")
+            if not uses or uses.startswith(("./", "docker://")):
+                continue
+            action, _, ref = uses.partition("@")
+            assert ref, f"{name}: {uses} has no ref"
+            assert ref not in {"main", "master", "latest", "HEAD"}, f"{name}: {uses}"
+            if not action.startswith("actions/"):
+                # Third-party actions need a full commit SHA (see .github/zizmor.yml).
+                assert re.fullmatch(r"[0-9a-f]{40}", ref), f"{name}: {uses}"
+
+
+def test_cpu_job(jobs: dict) -> None:
+    job = jobs["test"]
+    assert job["runs-on"] == "ubuntu-latest"
+    assert "container" not in job
+    assert _runs_command(job, "make test"), _run_text(job)
+    assert _runs_command(job, "make book"), _run_text(job)
+
+    (setup,) = _uses(job, "actions/setup-python")
+    with_ = setup["with"]
+    assert str(with_["python-version"]) == "3.11"
+    assert with_["cache"] == "pip"
+    assert "requirements" in with_["cache-dependency-path"]
+
+    (cache,) = _uses(job, "actions/cache")
+    assert ".jupyter_cache" in cache["with"]["path"]
+
+    (pages,) = _uses(job, "actions/upload-pages-artifact")
+    assert pages["with"]["path"].rstrip("/") == "_build/html"
+    # Built HTML reaches Pages only from main.
+    assert "refs/heads/main" in pages.get("if", ""), pages
+
+
+def test_deploy_job(jobs: dict) -> None:
+    job = jobs["deploy"]
+    needs = job["needs"]
+    assert needs == "test" or needs == ["test"], needs
+    assert job["permissions"] == {"pages": "write", "id-token": "write"}, job["permissions"]
+    environment = job["environment"]
+    name = environment["name"] if isinstance(environment, dict) else environment
+    assert name == "github-pages"
+    assert _uses(job, "actions/deploy-pages"), job["steps"]
+    condition = job.get("if", "")
+    assert "refs/heads/main" in condition and "'push'" in condition, condition
+    assert "pull_request" not in condition, condition
+    assert job["concurrency"]["cancel-in-progress"] is False
+
+
+def test_only_deploy_job_gets_write_permissions(jobs: dict) -> None:
+    for name, job in jobs.items():
+        if name == "deploy":
+            continue
+        perms = job.get("permissions")
+        assert perms is None or "write" not in str(perms.values()), (name, perms)
+
+
+def test_rocm_job(jobs: dict) -> None:
+    job = jobs["rocm"]
+    runs_on = job["runs-on"]
+    labels = [runs_on] if isinstance(runs_on, str) else list(runs_on)
+    assert "self-hosted" in labels and "rocm" in labels, labels
+
+    container = job["container"]
+    image = container["image"] if isinstance(container, dict) else container
+    repo, _, tag = image.partition(":")
+    assert repo == "rocm/pytorch", image
+    assert tag and not tag.startswith("latest"), f"pin a real tag, not {image!r}"
+    assert re.match(r"rocm\d", tag), image
+
+    options = container.get("options", "")
+    for option in ("--device=/dev/kfd", "--device=/dev/dri", "--group-add video"):
+        assert option in options, (option, options)
+
+    assert _runs_command(job, "make test-rocm"), _run_text(job)
+    assert _runs_command(job, "make book-rocm"), _run_text(job)
+    # The GPU profile: set explicitly, or implied by the -rocm targets (Makefile default).
+    assert job.get("env", {}).get("ROCM_DL_GUIDE_PROFILE") == "gpu" or "-rocm" in _run_text(job)
+
+    # The HTML is an ordinary artifact; only the CPU build goes to Pages.
+    assert _uses(job, "actions/upload-artifact"), job["steps"]
+    assert not _uses(job, "actions/upload-pages-artifact")
+
+
+def test_rocm_job_never_runs_for_forks(jobs: dict) -> None:
+    condition = " ".join(str(jobs["rocm"].get("if", "")).split())
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in condition, (
+        condition
+    )
+    assert "github.event_name != 'pull_request'" in condition, condition
+
+
+def test_rocm_job_gpu_diagnostics_are_not_fatal(jobs: dict) -> None:
+    steps = [s for s in _steps(jobs["rocm"]) if "rocminfo" in str(s.get("run", ""))]
+    assert steps, "print rocminfo/rocm-smi before the tests"
+    for step in steps:
+        assert step.get("continue-on-error") is True or "|| " in step["run"], step
+
+
+def test_cpp_build_is_guarded(jobs: dict) -> None:
+    # code/cpp arrives later; a step that needs it must not fail while it is missing.
+    for name, job in jobs.items():
+        for step in _steps(job):
+            text = str(step.get("run", ""))
+            if "code/cpp" in text and "cmake" in text:
+                assert "[ -f code/cpp/CMakeLists.txt ]" in text, (name, text)

@@ -427,7 +427,8 @@ def gpu_inventory_summary(sysrep: SystemReport, rows: list[dict]) -> str:
     if torch_info and torch_info.installed:
         torch_says = "PyTorch sees no GPU"
     else:
-        torch_says = f"PyTorch could not be asked ({torch_info.error if torch_info else 'not checked'})"
+        why = torch_info.error if torch_info else "not checked"
+        torch_says = f"PyTorch could not be asked ({why})"
     return (
         "No GPU found on this machine. The PCI bus shows no display controller or "
         f"accelerator. ROCm: {sysrep.rocminfo.error or 'rocminfo lists no GPU agent.'} "

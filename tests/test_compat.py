@@ -254,3 +254,13 @@ def test_bib_has_one_entry_per_source():
     assert sorted(keys) == sorted(compat.sources())
     for sid, rec in compat.sources().items():
         assert rec["url"] in bib, sid
+
+
+def test_rendered_tables_link_every_source():
+    from rocm_dl_guide import tables
+
+    html = tables.show(compat.framework_table("pytorch"), links=compat.source_links()).to_html()
+    for key in set(compat.framework_table("pytorch")["Source"]):
+        url = compat.sources()[key]["url"]
+        assert f'<a href="{url}">{key}</a>' in html
+    assert "nan" not in html.lower().replace("nano", "")

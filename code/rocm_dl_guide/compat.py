@@ -458,3 +458,8 @@ def kernel_driver_table():
     ]
     columns = ["AMD GPU Driver (amdgpu)", "Supported ROCm releases", "Source"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def source_links() -> dict[str, dict[str, str]]:
+    """``{"Source": {source id: url}}``, for :func:`rocm_dl_guide.tables.show`."""
+    return {"Source": {key: src.get("url", "") for key, src in sources().items()}}

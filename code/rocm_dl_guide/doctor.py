@@ -9,6 +9,7 @@ missing or prints nonsense: it says what it could not learn.
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import asdict, dataclass
 
 from rocm_dl_guide import __version__, compat, profiles
@@ -279,7 +280,8 @@ class DoctorReport:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)
 
-    def to_text(self) -> str:
+    def to_text(self, wrap: int = 88) -> str:
+        """The report as text, wrapped at ``wrap`` columns."""
         s = self.system
         lines = [f"ROCm Deep Learning Guide doctor (rocm_dl_guide {__version__})", ""]
         lines.append("GPUs:")
@@ -298,9 +300,19 @@ class DoctorReport:
         lines += ["", "Checks:"]
         width = max(len(c.name) for c in self.checks)
         for c in self.checks:
-            src = f"  (source: {', '.join(c.sources)})" if c.sources else ""
-            lines.append(f"  {_MARK.get(c.status, c.status)} {c.name:<{width}}  {c.message}{src}")
-        lines += ["", "Verdict: " + self.verdict]
+            src = f" (source: {', '.join(c.sources)})" if c.sources else ""
+            head = f"  {_MARK.get(c.status, c.status)} {c.name:<{width}}  "
+            lines.append(
+                textwrap.fill(
+                    c.message + src,
+                    width=max(wrap, len(head) + 30),
+                    initial_indent=head,
+                    subsequent_indent=" " * len(head),
+                    break_on_hyphens=False,
+                )
+            )
+        lines.append("")
+        lines.append(textwrap.fill("Verdict: " + self.verdict, width=wrap, subsequent_indent="  "))
         return "\n".join(lines)
 
 

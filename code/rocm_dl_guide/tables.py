@@ -1,19 +1,32 @@
-"""One way to show a table on a page: no index column, empty cells for missing values."""
+"""One way to show a table on a page: no index column, empty cells for missing
+values, and source ids rendered as links to the documents they name."""
 
 from __future__ import annotations
 
+from html import escape
 
-def show(data, caption: str | None = None):
-    """Return a pandas Styler for ``data`` (a DataFrame or a list of dicts).
+
+def show(data, caption: str | None = None, links: dict[str, dict[str, str]] | None = None):
+    """Return a pandas Styler for ``data`` (a DataFrame or an iterable of dicts).
 
     Missing values render as empty cells rather than ``NaN``/``None``, and the
-    positional index, which means nothing to a reader, is hidden.
+    positional index, which means nothing to a reader, is hidden. ``links``
+    maps a column name to ``{cell value: url}``; those cells become links.
     """
     import pandas as pd
 
     frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(list(data))
     frame = frame.astype(object).where(frame.notna(), "")
     styler = frame.style.hide(axis="index")
+    for column, urls in (links or {}).items():
+        if column in frame.columns:
+
+            def link(value, urls=urls):
+                url = urls.get(value)
+                text = escape(str(value))
+                return f'<a href="{escape(url, quote=True)}">{text}</a>' if url else text
+
+            styler = styler.format(link, subset=[column])
     if caption:
         styler = styler.set_caption(caption)
     return styler

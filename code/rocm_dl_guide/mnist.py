@@ -1,0 +1,185 @@
+"""The frameworks chapter's first training runs: MNIST with PyTorch and with Keras.
+
+Both read the same IDX files through the data layer (real MNIST when it can be
+had, the offline fixture otherwise) and report which one they used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocm_dl_guide import datasets, profiles
+
+# The guide's hyperparameters (PyTorch's MNIST example): batch 64, Adadelta with
+# lr 1.0 decayed by gamma 0.7 each epoch, 14 epochs in the full profile.
+FULL_EPOCHS_TORCH = 14
+FULL_EPOCHS_KERAS = 5
+BATCH_SIZE = 64
+TEST_BATCH_SIZE = 1000
+
+
+def _epochs(profile: profiles.Profile, full: int, override: int | None) -> int:
+    if override is not None:
+        if override < 1:
+            raise ValueError(f"epochs must be at least 1, got {override}")
+        return override
+    return min(full, profile.max_epochs) if profile.max_epochs else full
+
+
+def mnist_cnn():
+    """The classic MNIST network: two convolutions, max pooling, dropout, two dense layers."""
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Dropout(0.25),
+        nn.Flatten(),
+        nn.Linear(9216, 128),
+        nn.ReLU(),
+        nn.Dropout(0.5),
+        nn.Linear(128, 10),
+    )
+
+
+@dataclass
+class MnistRun:
+    framework: str
+    test_accuracy: float
+    test_loss: float
+    epochs: int
+    device: str
+    profile: str
+    data: datasets.PreparedData
+    result: object
+    """The framework's training result (``train.TrainResult`` or ``keras_train.KerasResult``)."""
+
+    def summary(self) -> str:
+        return (
+            f"{self.framework} MNIST: test accuracy {100 * self.test_accuracy:.1f}% "
+            f"(loss {self.test_loss:.3f}) after {self.epochs} epoch(s) on {self.device}; "
+            f"profile {self.profile}; data: {self.data.note}"
+        )
+
+    def plot(self, ax=None):
+        return self.result.plot(ax=ax, title=f"{self.framework} MNIST ({self.data.kind} data)")
+
+
+def train_pytorch(
+    profile: str | None = None,
+    epochs: int | None = None,
+    checkpoint_dir: Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    seed: int = 1,
+) -> MnistRun:
+    """Train the MNIST CNN with the shared training loop and evaluate it on the test set."""
+    import torch
+    from torch.utils.data import DataLoader
+    from torchvision import datasets as tv_datasets
+    from torchvision import transforms
+
+    from rocm_dl_guide import device as devices
+    from rocm_dl_guide import train
+
+    prof = profiles.current(profile)
+    n_epochs = _epochs(prof, FULL_EPOCHS_TORCH, epochs)
+    torch.manual_seed(seed)
+    data = datasets.prepare("mnist", profile=prof.name)
+    # The mean and standard deviation of the MNIST training images, as in the
+    # upstream example.
+    tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
+    train_set = tv_datasets.MNIST(data.root, train=True, download=False, transform=tf)
+    test_set = tv_datasets.MNIST(data.root, train=False, download=False, transform=tf)
+    dev = devices.pick()
+    loader_kw = {"num_workers": 2, "pin_memory": True} if dev.type == "cuda" else {}
+    train_loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True, **loader_kw)
+    test_loader = DataLoader(test_set, batch_size=TEST_BATCH_SIZE, **loader_kw)
+
+    model = mnist_cnn()
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
+    result = train.fit(
+        model,
+        train_loader,
+        epochs=n_epochs,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        val_loader=test_loader,
+        device=dev,
+        max_train_batches=prof.max_train_batches,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume,
+        progress=progress,
+    )
+    test_loss, test_acc = train.evaluate(model, test_loader, dev)
+    return MnistRun(
+        framework="PyTorch",
+        test_accuracy=test_acc,
+        test_loss=test_loss,
+        epochs=n_epochs,
+        device=str(devices.describe()),
+        profile=prof.name,
+        data=data,
+        result=result,
+    )
+
+
+def keras_mlp():
+    """A small fully connected Keras model for 28x28 digits."""
+    import keras
+
+    return keras.Sequential(
+        [
+            keras.Input(shape=(28, 28)),
+            keras.layers.Rescaling(1.0 / 255),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dropout(0.2),
+            keras.layers.Dense(10),
+        ]
+    )
+
+
+def train_keras(
+    profile: str | None = None, epochs: int | None = None, progress: bool = True, seed: int = 1
+) -> MnistRun:
+    """Train the Keras MNIST model on the same IDX files and evaluate it on the test set."""
+    from rocm_dl_guide import keras_train
+
+    prof = profiles.current(profile)
+    n_epochs = _epochs(prof, FULL_EPOCHS_KERAS, epochs)
+    (x_train, y_train), (x_test, y_test), data = datasets.mnist_arrays("mnist", profile=prof.name)
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    model = keras_mlp()
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    result = keras_train.fit_keras(
+        model,
+        x_train,
+        y_train,
+        epochs=n_epochs,
+        batch_size=BATCH_SIZE,
+        validation_data=(x_test, y_test),
+        progress=progress,
+    )
+    test_loss, test_acc = model.evaluate(x_test, y_test, verbose=0)
+    return MnistRun(
+        framework="Keras",
+        test_accuracy=float(test_acc),
+        test_loss=float(test_loss),
+        epochs=n_epochs,
+        device=result.device,
+        profile=prof.name,
+        data=data,
+        result=result,
+    )

@@ -64,6 +64,41 @@ def _cmd_compat(args: argparse.Namespace) -> int:
     return 0
 
 
+# Training examples runnable from the command line: name -> (module, function, help).
+TRAINERS = {
+    "mnist-pytorch": ("rocm_dl_guide.mnist", "train_pytorch", "MNIST CNN with PyTorch"),
+    "mnist-tensorflow": ("rocm_dl_guide.mnist", "train_keras", "MNIST with TensorFlow/Keras"),
+}
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    import importlib
+
+    from rocm_dl_guide import profiles
+
+    try:
+        profile = profiles.current(args.profile)
+    except profiles.ProfileError as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 2
+    module, func, _ = TRAINERS[args.example]
+    kwargs = {"profile": profile.name, "epochs": args.epochs}
+    if args.resume or args.checkpoint_dir:
+        if args.example.endswith("tensorflow"):
+            print("train: --resume/--checkpoint-dir apply to the PyTorch examples", file=sys.stderr)
+            return 2
+        ckpt = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
+        kwargs.update(checkpoint_dir=ckpt, resume=args.resume)
+    print(f"Training {args.example} with the {profile.name} profile ...", file=sys.stderr)
+    try:
+        run = getattr(importlib.import_module(module), func)(**kwargs)
+    except (ValueError, RuntimeError, OSError) as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 1
+    print(run.summary())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m rocm_dl_guide",
@@ -88,6 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("profiles", help="list the run profiles and the one in force")
     p.set_defaults(func=_cmd_profiles)
+
+    p = sub.add_parser("train", help="run one of the guide's training examples")
+    p.add_argument("example", choices=sorted(TRAINERS), help="which example")
+    p.add_argument("--profile", help="smoke, gpu or full (default: $ROCM_DL_GUIDE_PROFILE or auto)")
+    p.add_argument("--epochs", type=int, help="number of epochs (default: the profile's)")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    p.add_argument("--checkpoint-dir", help="where checkpoints go (default: checkpoints/EXAMPLE)")
+    p.set_defaults(func=_cmd_train)
+
+    from rocm_dl_guide import datasets
+
+    datasets.add_cli(sub)
 
     p = sub.add_parser("compat", help="print the sourced ROCm compatibility tables")
     p.add_argument(

@@ -1,0 +1,85 @@
+"""The frameworks chapter's first training runs, on the MNIST fixture (smoke profile)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rocm_dl_guide import mnist
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("ROCM_DL_GUIDE_DATA", str(tmp_path_factory.getbasetemp() / "data"))
+
+
+def test_pytorch_mnist_beats_chance_by_far():
+    run = mnist.train_pytorch(profile="smoke", progress=False)
+    assert run.data.kind == "fixture" and "fixture" in run.data.note
+    assert run.test_accuracy > 0.8, run.summary()  # chance is 0.1
+    frame = run.result.to_frame()
+    assert list(frame["epoch"]) == [1]
+    assert frame["images_per_second"].iloc[0] > 0
+    assert "PyTorch MNIST: test accuracy" in run.summary()
+
+
+def test_keras_mnist_beats_chance_by_far():
+    run = mnist.train_keras(profile="smoke", progress=False)
+    assert run.data.kind == "fixture"
+    assert run.test_accuracy > 0.8, run.summary()
+    assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(run.result.history.columns)
+
+
+def test_epochs_must_be_positive():
+    with pytest.raises(ValueError, match="epochs must be at least 1"):
+        mnist.train_pytorch(profile="smoke", epochs=0, progress=False)
+
+
+def _cli(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_dl_guide", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_cli_train_and_resume(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    first = _cli(
+        "train",
+        "mnist-pytorch",
+        "--profile",
+        "smoke",
+        "--epochs",
+        "1",
+        "--checkpoint-dir",
+        str(ckpt),
+    )
+    assert first.returncode == 0, first.stderr
+    assert "test accuracy" in first.stdout
+    assert (ckpt / "last.pt").exists()
+    again = _cli(
+        "train",
+        "mnist-pytorch",
+        "--profile",
+        "smoke",
+        "--epochs",
+        "2",
+        "--resume",
+        "--checkpoint-dir",
+        str(ckpt),
+    )
+    assert again.returncode == 0, again.stderr
+    assert "after 2 epoch(s)" in again.stdout
+
+
+def test_cli_train_rejects_bad_input():
+    bad = _cli("train", "mnist-pytorch", "--profile", "turbo")
+    assert bad.returncode == 2 and "unknown profile 'turbo'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    zero = _cli("train", "mnist-pytorch", "--profile", "smoke", "--epochs", "0")
+    assert zero.returncode == 1 and "epochs must be at least 1" in zero.stderr
+    assert "Traceback" not in zero.stderr

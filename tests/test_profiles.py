@@ -40,3 +40,16 @@ def test_provenance_names_profile_device_and_versions(monkeypatch):
     assert note.device.startswith("CPU") or note.device.startswith("GPU")
     assert note.versions["PyTorch"] and f"PyTorch {note.versions['PyTorch']}" in text
     assert "Python" in note.versions and "rocm_dl_guide" in note.versions
+
+
+def test_progress_bars_only_where_someone_watches(monkeypatch):
+    from rocm_dl_guide import progress
+
+    monkeypatch.delenv(progress.ENV_VAR, raising=False)
+    assert progress.enabled(False) is False
+    # Under pytest stderr is captured, not a terminal: no bars, as in the book build.
+    assert progress.enabled(True) is False
+    monkeypatch.setenv(progress.ENV_VAR, "1")
+    assert progress.enabled(True) is True and progress.enabled(False) is False
+    monkeypatch.setenv(progress.ENV_VAR, "off")
+    assert progress.enabled(True) is False

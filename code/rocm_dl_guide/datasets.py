@@ -46,6 +46,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rocm_dl_guide import fixtures
+from rocm_dl_guide.progress import enabled as progress_enabled
 
 ENV_VAR = "ROCM_DL_GUIDE_DATA"
 MARKER = ".rocm-dl-guide.json"
@@ -737,7 +738,7 @@ def _download(spec: DatasetInfo, rf: RemoteFile, directory: Path) -> Path:
                 known_hash=rf.known_hash,
                 fname=rf.filename,
                 path=directory,
-                progressbar=True,
+                progressbar=progress_enabled(),
                 downloader=_DOWNLOADER,
             )
         except ValueError as exc:  # pooch: hash mismatch (the temporary file is deleted)

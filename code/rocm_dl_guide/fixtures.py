@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-FIXTURE_VERSION = 1
+FIXTURE_VERSION = 2
 """Bumped whenever a writer's output changes; cached fixtures of another version are rebuilt."""
 
 IDX_FILES = (
@@ -253,7 +253,8 @@ def _idx_images(
     out = np.empty((len(labels), 28, 28), dtype=np.uint8)
     for i, label in enumerate(labels):
         img = _shift(templates[label], rng, max_shift)
-        img = img * rng.uniform(180, 255) + rng.normal(0, 25, img.shape) * (img > 0.1)
+        img = img * rng.uniform(150, 255) + rng.normal(0, 70, img.shape) * (img > 0.1)
+        img = img + np.abs(rng.normal(0, 45, img.shape))  # background speckle
         out[i] = np.clip(img, 0, 255).astype(np.uint8)
     return out
 
@@ -274,7 +275,7 @@ def _write_idx_dataset(
     for prefix, n in (("train", n_train), ("t10k", n_test)):
         rng = _rng(seed, f"{stream}-{prefix}")
         labels = _balanced_labels(rng, n, 10)
-        splits[prefix] = (_idx_images(templates, labels, rng, max_shift=1), labels)
+        splits[prefix] = (_idx_images(templates, labels, rng, max_shift=3), labels)
     _write_idx_set(dest / folder / "raw", splits)
     return dest
 

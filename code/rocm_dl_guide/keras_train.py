@@ -30,11 +30,34 @@ HISTORY_COLUMNS = ("epoch", "loss", "accuracy", "val_loss", "val_accuracy")
 
 
 def _tf():
-    """Import TensorFlow quietly and return it."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
+    """Import TensorFlow quietly and return it.
 
+    TensorFlow's native libraries print start-up lines (absl's "All log messages
+    before absl::InitializeLog()", oneDNN notices) straight to file descriptor 2
+    while the module loads, whatever ``TF_CPP_MIN_LOG_LEVEL`` says; in a notebook
+    they land in the page. They are silenced for the import only: Python
+    exceptions still propagate, and later warnings show as usual.
+    """
+    import sys
+
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            try:
+                import tensorflow as tf
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
     return tf
+
+
+import_tensorflow = _tf
 
 
 # --------------------------------------------------------------------------- plotting
@@ -96,7 +119,7 @@ class KerasResult:
 
 def _progress_callback(keras, epochs: int):
     """A Keras callback showing one tqdm bar over the epochs, metrics in its postfix."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     class TqdmEpochs(keras.callbacks.Callback):
         def __init__(self):
@@ -183,7 +206,9 @@ def fit_keras(
         )
     device = device or _pick_device(tf)
     cbs = list(callbacks)
-    if progress:
+    from rocm_dl_guide.progress import enabled as _bars
+
+    if _bars(progress):
         cbs.append(_progress_callback(keras, epochs))
     kwargs: dict[str, Any] = {
         "epochs": epochs,

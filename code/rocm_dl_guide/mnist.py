@@ -131,6 +131,9 @@ def train_pytorch(
 
 def keras_mlp():
     """A small fully connected Keras model for 28x28 digits."""
+    from rocm_dl_guide.keras_train import import_tensorflow
+
+    import_tensorflow()
     import keras
 
     return keras.Sequential(
@@ -154,6 +157,7 @@ def train_keras(
     prof = profiles.current(profile)
     n_epochs = _epochs(prof, FULL_EPOCHS_KERAS, epochs)
     (x_train, y_train), (x_test, y_test), data = datasets.mnist_arrays("mnist", profile=prof.name)
+    keras_train.import_tensorflow()
     import keras
 
     keras.utils.set_random_seed(seed)

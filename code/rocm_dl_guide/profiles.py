@@ -4,7 +4,8 @@ One switch, the environment variable ``ROCM_DL_GUIDE_PROFILE``, picks the
 profile; without it, the default is ``gpu`` when a GPU is visible to PyTorch and
 ``smoke`` otherwise. Every executed page prints which profile produced it.
 
-- ``smoke``: offline fixtures or small subsets, one short epoch, small inputs.
+- ``smoke``: offline fixtures or small subsets, a few short epochs (enough for
+  a curve), small inputs.
   Each page runs in well under a minute on two CPU cores. The book's default.
 - ``gpu``: real data sets and pretrained weights, bounded epochs; minutes per
   page on one Instinct-class GPU.
@@ -43,10 +44,10 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke",
-        description="offline fixtures, one short epoch, small inputs (CPU default)",
+        description="offline fixtures, a few short epochs, small inputs (CPU default)",
         use_fixtures=True,
         pretrained=False,
-        max_epochs=1,
+        max_epochs=3,
         max_train_batches=20,
         image_size=75,
         in_book=True,
@@ -56,7 +57,7 @@ PROFILES: dict[str, Profile] = {
         description="real data sets and pretrained weights, bounded epochs (GPU default)",
         use_fixtures=False,
         pretrained=True,
-        max_epochs=3,
+        max_epochs=5,
         max_train_batches=None,
         image_size=None,
         in_book=True,

@@ -40,10 +40,9 @@ def installed_version(framework: str) -> str | None:
 
 
 def _tensorflow_device() -> str:
-    import os
+    from rocm_dl_guide.keras_train import import_tensorflow
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:

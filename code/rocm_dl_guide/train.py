@@ -617,7 +617,11 @@ def fit(
         elif ckpt_path.exists():
             say(f"starting from scratch; {ckpt_path} will be overwritten (resume=False)")
 
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
+
+    from rocm_dl_guide.progress import enabled as _bars
+
+    progress = _bars(progress)
 
     for epoch in range(start + 1, epochs + 1):
         t_epoch = time.perf_counter()

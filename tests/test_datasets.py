@@ -544,3 +544,38 @@ def test_cli_import_errors_and_success(
 
     assert run_cli(["data"]) == 2
     assert "list" in capsys.readouterr().err
+
+
+def _module_cli(*args, env):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_dl_guide", "data", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def test_python_m_data_commands_end_to_end(tmp_path):
+    """The real command line: offline fetch is one clear message, import verifies first."""
+    import os
+
+    env = dict(os.environ, ROCM_DL_GUIDE_DATA=str(tmp_path / "cache"))
+    # A proxy that refuses every connection: offline, whatever network the machine has.
+    env.update(HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9", NO_PROXY="")
+    fetch = _module_cli("fetch", "mnist", env=env)
+    assert fetch.returncode == 1
+    assert "Traceback" not in fetch.stderr
+    assert "data import mnist" in fetch.stderr and "smoke" in fetch.stderr
+    unknown = _module_cli("fetch", "imagenet-22k", env=env)
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
+    wrong = tmp_path / "not-cifar.tar.gz"
+    wrong.write_bytes(b"\x1f\x8b definitely not the CIFAR-10 archive")
+    imported = _module_cli("import", "cifar10", str(wrong), env=env)
+    assert imported.returncode == 1 and "Traceback" not in imported.stderr
+    assert "not-cifar.tar.gz" in imported.stderr
+    listing = _module_cli("list", env=env)
+    assert listing.returncode == 0 and "mnist" in listing.stdout

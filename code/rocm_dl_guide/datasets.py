@@ -751,12 +751,14 @@ def _download(spec: DatasetInfo, rf: RemoteFile, directory: Path) -> Path:
         except Exception as exc:  # noqa: BLE001 - classify below
             if not _is_network_error(exc):
                 raise
-            errors.append(f"{url}: {type(exc).__name__}: {_first_line(exc)}")
+            from urllib.parse import urlparse
+
+            errors.append(f"{urlparse(url).netloc} ({type(exc).__name__})")
             continue
         return Path(path)
     raise DataUnavailableError(
         f"cannot download {spec.title} ({rf.filename}): no network, or the server refused "
-        f"[{'; '.join(errors)}]. {_advice(spec)}"
+        f"(tried {', '.join(errors)}). {_advice(spec)}"
     )
 
 

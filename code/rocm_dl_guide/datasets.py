@@ -1277,7 +1277,6 @@ def registry_table() -> list[dict[str, Any]]:
                 .replace("sha256", "SHA-256")
                 .replace("md5", "MD5"),
                 "checksum source": "; ".join(sorted({rf.checksum_source for rf in spec.files})),
-                "layout": spec.layout,
             }
         )
     return rows

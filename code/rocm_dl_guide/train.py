@@ -396,6 +396,34 @@ def _correct(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int] 
     return (logits.argmax(dim=1) == y).sum(), y.numel()
 
 
+class _Tally:
+    """Running per-sample loss and accuracy over batches, kept on the device."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        self.correct = torch.zeros((), dtype=torch.int64, device=device)
+        self.samples = 0
+        self.labels = 0
+        self.classify = True  # False once labels turn out not to be class indices
+
+    def add(self, logits: torch.Tensor, y: torch.Tensor, loss: torch.Tensor) -> None:
+        n = y.shape[0]
+        self.loss_sum += loss.double() * n
+        self.samples += n
+        hit = _correct(logits, y) if self.classify else None
+        if hit is None:
+            self.classify = False
+        else:
+            self.correct += hit[0]
+            self.labels += hit[1]
+
+    def loss(self) -> float:
+        return self.loss_sum.item() / self.samples
+
+    def accuracy(self) -> float | None:
+        return self.correct.item() / self.labels if self.classify and self.labels else None
+
+
 def _train_step(
     model: nn.Module,
     x: torch.Tensor,
@@ -454,10 +482,7 @@ def evaluate(
     amp_dtype = _amp_dtype(device) if amp else None
     was_training = model.training
     model.eval()
-    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-    correct = torch.zeros((), dtype=torch.int64, device=device)
-    samples = labels = 0
-    classify = True
+    tally = _Tally(device)
     try:
         with torch.no_grad():
             for i, batch in enumerate(loader):
@@ -468,21 +493,13 @@ def evaluate(
                 with _autocast(device, amp_dtype):
                     logits, _ = _split_output(model(x))
                     loss = loss_fn(logits, y)
-                n = x.shape[0]
-                loss_sum += loss.double() * n
-                samples += n
-                hit = _correct(logits, y) if classify else None
-                if hit is None:
-                    classify = False
-                else:
-                    correct += hit[0]
-                    labels += hit[1]
+                tally.add(logits, y, loss)
     finally:
         model.train(was_training)
-    if samples == 0:
+    if tally.samples == 0:
         raise ValueError("evaluate: the loader produced no batches")
-    accuracy = correct.item() / labels if classify and labels else float("nan")
-    return loss_sum.item() / samples, accuracy
+    accuracy = tally.accuracy()
+    return tally.loss(), float("nan") if accuracy is None else accuracy
 
 
 def _default_device() -> torch.device:
@@ -635,10 +652,7 @@ def fit(
             disable=not progress,
             dynamic_ncols=True,
         )
-        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-        correct = torch.zeros((), dtype=torch.int64, device=device)
-        samples = labels = 0
-        classify = True
+        tally = _Tally(device)
         lr = float(optimizer.param_groups[0]["lr"])
         t_train = time.perf_counter()
         try:
@@ -653,36 +667,28 @@ def fit(
                 )
                 if scheduler is not None and scheduler_interval == "batch":
                     scheduler.step()
-                n = x.shape[0]
-                loss_sum += loss.double() * n
-                samples += n
-                hit = _correct(logits, y) if classify else None
-                if hit is None:
-                    classify = False
-                else:
-                    correct += hit[0]
-                    labels += hit[1]
+                tally.add(logits, y, loss)
                 bar.update(1)
                 if progress and (i % 10 == 0 or i + 1 == total):
                     elapsed = time.perf_counter() - t_train
                     postfix = {
-                        "loss": f"{loss_sum.item() / samples:.4f}",
-                        "img/s": f"{samples / max(elapsed, 1e-9):.0f}",
+                        "loss": f"{tally.loss():.4f}",
+                        "img/s": f"{tally.samples / max(elapsed, 1e-9):.0f}",
                     }
                     bar.set_postfix(postfix, refresh=False)
             _sync(device)
             train_seconds = time.perf_counter() - t_train
         finally:
             bar.close()
-        if samples == 0:
+        if tally.samples == 0:
             raise ValueError("fit: the training loader produced no batches")
-        train_loss = loss_sum.item() / samples
+        train_loss = tally.loss()
         if not math.isfinite(train_loss):
             raise FloatingPointError(
                 f"training loss is {train_loss} in epoch {epoch}; lower the learning rate"
                 + (f" (last good checkpoint: {ckpt_path})" if ckpt_path and epoch > 1 else "")
             )
-        train_acc = correct.item() / labels if classify and labels else None
+        train_acc = tally.accuracy()
 
         val_loss = val_acc = None
         if val_loader is not None:
@@ -704,7 +710,7 @@ def fit(
             train_accuracy=train_acc,
             val_loss=val_loss,
             val_accuracy=val_acc,
-            images_per_second=samples / max(train_seconds, 1e-9),
+            images_per_second=tally.samples / max(train_seconds, 1e-9),
             seconds=time.perf_counter() - t_epoch,
             lr=lr,
         )

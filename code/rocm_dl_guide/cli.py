@@ -64,10 +64,27 @@ def _cmd_compat(args: argparse.Namespace) -> int:
     return 0
 
 
-# Training examples runnable from the command line: name -> (module, function, help).
+# Training examples runnable from the command line:
+# name -> (module, function, framework, help). Each function takes ``profile``
+# and ``epochs`` (PyTorch ones also ``checkpoint_dir`` and ``resume``) and
+# returns an object with a ``summary()`` line.
 TRAINERS = {
-    "mnist-pytorch": ("rocm_dl_guide.mnist", "train_pytorch", "MNIST CNN with PyTorch"),
-    "mnist-tensorflow": ("rocm_dl_guide.mnist", "train_keras", "MNIST with TensorFlow/Keras"),
+    "mnist-pytorch": ("rocm_dl_guide.mnist", "train_pytorch", "pytorch", "MNIST CNN with PyTorch"),
+    "mnist-tensorflow": ("rocm_dl_guide.mnist", "train_keras", "tensorflow", "MNIST with Keras"),
+    "inception-v3": (
+        "rocm_dl_guide.inception",
+        "train",
+        "pytorch",
+        "fine-tune Inception v3 on tiny-imagenet-200",
+    ),
+    "cifar10": ("rocm_dl_guide.cifar10", "train", "pytorch", "custom CNN on CIFAR-10"),
+    "fashion-mnist": (
+        "rocm_dl_guide.fashion_mnist",
+        "train",
+        "tensorflow",
+        "Keras classifier on Fashion-MNIST",
+    ),
+    "imdb": ("rocm_dl_guide.imdb", "train", "tensorflow", "Keras sentiment model on IMDB"),
 }
 
 
@@ -81,18 +98,42 @@ def _cmd_train(args: argparse.Namespace) -> int:
     except profiles.ProfileError as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 2
-    module, func, _ = TRAINERS[args.example]
+    module, func, framework, _ = TRAINERS[args.example]
     kwargs = {"profile": profile.name, "epochs": args.epochs}
-    if args.resume or args.checkpoint_dir:
-        if args.example.endswith("tensorflow"):
-            print("train: --resume/--checkpoint-dir apply to the PyTorch examples", file=sys.stderr)
-            return 2
+    pytorch_only = {
+        "--resume": args.resume,
+        "--checkpoint-dir": args.checkpoint_dir,
+        "--amp": args.amp,
+        "--channels-last": args.channels_last,
+    }
+    used = [flag for flag, value in pytorch_only.items() if value]
+    if used and framework != "pytorch":
+        print(f"train: {', '.join(used)}: only for the PyTorch examples", file=sys.stderr)
+        return 2
+    if framework == "pytorch":
+        # PyTorch examples always checkpoint, so an interrupted run can be resumed.
         ckpt = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
         kwargs.update(checkpoint_dir=ckpt, resume=args.resume)
+        if not args.resume:
+            print(
+                f"checkpoints go to {ckpt} (continue an interrupted run with --resume)",
+                file=sys.stderr,
+            )
+    if args.amp or args.channels_last:
+        import inspect
+
+        fn = getattr(importlib.import_module(module), func)
+        accepted = inspect.signature(fn).parameters
+        for flag, name in (("--amp", "amp"), ("--channels-last", "channels_last")):
+            if getattr(args, name):
+                if name not in accepted:
+                    print(f"train: {args.example} does not support {flag}", file=sys.stderr)
+                    return 2
+                kwargs[name] = True
     print(f"Training {args.example} with the {profile.name} profile ...", file=sys.stderr)
     try:
         run = getattr(importlib.import_module(module), func)(**kwargs)
-    except (ValueError, RuntimeError, OSError) as exc:
+    except (ValueError, RuntimeError, OSError, FloatingPointError) as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 1
     print(run.summary())
@@ -125,11 +166,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_profiles)
 
     p = sub.add_parser("train", help="run one of the guide's training examples")
-    p.add_argument("example", choices=sorted(TRAINERS), help="which example")
+    p.add_argument(
+        "example",
+        choices=sorted(TRAINERS),
+        help="; ".join(f"{name}: {TRAINERS[name][3]}" for name in sorted(TRAINERS)),
+    )
     p.add_argument("--profile", help="smoke, gpu or full (default: $ROCM_DL_GUIDE_PROFILE or auto)")
     p.add_argument("--epochs", type=int, help="number of epochs (default: the profile's)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--checkpoint-dir", help="where checkpoints go (default: checkpoints/EXAMPLE)")
+    p.add_argument(
+        "--amp", action="store_true", help="mixed precision (torch.autocast; useful on a GPU)"
+    )
+    p.add_argument(
+        "--channels-last", action="store_true", help="channels-last (NHWC) memory format"
+    )
     p.set_defaults(func=_cmd_train)
 
     from rocm_dl_guide import datasets

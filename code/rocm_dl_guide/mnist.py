@@ -20,11 +20,7 @@ TEST_BATCH_SIZE = 1000
 
 
 def _epochs(profile: profiles.Profile, full: int, override: int | None) -> int:
-    if override is not None:
-        if override < 1:
-            raise ValueError(f"epochs must be at least 1, got {override}")
-        return override
-    return min(full, profile.max_epochs) if profile.max_epochs else full
+    return profile.epochs(full, override)
 
 
 def mnist_cnn():

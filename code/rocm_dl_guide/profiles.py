@@ -40,6 +40,15 @@ class Profile:
     in_book: bool
     """Whether the book build may run with this profile."""
 
+    def epochs(self, full: int, override: int | None = None) -> int:
+        """How many epochs to train: ``override`` if given, else the example's
+        ``full`` number capped by :attr:`max_epochs`."""
+        if override is not None:
+            if override < 1:
+                raise ValueError(f"epochs must be at least 1, got {override}")
+            return override
+        return min(full, self.max_epochs) if self.max_epochs else full
+
 
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(

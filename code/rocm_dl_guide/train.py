@@ -221,9 +221,25 @@ def load_weights(
 # --------------------------------------------------------------------------- RNG state
 
 
-def _rng_state(device: torch.device) -> dict[str, Any]:
-    """RNG states as plain types and tensors, so ``torch.load(weights_only=True)`` reads them."""
+def _loader_generator(loader: Any) -> torch.Generator | None:
+    """The ``torch.Generator`` a DataLoader shuffles with, if it was given one."""
+    for owner in (loader, getattr(loader, "sampler", None)):
+        gen = getattr(owner, "generator", None)
+        if isinstance(gen, torch.Generator):
+            return gen
+    return None
+
+
+def _rng_state(device: torch.device, loader: Any = None) -> dict[str, Any]:
+    """RNG states as plain types and tensors, so ``torch.load(weights_only=True)`` reads them.
+
+    Includes the training loader's own generator, when it has one, so a resumed
+    run shuffles exactly as an uninterrupted one would.
+    """
     state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    gen = _loader_generator(loader)
+    if gen is not None:
+        state["loader"] = gen.get_state()
     try:
         import numpy as np
     except ImportError:  # pragma: no cover - numpy ships with every torch wheel in practice
@@ -242,7 +258,10 @@ def _rng_state(device: torch.device) -> dict[str, Any]:
     return state
 
 
-def _set_rng_state(state: Mapping[str, Any]) -> None:
+def _set_rng_state(state: Mapping[str, Any], loader: Any = None) -> None:
+    gen = _loader_generator(loader)
+    if gen is not None and state.get("loader") is not None:
+        gen.set_state(state["loader"].cpu())
     python = state["python"]
     random.setstate((python[0], tuple(python[1]), python[2]))
     torch.set_rng_state(state["torch"].cpu())
@@ -304,6 +323,7 @@ def _write_checkpoint(
     history: list[EpochMetrics],
     best_val_accuracy: float | None,
     device: torch.device,
+    loader: Any = None,
 ) -> None:
     _atomic_torch_save(
         {
@@ -315,7 +335,7 @@ def _write_checkpoint(
             "scaler": scaler.state_dict() if scaler.is_enabled() else None,
             "history": [asdict(m) for m in history],
             "best_val_accuracy": best_val_accuracy,
-            "rng": _rng_state(device),
+            "rng": _rng_state(device, loader),
             "torch_version": str(torch.__version__),
         },
         path,
@@ -627,7 +647,7 @@ def fit(
             if start >= epochs:
                 say(f"{ckpt_path} is already at epoch {start} (asked for {epochs}): not training")
                 return TrainResult(history, str(device), ckpt_path, resumed_from_epoch=start)
-            _set_rng_state(ckpt["rng"])
+            _set_rng_state(ckpt["rng"], train_loader)
             say(f"resuming from {ckpt_path}: epoch {start} of {epochs} done")
         elif resume:
             say(f"no checkpoint at {ckpt_path}: starting from scratch")
@@ -730,6 +750,7 @@ def fit(
                 history=history,
                 best_val_accuracy=best_val,
                 device=device,
+                loader=train_loader,
             )
         say(
             f"epoch {epoch}/{epochs}: train loss {train_loss:.4f} acc {_fmt(train_acc)}"

@@ -1,0 +1,235 @@
+"""Inception v3: the pretrained evaluation (weights API, preprocessing, top-5,
+offline fallback), the tiny-imagenet-200 validation reorganisation (correct,
+idempotent, safe when interrupted) and fine-tuning in the smoke profile."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import urllib.error
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rocm_dl_guide import datasets, inception, profiles  # noqa: E402
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def test_categories_come_from_the_weights_metadata():
+    cats = inception.categories()
+    assert len(cats) == 1000
+    assert cats[0] == "tench" and cats[652] == inception.SAMPLE_PHOTO_CLASS
+
+
+def test_smoke_profile_uses_random_weights_and_says_so():
+    loaded = inception.load_pretrained("smoke")
+    assert not loaded.pretrained
+    assert loaded.note.startswith("RANDOM weights") and "smoke" in loaded.note
+    assert not loaded.model.training
+
+
+def test_offline_download_falls_back_to_random_weights(monkeypatch):
+    import torchvision.models._api as api
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(api, "load_state_dict_from_url", offline)
+    loaded = inception.load_pretrained("smoke", pretrained=True)
+    assert not loaded.pretrained
+    assert "could not be downloaded" in loaded.note and "name resolution" in loaded.note
+    assert inception.weights_enum().url in loaded.note
+
+
+def test_a_corrupt_weights_file_is_not_hidden(monkeypatch):
+    import torchvision.models._api as api
+
+    def corrupt(*args, **kwargs):
+        raise RuntimeError("invalid hash value (expected '0cc3c7bd', got 'deadbeef')")
+
+    monkeypatch.setattr(api, "load_state_dict_from_url", corrupt)
+    with pytest.raises(RuntimeError, match="invalid hash"):
+        inception.load_pretrained("smoke", pretrained=True)
+
+
+def test_preprocess_and_top5_on_the_photo():
+    photo = inception.open_image(inception.sample_photo())
+    x = inception.preprocess(photo)
+    assert x.shape == (3, 299, 299) and x.dtype == torch.float32
+    # normalised: roughly zero-centred, not in [0, 1]
+    assert float(x.min()) < 0 < float(x.max())
+    loaded = inception.load_pretrained("smoke")
+    top = inception.classify(loaded.model, photo, loaded.categories, device="cpu")
+    assert list(top["rank"]) == [1, 2, 3, 4, 5]
+    probs = list(top["probability"])
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
+    assert all(loaded.categories[i] == c for i, c in zip(top["index"], top["category"]))
+    with pytest.raises(ValueError, match="3 x H x W"):
+        inception.classify(loaded.model, torch.zeros(1, 299, 299), loaded.categories)
+
+
+def test_not_an_image_gives_one_clear_error(tmp_path):
+    bad = tmp_path / "photo.jpg"
+    bad.write_text("this is not a JPEG")
+    with pytest.raises(inception.ImageError, match="not a readable image"):
+        inception.open_image(bad)
+    with pytest.raises(inception.ImageError, match="no such file"):
+        inception.open_image(tmp_path / "missing.jpg")
+
+
+@pytest.mark.skipif(
+    profiles.current().name != "gpu", reason="needs the gpu profile (pretrained weights)"
+)
+def test_gpu_profile_pretrained_top1_is_right():
+    loaded = inception.load_pretrained("gpu")
+    assert loaded.pretrained, loaded.note
+    top = inception.classify(
+        loaded.model, inception.open_image(inception.sample_photo()), loaded.categories
+    )
+    assert top["category"].iloc[0] == inception.SAMPLE_PHOTO_CLASS, top.to_string()
+
+
+# --------------------------------------------------------------------------- reorganisation
+
+
+@pytest.fixture
+def tiny(tmp_path) -> Path:
+    """A private copy of the tiny-imagenet-200 fixture (not yet reorganised)."""
+    src = datasets.prepare_fixture("tiny-imagenet-200").root / "tiny-imagenet-200"
+    dest = tmp_path / "tiny-imagenet-200"
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("*.JPEG"), dirs_exist_ok=True)
+    # the fixture in the cache may already be reorganised: rebuild the original layout
+    annotations = inception._read_annotations(src / "val" / "val_annotations.txt")
+    for d in (dest / "val").iterdir():
+        if d.is_dir():
+            shutil.rmtree(d)
+    (dest / "val" / ".reorganized").unlink(missing_ok=True)
+    (dest / "val" / "images").mkdir()
+    for name, wnid in annotations.items():
+        flat = src / "val" / "images" / name
+        nested = src / "val" / wnid / "images" / name
+        shutil.copy2(flat if flat.exists() else nested, dest / "val" / "images" / name)
+    for p in (src / "train").rglob("*.JPEG"):
+        target = dest / p.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(p, target)
+    return dest
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted((root / "val").rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_reorganisation_is_correct_and_idempotent(tiny):
+    annotations = inception._read_annotations(tiny / "val" / "val_annotations.txt")
+    originals = {n: (tiny / "val" / "images" / n).read_bytes() for n in annotations}
+    moved = inception.reorganize_val(tiny)
+    assert moved == len(annotations) > 0
+    assert not (tiny / "val" / "images").exists()
+    for name, wnid in annotations.items():
+        assert (tiny / "val" / wnid / "images" / name).read_bytes() == originals[name]
+    classes = sorted(d.name for d in (tiny / "val").iterdir() if d.is_dir())
+    assert classes == sorted(d.name for d in (tiny / "train").iterdir() if d.is_dir())
+    assert not any(p.name.startswith(".val-") for p in tiny.iterdir())  # no leftovers
+
+    before = _snapshot(tiny)
+    assert inception.reorganize_val(tiny) == 0  # second run: nothing to do
+    assert _snapshot(tiny) == before
+
+
+def test_interrupted_while_building_leaves_the_original_untouched(tiny, monkeypatch):
+    before = _snapshot(tiny)
+    calls = {"n": 0}
+    real = inception._link_or_copy
+
+    def dies_halfway(src, dst):
+        calls["n"] += 1
+        if calls["n"] == 7:
+            raise KeyboardInterrupt  # Ctrl-C in the middle of the work
+        real(src, dst)
+
+    monkeypatch.setattr(inception, "_link_or_copy", dies_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        inception.reorganize_val(tiny)
+    assert _snapshot(tiny) == before
+    assert not (tiny / ".val-reorganizing").exists()
+    monkeypatch.setattr(inception, "_link_or_copy", real)
+    assert inception.reorganize_val(tiny) > 0
+
+
+def test_killed_between_the_two_renames_is_repaired(tiny, monkeypatch):
+    annotations = inception._read_annotations(tiny / "val" / "val_annotations.txt")
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def dies_after_first_rename(src, dst):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise SystemExit("killed")  # stands in for a killed process
+        real_replace(src, dst)
+
+    monkeypatch.setattr(inception.os, "replace", dies_after_first_rename)
+    with pytest.raises(SystemExit):
+        inception.reorganize_val(tiny)
+    assert not (tiny / "val").exists()  # the moment a kill would leave behind
+    monkeypatch.setattr(inception.os, "replace", real_replace)
+    assert inception.reorganize_val(tiny) == 0  # repaired: the finished tree is put in place
+    for name, wnid in annotations.items():
+        assert (tiny / "val" / wnid / "images" / name).is_file()
+    assert not any(p.name.startswith(".val-") for p in tiny.iterdir())
+
+
+def test_unlisted_image_refuses_and_moves_nothing(tiny):
+    (tiny / "val" / "images" / "stray.JPEG").write_bytes(b"x")
+    before = _snapshot(tiny)
+    with pytest.raises(ValueError, match="not in val_annotations.txt.*nothing was moved"):
+        inception.reorganize_val(tiny)
+    assert _snapshot(tiny) == before
+
+
+def test_transforms_follow_the_guide():
+    train_tf, val_tf = inception.transforms_for(299)
+    from PIL import Image
+
+    img = Image.new("RGB", (64, 64), (120, 30, 200))
+    assert train_tf(img).shape == (3, 299, 299)
+    assert val_tf(img).shape == (3, 299, 299)
+    resize = [t for t in val_tf.transforms if type(t).__name__ == "Resize"][0]
+    assert resize.size == [342]
+    with pytest.raises(ValueError, match="at least 75"):
+        inception.transforms_for(64)
+
+
+# --------------------------------------------------------------------------- fine-tuning
+
+
+def test_finetune_model_replaces_the_head():
+    model, loaded = inception.finetune_model(10, "smoke")
+    assert model.fc.out_features == 10 and model.AuxLogits is None and not model.aux_logits
+    assert not loaded.pretrained
+    model.train()
+    out = model(torch.randn(2, 3, 75, 75))
+    assert isinstance(out, torch.Tensor) and out.shape == (2, 10)  # no aux output
+
+
+def test_smoke_training_runs_and_learns(tmp_path):
+    run = inception.train(profile="smoke", checkpoint_dir=tmp_path, progress=False)
+    hist = run.result.history
+    assert [m.epoch for m in hist] == [1, 2, 3]
+    assert run.data.image_size == 75 and run.data.prepared.kind == "fixture"
+    assert run.lr == inception.RANDOM_INIT_LR  # random weights: not the fine-tuning rate
+    assert all(math.isfinite(m.train_loss) and math.isfinite(m.val_loss) for m in hist)
+    assert hist[-1].train_loss < hist[0].train_loss
+    assert hist[-1].val_loss < hist[0].val_loss
+    assert run.weights == tmp_path / "trained_inception_v3.pt" and run.weights.is_file()
+    assert (tmp_path / "last.pt").is_file()
+    assert "tiny-imagenet-200 (10 classes, 75px)" in run.summary()
+    assert len(run.data.names) == 10 and all(run.data.names)

@@ -139,3 +139,50 @@ def test_glued_numbers_are_filled_in(build):
         for key in re.findall(r"\{glue:text\}`([^`]+)`", src):
             body = (HTML / f"{page}.html").read_text(encoding="utf-8")
             assert f"glue:text}}`{key}`" not in body, f"{page}: glue {key} not resolved"
+
+
+# Figures each page must show (at least this many images rendered from cell
+# outputs): the plots the issues ask for.
+FIGURES = {
+    "book/frameworks/pytorch": 1,  # MNIST loss/accuracy curves
+    "book/frameworks/tensorflow": 1,
+    "book/training/inception-pretrained": 1,  # the photo
+    "book/training/inception-tiny-imagenet": 2,  # sample crops, the loss plot
+    "book/training/cifar10": 3,  # sample grid, curves, per-class accuracy
+}
+
+
+class _Images(HTMLParser):
+    """The ``src`` of every image inside a cell's output."""
+
+    def __init__(self):
+        super().__init__()
+        self.depth = 0  # >0 while inside a cell_output element
+        self.stack: list[bool] = []
+        self.sources: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "img" and self.depth:
+            self.sources.append(attrs.get("src", ""))
+        if tag in ("div", "section"):
+            opens = "cell_output" in (attrs.get("class") or "")
+            self.stack.append(opens)
+            self.depth += opens
+
+    def handle_endtag(self, tag):
+        if tag in ("div", "section") and self.stack:
+            self.depth -= self.stack.pop()
+
+
+@pytest.mark.parametrize("page", sorted(FIGURES))
+def test_pages_show_their_figures(build, page):
+    html = HTML / f"{page}.html"
+    parser = _Images()
+    parser.feed(html.read_text(encoding="utf-8"))
+    assert len(parser.sources) >= FIGURES[page], f"{page}: images {parser.sources}"
+    for src in parser.sources:
+        if src.startswith("data:"):
+            continue
+        target = (html.parent / src).resolve()
+        assert target.is_file() and target.stat().st_size > 1000, f"{page}: {src} missing"

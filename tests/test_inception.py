@@ -67,7 +67,9 @@ def test_preprocess_and_top5_on_the_photo():
     assert list(top["rank"]) == [1, 2, 3, 4, 5]
     probs = list(top["probability"])
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
-    assert all(loaded.categories[i] == c for i, c in zip(top["index"], top["category"]))
+    assert all(
+        loaded.categories[i] == c for i, c in zip(top["index"], top["category"], strict=True)
+    )
     with pytest.raises(ValueError, match="3 x H x W"):
         inception.classify(loaded.model, torch.zeros(1, 299, 299), loaded.categories)
 

@@ -565,3 +565,43 @@ def train(
         profile=prof.name,
         weights=weights,
     )
+
+
+def compare_precision(
+    profile: str | None = None, batch_size: int | None = None, image_size: int | None = None
+) -> pandas.DataFrame:
+    """Training-step throughput of Inception v3 in float32, channels-last, autocast
+    and both, measured in one run (see :func:`rocm_dl_guide.train.compare_precision`).
+
+    Uses tiny-imagenet-200 batches at the profile's input size and a randomly
+    initialised model (weights do not change the speed). On the CPU the run is
+    short (batch 16, 1 warm-up step, 3 timed repeats of 3 steps); on a GPU,
+    batch 32 with 5 warm-up steps and 5 repeats of 20 steps.
+    """
+    import torch
+
+    from rocm_dl_guide import device as devices
+    from rocm_dl_guide import train as loop
+
+    prof = profiles.current(profile)
+    dev = devices.pick()
+    on_gpu = dev.type == "cuda"
+    data = tiny_imagenet_loaders(
+        prof.name,
+        image_size=image_size,
+        batch_size=batch_size or (BATCH_SIZE if on_gpu else 16),
+        device=dev,
+    )
+    n = len(data.classes)
+    torch.manual_seed(0)
+    frame = loop.compare_precision(
+        lambda: _random_inception(n, aux_logits=False),
+        data.train_loader,
+        dev,
+        steps=20 if on_gpu else 3,
+        warmup=5 if on_gpu else 1,
+        repeats=5 if on_gpu else 3,
+    )
+    frame.attrs["batch_size"] = data.train_loader.batch_size
+    frame.attrs["image_size"] = data.image_size
+    return frame

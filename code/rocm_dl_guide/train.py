@@ -175,6 +175,18 @@ def _stale_temp_files(path: Path) -> list[Path]:
     return sorted(path.parent.glob(_temp_prefix(path) + "*.tmp"))
 
 
+def runs_dir(name: str) -> Path:
+    """A checkpoint directory for the example ``name``: ``$ROCM_DL_GUIDE_RUNS/name``,
+    default ``<data cache>/runs/name``. One per example, reused by every run, so
+    repeated builds overwrite rather than pile up checkpoints."""
+    from rocm_dl_guide.datasets import cache_dir
+
+    base = os.environ.get("ROCM_DL_GUIDE_RUNS")
+    path = (Path(base).expanduser() if base else cache_dir() / "runs") / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def save_weights(model: nn.Module, path: str | os.PathLike) -> Path:
     """Save ``model.state_dict()`` to ``path`` atomically; returns the path."""
     path = Path(path)
@@ -845,7 +857,9 @@ def compare_precision(
                 continue
             row["dtype"] = str(dtype).replace("torch.", "")
             if device.type == "cpu":
-                row["note"] = "CPU bfloat16 autocast: faster only with AVX512-BF16/AMX"
+                row["note"] = (
+                    "CPU bfloat16 autocast: rarely faster without AMX; the gain is a GPU's"
+                )
         try:
             torch.manual_seed(0)
             model = model_fn().to(device)

@@ -149,6 +149,9 @@ FIGURES = {
     "book/training/inception-pretrained": 1,  # the photo
     "book/training/inception-tiny-imagenet": 2,  # sample crops, the loss plot
     "book/training/cifar10": 3,  # sample grid, curves, per-class accuracy
+    # first image + colour bar, 25-image grid, curves, single predictions, batch
+    "book/training/fashion-mnist": 7,
+    "book/training/imdb": 1,  # loss and accuracy curves
 }
 
 

@@ -20,6 +20,9 @@ INHERIT_SITE ?=
 # imported after tensorflow (see README, "Known traps").
 REMOVE_AFTER_INSTALL ?= triton
 BOOK_FLAGS ?= -W -n --keep-going
+# `make test` installs Chromium first (`make browser`) and runs the browser test.
+# The ROCm container targets skip both (Ubuntu's chromium is a snap stub there).
+BROWSER_TESTS ?= 1
 
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed-$(notdir $(REQUIREMENTS))
@@ -27,7 +30,7 @@ STAMP := $(VENV)/.installed-$(notdir $(REQUIREMENTS))
 # kernels and subprocesses use the venv's python.
 RUN := PATH="$(BIN):$$PATH"
 
-.PHONY: book test book-rocm test-rocm env lint clean lock
+.PHONY: book test book-rocm test-rocm env lint clean lock browser linkcheck
 
 env: $(STAMP)
 
@@ -48,17 +51,29 @@ book: $(STAMP)
 	$(RUN) $(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html/index.html"
 
-test: $(STAMP)
+test: $(STAMP) $(if $(filter 1,$(BROWSER_TESTS)),browser)
 	$(RUN) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Headless Chromium for the browser test (tests/test_browser.py), from Debian's
+# packages; Playwright (pinned in requirements) drives it. Needs root or sudo.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  echo "Installing Chromium (Debian package) for the browser test ..."; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
+
+# External links of the whole book (needs network; not part of `make test`).
+linkcheck: $(STAMP)
+	$(RUN) $(BIN)/jupyter-book build . --builder linkcheck
 
 book-rocm:
 	$(MAKE) book VENV=.venv-rocm REQUIREMENTS=requirements-rocm.txt VENV_FLAGS=--system-site-packages INHERIT_SITE=1 REMOVE_AFTER_INSTALL= ROCM_DL_GUIDE_PROFILE=$${ROCM_DL_GUIDE_PROFILE:-gpu}
 
 test-rocm:
-	$(MAKE) test VENV=.venv-rocm REQUIREMENTS=requirements-rocm.txt VENV_FLAGS=--system-site-packages INHERIT_SITE=1 REMOVE_AFTER_INSTALL= ROCM_DL_GUIDE_PROFILE=$${ROCM_DL_GUIDE_PROFILE:-gpu}
+	$(MAKE) test VENV=.venv-rocm REQUIREMENTS=requirements-rocm.txt VENV_FLAGS=--system-site-packages INHERIT_SITE=1 REMOVE_AFTER_INSTALL= ROCM_DL_GUIDE_PROFILE=$${ROCM_DL_GUIDE_PROFILE:-gpu} BROWSER_TESTS=0 PYTEST_ARGS='-m "not browser"' 
 
 lint: $(STAMP)
-	$(BIN)/ruff check code tests
+	$(BIN)/ruff check code tests _ext
 
 # Regenerate the full lock of the CPU default environment from requirements-cpu.in.
 lock:

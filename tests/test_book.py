@@ -9,58 +9,13 @@
 """
 
 import re
-import subprocess
-import time
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import ROOT, tool
+from conftest import HTML, ROOT, is_executable, source, toc_files, tool  # noqa: F401
 
-HTML = ROOT / "_build" / "html"
 pytestmark = pytest.mark.book
-
-
-def toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return files
-
-
-def source(page: str) -> Path:
-    return ROOT / f"{page}.md"
-
-
-def is_executable(page: str) -> bool:
-    return "```{code-cell}" in source(page).read_text()
-
-
-@pytest.fixture(scope="module")
-def build():
-    start = time.monotonic()
-    proc = subprocess.run(
-        [tool("jupyter-book"), "build", str(ROOT), "-W", "-n", "--keep-going"],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    elapsed = time.monotonic() - start
-    log = proc.stdout + proc.stderr
-    print(f"book build: exit {proc.returncode} in {elapsed:.0f} s")
-    return proc.returncode, log
 
 
 class _Text(HTMLParser):
@@ -87,7 +42,7 @@ def parse(page: str) -> _Text:
 
 
 def test_build_succeeds_without_warnings(build):
-    code, log = build
+    code, log = build.code, build.log
     assert code == 0, f"jupyter-book build failed:\n{log[-6000:]}"
     # Sphinx's own warnings ("file: WARNING: message"), not the kernels' log lines.
     warnings = [line for line in log.splitlines() if re.search(r"(WARNING|ERROR):", line)]
@@ -189,3 +144,40 @@ def test_pages_show_their_figures(build, page):
             continue
         target = (html.parent / src).resolve()
         assert target.is_file() and target.stat().st_size > 1000, f"{page}: {src} missing"
+
+
+def test_unchanged_rebuild_executes_nothing_and_is_fast(build):
+    """A second build with nothing changed takes every page from the cache.
+
+    Both times are written to ``_build/build-timings.json``. The tenth-of-the-
+    clean-build target is checked when the first build executed every page
+    (a clean checkout, as in CI).
+    """
+    import json
+
+    from conftest import build_book
+
+    assert build.code == 0
+    again = build_book()
+    assert again.code == 0, again.log[-4000:]
+    assert again.executed == [], f"re-executed although nothing changed: {again.executed}"
+    executable = [p for p in toc_files() if is_executable(p)]
+    clean = len(build.executed) == len(executable)
+    (ROOT / "_build" / "build-timings.json").write_text(
+        json.dumps(
+            {
+                "first_build_seconds": round(build.seconds, 1),
+                "first_build_executed_pages": len(build.executed),
+                "first_build_was_clean": clean,
+                "unchanged_rebuild_seconds": round(again.seconds, 1),
+            },
+            indent=1,
+        )
+    )
+    print(
+        f"first build {build.seconds:.0f} s ({len(build.executed)} pages executed), "
+        f"unchanged rebuild {again.seconds:.0f} s"
+    )
+    assert again.seconds < 60
+    if clean:
+        assert again.seconds <= build.seconds / 10

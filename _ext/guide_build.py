@@ -1,0 +1,424 @@
+"""Sphinx extension for the guide's own build needs (loaded from ``_config.yml``).
+
+1. **Execution inputs.** MyST-NB's execution cache is keyed by a page's code
+   cells, so on its own it does not notice that a page's output depends on the
+   ``rocm_dl_guide`` modules it imports or on the pinned requirements. For every
+   executable page this computes a fingerprint of those inputs (the modules the
+   page imports, followed through the package's own imports, the package's data
+   files, ``requirements.txt`` and ``pyproject.toml``) and stores it as metadata
+   of the page's first code cell, which the cache hashes. Editing a module thus
+   re-executes exactly the pages that import it, directly or not; an unchanged
+   rebuild executes nothing. The same fingerprint marks the page outdated for
+   Sphinx, which otherwise re-reads only pages whose own file changed.
+2. **Notebook downloads.** Every executable page is offered as an ``.ipynb``
+   (sphinx-book-theme copies the executed notebook when launch buttons are
+   configured); this adds a first cell that says how to install the package,
+   and a cell that checks it is importable.
+3. **Provenance table.** The ``{guide-provenance}`` directive (on the home
+   page) becomes a table of every executed page with the profile and device
+   its outputs came from, when it was executed, how long that took and whether
+   this build ran it or took it from the cache.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+PACKAGE = "rocm_dl_guide"
+META_KEY = "guide-inputs"
+"""The code-cell option (cell metadata key) that carries a page's fingerprint."""
+CELL_RE = re.compile(r"^```\{code-cell\}[^\n]*\n", re.M)
+CELL_BODY_RE = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.M | re.S)
+PROVENANCE_RE = re.compile(
+    r"produced with the (?P<profile>\S+) profile on (?P<device>.+?); Python .*?"
+    r"executed (?P<when>[^.]+)\.",
+    re.S,
+)
+
+logger = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- fingerprints
+
+
+def is_executable(text: str) -> bool:
+    return bool(CELL_RE.search(text))
+
+
+def _module_file(package_dir: Path, name: str) -> Path | None:
+    for candidate in (package_dir / f"{name}.py", package_dir / name / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports_of(tree: ast.AST) -> set[str]:
+    """Package modules named by the import statements in ``tree`` (anywhere in it)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == PACKAGE:
+                found |= {alias.name for alias in node.names}
+            elif node.module.startswith(PACKAGE + "."):
+                found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PACKAGE + "."):
+                    found.add(alias.name.split(".")[1])
+    return found
+
+
+def _code_cells(text: str) -> list[str]:
+    """The Python source of a MyST notebook's code cells (options and magics dropped)."""
+    cells = []
+    for match in CELL_BODY_RE.finditer(text):
+        lines = [
+            line
+            for line in match.group(1).splitlines()
+            if not line.lstrip().startswith(("%", "!", ":"))
+        ]
+        cells.append("\n".join(lines))
+    return cells
+
+
+def page_modules(text: str) -> set[str]:
+    """The package modules a page's code cells import (``__init__`` always)."""
+    found = {"__init__"}
+    cells = _code_cells(text) if is_executable(text) else [text]
+    for code in cells:
+        try:
+            found |= _imports_of(ast.parse(code))
+        except SyntaxError:  # not Python: fall back to the import lines alone
+            for line in code.splitlines():
+                try:
+                    found |= _imports_of(ast.parse(line.strip()))
+                except SyntaxError:
+                    continue
+    return found
+
+
+def module_imports(path: Path) -> set[str]:
+    """The package modules a module imports anywhere (also inside functions)."""
+    return _imports_of(ast.parse(path.read_text(encoding="utf-8")))
+
+
+def dependencies(text: str, package_dir: Path) -> list[Path]:
+    """Every package source file a page depends on: its imports, followed through."""
+    todo = sorted(page_modules(text))
+    seen: dict[str, Path] = {}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = _module_file(package_dir, name)
+        if path is None:  # a function or class imported by name, not a module
+            continue
+        seen[name] = path
+        todo.extend(sorted(module_imports(path) - set(seen)))
+    return sorted(seen.values())
+
+
+def _data_files(package_dir: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in package_dir.rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    )
+
+
+def fingerprint(text: str, root: Path, package_dir: Path) -> str:
+    """A short hash of everything outside the page that its outputs depend on."""
+    digest = hashlib.sha256()
+    files = dependencies(text, package_dir) + _data_files(package_dir)
+    files += [p for p in (root / "requirements.txt", root / "pyproject.toml") if p.is_file()]
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
+
+
+def inject(text: str, value: str) -> str:
+    """Add ``:guide-inputs: value`` to the page's first code cell."""
+    match = CELL_RE.search(text)
+    if not match:
+        return text
+    return text[: match.end()] + f":{META_KEY}: {value}\n" + text[match.end() :]
+
+
+def _paths(app) -> tuple[Path, Path]:
+    root = Path(app.confdir)
+    return root, root / app.config.guide_package_dir
+
+
+def _on_source_read(app, docname: str, source: list[str]) -> None:
+    text = source[0]
+    if not is_executable(text):
+        return
+    root, package_dir = _paths(app)
+    value = fingerprint(text, root, package_dir)
+    app.env.guide_inputs[docname] = value
+    source[0] = inject(text, value)
+
+
+def _on_env_before_read(app, env, docnames: list[str]) -> None:
+    if not hasattr(env, "guide_inputs"):
+        env.guide_inputs = {}
+    if not hasattr(env, "guide_provenance"):
+        env.guide_provenance = {}
+
+
+def _on_get_outdated(app, env, added, changed, removed) -> list[str]:
+    """Pages whose inputs changed although their own file did not (and the home page)."""
+    if not hasattr(env, "guide_inputs"):
+        env.guide_inputs = {}
+    root, package_dir = _paths(app)
+    stale = []
+    for docname in sorted(env.found_docs - set(added) - set(changed)):
+        path = Path(env.doc2path(docname))
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        if is_executable(text) and env.guide_inputs.get(docname) != fingerprint(
+            text, root, package_dir
+        ):
+            stale.append(docname)
+    if stale:
+        logger.info(f"[guide] inputs changed, re-executing: {', '.join(stale)}")
+    if stale or added or changed:
+        stale.append(app.config.root_doc)  # its provenance table changes too
+    return stale
+
+
+def _on_purge(app, env, docname: str) -> None:
+    for attr in ("guide_inputs", "guide_provenance"):
+        getattr(env, attr, {}).pop(docname, None)
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def _on_doctree_read(app, doctree) -> None:
+    docname = app.env.docname
+    for node in doctree.findall(nodes.paragraph):
+        text = node.astext()
+        if text.startswith("Provenance.") and (m := PROVENANCE_RE.search(text)):
+            app.env.guide_provenance[docname] = {
+                "profile": m["profile"],
+                "device": " ".join(m["device"].split()),
+                "when": m["when"].strip(),
+            }
+            return
+
+
+class provenance_table(nodes.General, nodes.Element):
+    """Placeholder, replaced by the table once every page has been read."""
+
+
+class ProvenanceDirective(SphinxDirective):
+    has_content = False
+
+    def run(self):
+        return [provenance_table()]
+
+
+def _toc_order(env, root: str) -> list[str]:
+    order: list[str] = []
+
+    def walk(doc: str) -> None:
+        if doc in order:
+            return
+        order.append(doc)
+        for child in env.toctree_includes.get(doc, []):
+            walk(child)
+
+    walk(root)
+    return order
+
+
+def _exec_data(env, docname: str) -> dict[str, Any]:
+    try:
+        from myst_nb.sphinx_ import NbMetadataCollector
+
+        return NbMetadataCollector.get_exec_data(env, docname) or {}
+    except Exception:  # no MyST-NB data for this page
+        return {}
+
+
+def provenance_rows(app) -> list[dict[str, str]]:
+    env = app.env
+    rows = []
+    for docname in _toc_order(env, app.config.root_doc):
+        info = env.guide_provenance.get(docname)
+        if not info:
+            continue
+        exec_data = _exec_data(env, docname)
+        runtime = exec_data.get("runtime")
+        method = exec_data.get("method", "")
+        rows.append(
+            {
+                "docname": docname,
+                "title": env.titles[docname].astext() if docname in env.titles else docname,
+                "profile": info["profile"],
+                "device": info["device"],
+                "executed": info["when"],
+                "seconds": f"{runtime:.1f}" if isinstance(runtime, (int, float)) else "",
+                "this build": {"cache": "from cache", "inline": "executed"}.get(method, method),
+            }
+        )
+    return rows
+
+
+def _table(app, fromdoc: str, rows: list[dict[str, str]]) -> nodes.Node:
+    headers = ["Page", "Profile", "Device", "Executed", "Seconds", "This build"]
+    keys = ["title", "profile", "device", "executed", "seconds", "this build"]
+    table = nodes.table(classes=["guide-provenance"])
+    group = nodes.tgroup(cols=len(headers))
+    table += group
+    for _ in headers:
+        group += nodes.colspec(colwidth=1)
+    head = nodes.thead()
+    group += head
+    row = nodes.row()
+    for h in headers:
+        row += nodes.entry("", nodes.paragraph(text=h))
+    head += row
+    body = nodes.tbody()
+    group += body
+    for data in rows:
+        row = nodes.row()
+        for key in keys:
+            para = nodes.paragraph()
+            if key == "title":
+                ref = nodes.reference(
+                    "", data["title"], refuri=app.builder.get_relative_uri(fromdoc, data["docname"])
+                )
+                para += ref
+            else:
+                para += nodes.Text(data[key])
+            row += nodes.entry("", para)
+        body += row
+    return table
+
+
+def _on_doctree_resolved(app, doctree, docname: str) -> None:
+    for node in list(doctree.findall(provenance_table)):
+        rows = provenance_rows(app)
+        if not rows or not hasattr(app.builder, "get_relative_uri"):
+            node.replace_self(nodes.paragraph(text="(No executed pages in this build.)"))
+            continue
+        node.replace_self(_table(app, docname, rows))
+
+
+# --------------------------------------------------------------------------- notebooks
+
+INSTALL_MD = """\
+**Running this page as a notebook.** This notebook was exported from *{title}*
+in the executable ROCm Deep Learning Guide; its outputs are those of the build
+({built}). To run it yourself you need the guide's Python package and its
+pinned dependencies. From a clone of the repository:
+
+```bash
+make env                       # creates .venv from requirements.txt and installs the package
+.venv/bin/jupyter lab          # then open this notebook and run all cells
+```
+
+or, in an environment of your own: `pip install -r requirements.txt` and
+`pip install --no-deps -e .` in the clone. On a ROCm machine, start from AMD's
+PyTorch container and install `requirements-rocm.txt` instead (see the README).
+Set `ROCM_DL_GUIDE_PROFILE` (`smoke`, `gpu` or `full`) before starting the
+kernel to choose how much work the examples do.
+"""
+
+CHECK_CODE = """\
+# Check that the guide's package is importable before running the rest.
+try:
+    import rocm_dl_guide
+except ImportError as exc:
+    raise ImportError(
+        "this notebook needs the rocm_dl_guide package: see the first cell"
+    ) from exc
+print("rocm_dl_guide", rocm_dl_guide.__version__, "is installed")"""
+
+
+def add_install_cells(path: Path, title: str, built: str) -> None:
+    """Put the install note and the import check in front of a downloadable notebook."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    if nb.cells and nb.cells[0].get("metadata", {}).get("guide") == "install-note":
+        return
+    note = nbformat.v4.new_markdown_cell(INSTALL_MD.format(title=title, built=built))
+    note.metadata["guide"] = "install-note"
+    check = nbformat.v4.new_code_cell(CHECK_CODE)
+    check.metadata["guide"] = "install-check"
+    nb.cells[:0] = [note, check]
+    nbformat.validate(nb)
+    tmp = path.with_suffix(".ipynb.tmp")
+    nbformat.write(nb, tmp)
+    tmp.replace(path)
+
+
+def _on_build_finished(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    built = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    sources = Path(app.outdir) / "_sources"
+    count = 0
+    for docname in sorted(app.env.guide_inputs):
+        path = sources / f"{docname}.ipynb"
+        if path.is_file():
+            title = app.env.titles[docname].astext() if docname in app.env.titles else docname
+            add_install_cells(path, title, built)
+            count += 1
+    rows = provenance_rows(app)
+    (Path(app.outdir) / "_static" / "provenance.json").write_text(json.dumps(rows, indent=1))
+    logger.info(f"[guide] {count} downloadable notebooks, provenance of {len(rows)} pages")
+
+
+def _on_page_context(app, pagename, templatename, context, doctree) -> None:
+    """Drop scripts added twice: sphinx-thebe's inline configuration is registered
+    twice under Jupyter Book 1.0, which redeclares ``const THEBE_JS_URL`` and
+    raises a SyntaxError in every page's console. Runs first: the event stops at
+    the first handler that returns a template name."""
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for script in scripts:
+        attributes = getattr(script, "attributes", {}) or {}
+        filename = getattr(script, "filename", script) or ""  # None and "" alike
+        key = (str(filename), str(attributes.get("body", "")))
+        if key in seen:
+            continue
+        seen.add(key)
+        unique.append(script)
+    context["script_files"] = unique
+
+
+def setup(app):
+    app.add_config_value("guide_package_dir", f"code/{PACKAGE}", "env")
+    app.add_node(
+        provenance_table,
+        html=(lambda self, node: None, lambda self, node: None),
+    )
+    app.add_directive("guide-provenance", ProvenanceDirective)
+    app.connect("env-before-read-docs", _on_env_before_read)
+    app.connect("env-get-outdated", _on_get_outdated)
+    app.connect("env-purge-doc", _on_purge)
+    app.connect("source-read", _on_source_read)
+    app.connect("doctree-read", _on_doctree_read)
+    app.connect("doctree-resolved", _on_doctree_resolved)
+    app.connect("build-finished", _on_build_finished)
+    app.connect("html-page-context", _on_page_context, priority=100)
+    return {"version": "1", "parallel_read_safe": False, "parallel_write_safe": True}

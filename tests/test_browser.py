@@ -1,0 +1,174 @@
+"""The built site in a real browser: headless Chromium (Debian's package,
+installed by ``make browser``) driven by Playwright.
+
+For every page in the table of contents: it loads without console errors,
+failed requests or uncaught exceptions; every image loads; executed pages
+show their cell outputs. The search page finds a term. Screenshots of the
+home page and of one case study are written to ``_build/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import HTML, ROOT, is_executable, toc_files
+
+pytestmark = [pytest.mark.book, pytest.mark.browser]
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CASE_STUDY = "book/training/cifar10"
+
+
+def chromium_path() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.fail("Chromium is not installed: run `make browser` (Debian: apt-get install chromium)")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep the test output clean
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(build):
+    """The built HTML served on a free port of the loopback interface."""
+    assert build.code == 0, "the book did not build"
+    handler = functools.partial(_Quiet, directory=str(HTML))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+class Visit:
+    """A page opened in a fresh tab, with everything that went wrong while loading."""
+
+    def __init__(self, browser, url: str):
+        self.page = browser.new_page(viewport={"width": 1300, "height": 900})
+        self.problems: list[str] = []
+        self.page.on(
+            "console",
+            lambda m: (
+                self.problems.append(f"console {m.type}: {m.text} {m.location}")
+                if m.type == "error"
+                else None
+            ),
+        )
+        self.page.on("pageerror", lambda e: self.problems.append(f"uncaught: {e}"))
+        self.page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url}"))
+        self.page.on(
+            "response",
+            lambda r: (
+                self.problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None
+            ),
+        )
+        self.page.goto(url, wait_until="networkidle")
+
+    def broken_images(self) -> list[str]:
+        # Make lazy images load, then wait for every image to settle.
+        self.page.evaluate(
+            "() => document.querySelectorAll('img').forEach(i => i.loading = 'eager')"
+        )
+        self.page.wait_for_function(
+            "() => Array.from(document.images).every(i => i.complete)", timeout=15000
+        )
+        return self.page.evaluate(
+            "() => Array.from(document.images)"
+            ".filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
+        )
+
+    def close(self):
+        self.page.close()
+
+
+@pytest.mark.parametrize("page", toc_files())
+def test_page_loads_cleanly_in_chromium(site, browser, page):
+    visit = Visit(browser, f"{site}/{page}.html")
+    try:
+        assert visit.page.title(), f"{page}: no title"
+        assert not visit.problems, f"{page}:\n" + "\n".join(visit.problems)
+        assert not visit.broken_images(), f"{page}: images that did not load"
+        images = visit.page.evaluate("() => document.images.length")
+        if is_executable(page):
+            outputs = visit.page.locator("div.cell_output")
+            assert outputs.count() >= 1, f"{page}: no cell outputs"
+            visible = [outputs.nth(i).is_visible() for i in range(outputs.count())]
+            assert sum(visible) >= 1, f"{page}: cell outputs are hidden"
+            provenance = visit.page.get_by_text("Provenance.", exact=False).first
+            assert provenance.is_visible(), f"{page}: provenance note not visible"
+        assert images >= 0
+    finally:
+        visit.close()
+
+
+def test_figures_are_drawn(site, browser):
+    """A figure page's plots are real bitmaps with a size, not broken placeholders."""
+    visit = Visit(browser, f"{site}/{CASE_STUDY}.html")
+    try:
+        sizes = visit.page.evaluate(
+            "() => Array.from(document.querySelectorAll('div.cell_output img'))"
+            ".map(i => [i.naturalWidth, i.naturalHeight])"
+        )
+        assert len(sizes) >= 3 and all(w > 200 and h > 100 for w, h in sizes), sizes
+    finally:
+        visit.close()
+
+
+def test_search_finds_a_term(site, browser):
+    visit = Visit(browser, f"{site}/search.html?q=Inception")
+    try:
+        results = visit.page.locator("#search-results ul.search li")
+        results.first.wait_for(timeout=20000)
+        links = [
+            results.nth(i).locator("a").first.get_attribute("href") for i in range(results.count())
+        ]
+        assert any("training/inception" in (href or "") for href in links), links
+        assert not visit.problems, "\n".join(visit.problems)
+    finally:
+        visit.close()
+
+
+def test_home_page_provenance_table(site, browser):
+    visit = Visit(browser, f"{site}/index.html")
+    try:
+        table = visit.page.locator("table.guide-provenance")
+        assert table.count() == 1
+        rows = table.locator("tbody tr")
+        executable = [p for p in toc_files() if is_executable(p)]
+        assert rows.count() == len(executable)
+        first = rows.first.locator("td")
+        assert first.nth(1).inner_text().strip() in ("smoke", "gpu", "full")
+    finally:
+        visit.close()
+
+
+@pytest.mark.parametrize("name,page", [("home", "index"), ("case-study", CASE_STUDY)])
+def test_screenshot(site, browser, name, page):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    visit = Visit(browser, f"{site}/{page}.html")
+    try:
+        path = SCREENSHOTS / f"{name}.png"
+        visit.page.screenshot(path=str(path), full_page=True)
+        assert path.stat().st_size > 20_000
+        assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        visit.close()

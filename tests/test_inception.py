@@ -235,3 +235,34 @@ def test_smoke_training_runs_and_learns(tmp_path):
     assert (tmp_path / "last.pt").is_file()
     assert "tiny-imagenet-200 (10 classes, 75px)" in run.summary()
     assert len(run.data.names) == 10 and all(run.data.names)
+
+
+def test_cli_trains_with_amp_and_channels_last(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rocm_dl_guide",
+            "train",
+            "inception-v3",
+            "--profile",
+            "smoke",
+            "--epochs",
+            "1",
+            "--amp",
+            "--channels-last",
+            "--checkpoint-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "ROCM_DL_GUIDE_PROGRESS": "0"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Inception v3 on tiny-imagenet-200" in proc.stdout
+    assert "epoch 1/1:" in proc.stdout and "Traceback" not in proc.stderr
+    assert (tmp_path / "trained_inception_v3.pt").is_file()

@@ -57,7 +57,8 @@ test: $(STAMP) $(if $(filter 1,$(BROWSER_TESTS)),browser)
 # Headless Chromium for the browser test (tests/test_browser.py), from Debian's
 # packages; Playwright (pinned in requirements) drives it. Needs root or sudo.
 browser:
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  command -v google-chrome >/dev/null 2>&1 || { \
 	  echo "Installing Chromium (Debian package) for the browser test ..."; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }

@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     from rocm_dl_guide import datasets
 
     datasets.add_cli(sub)
+    from rocm_dl_guide import inference
+
+    inference.add_cli(sub)
 
     p = sub.add_parser("compat", help="print the sourced ROCm compatibility tables")
     p.add_argument(

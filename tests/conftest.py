@@ -21,6 +21,15 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture(scope="module")
+def isolated_data_cache(tmp_path_factory):
+    """A data cache (``ROCM_DL_GUIDE_DATA``) of the test module's own, for tests
+    that change the prepared data (e.g. IMDB's removal of the unlabelled folder)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROCM_DL_GUIDE_DATA", str(tmp_path_factory.getbasetemp() / "data"))
+        yield
+
+
 def tool(name: str) -> str:
     """An executable from this environment's bin directory."""
     candidate = BIN / name

@@ -13,15 +13,11 @@ from rocm_dl_guide import fashion_mnist
 matplotlib.use("Agg")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def isolated_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ROCM_DL_GUIDE_DATA", str(tmp_path_factory.getbasetemp() / "data"))
-        yield
+pytestmark = pytest.mark.usefixtures("isolated_data_cache")
 
 
 @pytest.fixture(scope="module")
-def run():
+def run(isolated_data_cache):
     return fashion_mnist.train(profile="smoke", progress=False)
 
 

@@ -482,6 +482,35 @@ def test_save_and_load_weights_round_trip(tmp_path):
     assert torch.equal(a(x), b(x))
 
 
+def test_final_weights_are_saved_next_to_the_checkpoint(tmp_path):
+    model, train_loader, val_loader, optimizer, scheduler = make_run(n_train=320, n_val=64)
+    result = quiet_fit(
+        model,
+        train_loader,
+        epochs=1,
+        optimizer=optimizer,
+        checkpoint_dir=tmp_path,
+        final_weights="final.pt",
+    )
+    assert result.weights == tmp_path / "final.pt"
+    fresh = make_model()
+    load_weights(fresh, result.weights)
+    assert same_state(fresh.state_dict(), model.state_dict())
+    # a resume that finds the run complete still hands back the weights file
+    result.weights.unlink()
+    again = quiet_fit(
+        make_model(),
+        train_loader,
+        epochs=1,
+        optimizer=optimizer,
+        checkpoint_dir=tmp_path,
+        resume=True,
+        final_weights="final.pt",
+    )
+    assert again.resumed_from_epoch == 1 and again.weights.is_file()
+    assert quiet_fit(model, train_loader, epochs=1, optimizer=optimizer).weights is None
+
+
 def test_load_weights_errors(tmp_path):
     model = make_model()
     bad = tmp_path / "bad.pt"

@@ -289,10 +289,8 @@ def train(
         amp=amp,
         channels_last=channels_last,
         progress=progress,
+        final_weights="cifar_net.pt",
     )
-    weights = None
-    if checkpoint_dir is not None:
-        weights = loop.save_weights(model, Path(checkpoint_dir) / "cifar_net.pt")
     frame = per_class_accuracy(model, data.test_loader, data.classes, dev)
     return CifarRun(
         model=model,
@@ -303,5 +301,5 @@ def train(
         epochs=n_epochs,
         device=str(devices.describe()),
         profile=prof.name,
-        weights=weights,
+        weights=result.weights,
     )

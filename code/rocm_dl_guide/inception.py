@@ -550,10 +550,8 @@ def train(
         amp=amp,
         channels_last=channels_last,
         progress=progress,
+        final_weights="trained_inception_v3.pt",
     )
-    weights = None
-    if checkpoint_dir is not None:
-        weights = loop.save_weights(model, Path(checkpoint_dir) / "trained_inception_v3.pt")
     return InceptionRun(
         model=model,
         data=data,
@@ -563,7 +561,7 @@ def train(
         epochs=n_epochs,
         device=str(devices.describe()),
         profile=prof.name,
-        weights=weights,
+        weights=result.weights,
     )
 
 

@@ -95,6 +95,8 @@ class TrainResult:
     """``checkpoint_dir/last.pt`` when checkpointing, else ``None``."""
     resumed_from_epoch: int = 0
     """The epoch the run resumed after (``0`` when it started from scratch)."""
+    weights: Path | None = None
+    """The trained model's weights file (``checkpoint_dir/final_weights``), if saved."""
 
     @property
     def final(self) -> EpochMetrics | None:
@@ -534,6 +536,13 @@ def evaluate(
     return tally.loss(), float("nan") if accuracy is None else accuracy
 
 
+def _done(result: TrainResult, model: nn.Module, final_weights: str | None) -> TrainResult:
+    """Save the final weights next to the checkpoint, if asked to; returns ``result``."""
+    if final_weights and result.checkpoint is not None:
+        result.weights = save_weights(model, result.checkpoint.parent / final_weights)
+    return result
+
+
 def _default_device() -> torch.device:
     from rocm_dl_guide.device import pick
 
@@ -566,6 +575,7 @@ def fit(
     keep_best: bool = True,
     scheduler_interval: str = "epoch",
     on_epoch_end: Callable[[EpochMetrics], Any] | None = None,
+    final_weights: str | None = None,
 ) -> TrainResult:
     """Train ``model`` for ``epochs`` epochs: the shared loop of every PyTorch case study.
 
@@ -595,6 +605,9 @@ def fit(
       per epoch and notes (``None`` silences it).
     - ``on_epoch_end(metrics)``: called after the epoch's checkpoint is on disk;
       returning ``True`` stops training after that epoch.
+    - ``final_weights``: with ``checkpoint_dir``, also save the trained model's
+      weights (atomically) under this file name there when training ends; the
+      path is :attr:`TrainResult.weights`.
 
     A non-finite training loss raises ``FloatingPointError`` before the epoch's
     checkpoint is written, so ``last.pt`` stays the last good epoch.
@@ -658,7 +671,9 @@ def fit(
             best_val = ckpt.get("best_val_accuracy")
             if start >= epochs:
                 say(f"{ckpt_path} is already at epoch {start} (asked for {epochs}): not training")
-                return TrainResult(history, str(device), ckpt_path, resumed_from_epoch=start)
+                return _done(
+                    TrainResult(history, str(device), ckpt_path, start), model, final_weights
+                )
             _set_rng_state(ckpt["rng"], train_loader)
             say(f"resuming from {ckpt_path}: epoch {start} of {epochs} done")
         elif resume:
@@ -773,7 +788,7 @@ def fit(
             say(f"stopped after epoch {epoch} by on_epoch_end")
             break
 
-    return TrainResult(history, str(device), ckpt_path, resumed_from_epoch=start)
+    return _done(TrainResult(history, str(device), ckpt_path, start), model, final_weights)
 
 
 # --------------------------------------------------------------------------- precision

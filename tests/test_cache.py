@@ -160,10 +160,10 @@ def small_book(tmp_path) -> Path:
             f"""\
             title: Small
             only_build_toc_files: true
-            exclude_patterns: [_build, code, "*.txt"]
+            exclude_patterns: [_build, code, "*.txt", ".*"]
             execute:
               execute_notebooks: cache
-              cache: .jupyter_cache
+              cache: {book / ".jupyter_cache"}
             sphinx:
               local_extensions:
                 guide_build: {ROOT / "_ext"}

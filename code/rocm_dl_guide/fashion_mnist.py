@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rocm_dl_guide import datasets, fixtures, profiles
-from rocm_dl_guide.mnist import _epochs
+from rocm_dl_guide.mnist import MnistRun, _epochs
 
 CLASS_NAMES: tuple[str, ...] = fixtures.FASHION_MNIST_CLASSES
 """Label ``i`` is ``CLASS_NAMES[i]``; the data set itself stores only the numbers."""
@@ -223,31 +223,13 @@ def plot_probabilities(probabilities, true_label: int | None = None):
 
 
 @dataclass
-class FashionMnistRun:
-    """What :func:`train` returns."""
+class FashionMnistRun(MnistRun):
+    """What :func:`train` returns: the MNIST run's fields, plus the trained models."""
 
-    test_accuracy: float
-    test_loss: float
-    epochs: int
-    device: str
-    profile: str
-    data: datasets.PreparedData
-    result: object
-    """The :class:`rocm_dl_guide.keras_train.KerasResult` of the training run."""
-    model: object
+    model: object = None
     """The trained network (outputs logits)."""
-    probabilities: object
+    probabilities: object = None
     """:func:`probability_model` of ``model``."""
-
-    def summary(self) -> str:
-        return (
-            f"Keras Fashion-MNIST: test accuracy {100 * self.test_accuracy:.1f}% "
-            f"(loss {self.test_loss:.3f}) after {self.epochs} epoch(s) on {self.device}; "
-            f"profile {self.profile}; data: {self.data.note}"
-        )
-
-    def plot(self, ax=None):
-        return self.result.plot(ax=ax, title=f"Fashion-MNIST ({self.data.kind} data)")
 
 
 def train(
@@ -274,6 +256,8 @@ def train(
     )
     test_loss, test_acc = model.evaluate(test_images, test_labels, verbose=0)
     return FashionMnistRun(
+        framework="Keras",
+        dataset="Fashion-MNIST",
         test_accuracy=float(test_acc),
         test_loss=float(test_loss),
         epochs=n_epochs,

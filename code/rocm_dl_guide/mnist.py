@@ -53,16 +53,19 @@ class MnistRun:
     data: datasets.PreparedData
     result: object
     """The framework's training result (``train.TrainResult`` or ``keras_train.KerasResult``)."""
+    dataset: str = "MNIST"
+    """The data set's name in the summary and plot title (also ``Fashion-MNIST``)."""
 
     def summary(self) -> str:
         return (
-            f"{self.framework} MNIST: test accuracy {100 * self.test_accuracy:.1f}% "
+            f"{self.framework} {self.dataset}: test accuracy {100 * self.test_accuracy:.1f}% "
             f"(loss {self.test_loss:.3f}) after {self.epochs} epoch(s) on {self.device}; "
             f"profile {self.profile}; data: {self.data.note}"
         )
 
     def plot(self, ax=None):
-        return self.result.plot(ax=ax, title=f"{self.framework} MNIST ({self.data.kind} data)")
+        title = f"{self.framework} {self.dataset} ({self.data.kind} data)"
+        return self.result.plot(ax=ax, title=title)
 
 
 def train_pytorch(

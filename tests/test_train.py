@@ -326,7 +326,8 @@ def test_amp_and_channels_last_on_cpu():
 
 def test_compare_precision_reports_every_variant():
     loader = DataLoader(make_data(128, seed=4), batch_size=32)
-    frame = compare_precision(make_model, loader, "cpu", steps=2, warmup=1, repeats=2)
+    result = compare_precision(make_model, loader, "cpu", steps=2, warmup=1, repeats=2)
+    frame = result.frame
     assert list(frame["variant"]) == ["float32", "channels_last", "amp", "amp+channels_last"]
     assert {"images_per_second", "speedup", "note", "dtype"} <= set(frame.columns)
     f32 = frame.set_index("variant").loc["float32"]
@@ -334,7 +335,8 @@ def test_compare_precision_reports_every_variant():
     assert f32["dtype"] == "float32" and not f32["channels_last"]
     for _, row in frame.iterrows():  # every variant either ran or says why not
         assert row["images_per_second"] > 0 or row["note"]
-    assert frame.attrs["device"] == "cpu"
+    assert result.device == "cpu"
+    assert result.speedup("float32") == pytest.approx(1.0)
 
 
 # --------------------------------------------------------------------------- checkpoints

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
+from torch import nn
+from torch.nn import functional as F
+
 from rocm_dl_guide import datasets, profiles
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
-    import torch
-    from torch import nn
 
 # The guide's hyperparameters.
 BATCH_SIZE = 4
@@ -37,42 +39,29 @@ MEAN = (0.5, 0.5, 0.5)
 STD = (0.5, 0.5, 0.5)
 
 
-def _net_class() -> type:
-    import torch
-    from torch import nn
-    from torch.nn import functional as F
+class Net(nn.Module):
+    """The guide's CIFAR-10 network, corrected: 3x32x32 in, 10 logits out."""
 
-    class Net(nn.Module):
-        """The guide's CIFAR-10 network, corrected: 3x32x32 in, 10 logits out."""
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 5)  # 6 x 28 x 28
+        self.pool = nn.MaxPool2d(2, 2)  # halves height and width
+        self.conv2 = nn.Conv2d(6, 16, 5)  # 16 x 10 x 10
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv1 = nn.Conv2d(3, 6, 5)  # 6 x 28 x 28
-            self.pool = nn.MaxPool2d(2, 2)  # halves height and width
-            self.conv2 = nn.Conv2d(6, 16, 5)  # 16 x 10 x 10
-            self.fc1 = nn.Linear(16 * 5 * 5, 120)
-            self.fc2 = nn.Linear(120, 84)
-            self.fc3 = nn.Linear(84, 10)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            x = self.pool(F.relu(self.conv1(x)))
-            x = self.pool(F.relu(self.conv2(x)))
-            x = torch.flatten(x, 1)  # all dimensions except the batch
-            x = F.relu(self.fc1(x))
-            x = F.relu(self.fc2(x))
-            return self.fc3(x)
-
-    return Net
-
-
-def Net() -> nn.Module:  # noqa: N802 - reads like the class it builds
-    """A fresh instance of the guide's (corrected) CIFAR-10 network."""
-    return _net_class()()
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        x = torch.flatten(x, 1)  # all dimensions except the batch
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
 
 
 def transform():
     """The guide's preprocessing: to a float tensor in [0, 1], then normalise to [-1, 1]."""
-    import torch
     from torchvision.transforms import v2
 
     return v2.Compose(
@@ -109,7 +98,6 @@ def load(
     ``seed`` (its state is saved in checkpoints, so a resumed run sees the same
     order). On a GPU two loader workers and pinned memory are used.
     """
-    import torch
     from torch.utils.data import DataLoader
 
     from rocm_dl_guide import device as devices
@@ -132,7 +120,6 @@ def load(
 
 def sample_batch(data: CifarData, n: int = 8, seed: int = 0):
     """``n`` training images (unnormalised, N x 3 x 32 x 32 in [0, 1]) and their labels."""
-    import torch
 
     g = torch.Generator().manual_seed(seed)
     idx = torch.randperm(len(data.train_set), generator=g)[:n].tolist()
@@ -157,7 +144,6 @@ def plot_samples(data: CifarData, n: int = 8, seed: int = 0):
 
 def predict(model: nn.Module, loader, device=None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(predicted, labels)`` over the whole ``loader``, in order."""
-    import torch
 
     from rocm_dl_guide import device as devices
 
@@ -184,7 +170,6 @@ def per_class_accuracy(
     ``frame.attrs["overall"]`` holds the accuracy over all images.
     """
     import pandas as pd
-    import torch
 
     pred, labels = predict(model, loader, device)
     n = len(classes)
@@ -265,7 +250,6 @@ def train(
     continues from the last complete one) and the trained weights are saved as
     ``cifar_net.pt`` next to the checkpoints.
     """
-    import torch
 
     from rocm_dl_guide import device as devices
     from rocm_dl_guide import train as loop

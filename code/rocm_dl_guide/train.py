@@ -34,15 +34,16 @@ import math
 import os
 import random
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+
+from rocm_dl_guide import files
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -130,24 +131,6 @@ class TrainResult:
 # --------------------------------------------------------------------------- atomic files
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _temp_prefix(path: Path) -> str:
-    return f".{path.name}."
-
-
 def _atomic_torch_save(obj: Any, path: Path) -> None:
     """``torch.save`` to ``path`` so that readers see the old file or the new, never half.
 
@@ -156,25 +139,13 @@ def _atomic_torch_save(obj: Any, path: Path) -> None:
     and fsyncs the directory. On any error the temporary file is removed and
     ``path`` is untouched.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
+    with files.atomic_write(path) as fh:
+        torch.save(obj, fh)
 
 
 def _stale_temp_files(path: Path) -> list[Path]:
     """Temporary files left by a process killed while saving ``path``."""
-    return sorted(path.parent.glob(_temp_prefix(path) + "*.tmp"))
+    return files.stale_temp_files(path)
 
 
 def runs_dir(name: str) -> Path:
@@ -328,28 +299,22 @@ def _read_checkpoint(path: Path) -> dict[str, Any]:
 
 def _write_checkpoint(
     path: Path,
-    *,
-    epoch: int,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    scaler: torch.amp.GradScaler,
+    loop: _Loop,
     history: list[EpochMetrics],
     best_val_accuracy: float | None,
-    device: torch.device,
     loader: Any = None,
 ) -> None:
     _atomic_torch_save(
         {
             "format": _FORMAT,
-            "epoch": epoch,
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict() if scheduler is not None else None,
-            "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+            "epoch": history[-1].epoch,
+            "model": loop.model.state_dict(),
+            "optimizer": loop.optimizer.state_dict(),
+            "scheduler": loop.scheduler.state_dict() if loop.scheduler is not None else None,
+            "scaler": loop.scaler.state_dict() if loop.scaler.is_enabled() else None,
             "history": [asdict(m) for m in history],
             "best_val_accuracy": best_val_accuracy,
-            "rng": _rng_state(device, loader),
+            "rng": _rng_state(loop.device, loader),
             "torch_version": str(torch.__version__),
         },
         path,
@@ -458,31 +423,6 @@ class _Tally:
         return self.correct.item() / self.labels if self.classify and self.labels else None
 
 
-def _train_step(
-    model: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    optimizer: torch.optim.Optimizer,
-    loss_fn: Callable,
-    scaler: torch.amp.GradScaler,
-    device: torch.device,
-    amp_dtype: torch.dtype | None,
-    aux_logits_weight: float | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """One optimisation step; returns (detached main logits, detached main loss)."""
-    optimizer.zero_grad(set_to_none=True)
-    with _autocast(device, amp_dtype):
-        logits, aux = _split_output(model(x))
-        loss = loss_fn(logits, y)
-        total = loss
-        if aux is not None and aux_logits_weight:
-            total = loss + aux_logits_weight * loss_fn(aux, y)
-    scaler.scale(total).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return logits.detach(), loss.detach()
-
-
 def _num_batches(loader: Iterable, cap: int | None) -> int | None:
     try:
         n = len(loader)  # type: ignore[arg-type]
@@ -502,17 +442,16 @@ def evaluate(
     max_batches: int | None = None,
     amp: bool = False,
     channels_last: bool = False,
-) -> tuple[float, float]:
+) -> tuple[float, float | None]:
     """Mean loss and accuracy of ``model`` over ``loader`` (at most ``max_batches`` batches).
 
     Runs under ``torch.no_grad()`` in eval mode and restores the model's previous
-    mode afterwards. The loss is averaged per sample; accuracy is ``nan`` when the
-    labels are not class indices. Raises ``ValueError`` if the loader is empty.
+    mode afterwards. The loss is averaged per sample; accuracy is ``None`` when the
+    labels are not class indices (as in :class:`EpochMetrics`). Raises
+    ``ValueError`` if the loader is empty.
     """
     device = torch.device(device) if device is not None else _default_device()
-    loss_fn = loss_fn if loss_fn is not None else nn.CrossEntropyLoss()
-    if isinstance(loss_fn, nn.Module):
-        loss_fn.to(device)
+    loss_fn = _loss_on(loss_fn, device)
     amp_dtype = _amp_dtype(device) if amp else None
     was_training = model.training
     model.eval()
@@ -532,14 +471,272 @@ def evaluate(
         model.train(was_training)
     if tally.samples == 0:
         raise ValueError("evaluate: the loader produced no batches")
-    accuracy = tally.accuracy()
-    return tally.loss(), float("nan") if accuracy is None else accuracy
+    return tally.loss(), tally.accuracy()
 
 
-def _done(result: TrainResult, model: nn.Module, final_weights: str | None) -> TrainResult:
-    """Save the final weights next to the checkpoint, if asked to; returns ``result``."""
-    if final_weights and result.checkpoint is not None:
-        result.weights = save_weights(model, result.checkpoint.parent / final_weights)
+@dataclass(frozen=True)
+class FitOptions:
+    """The knobs of :func:`fit` beyond the model, the data and the optimizer.
+
+    Pass them to :func:`fit` as keywords (``fit(..., amp=True)``) or as one
+    object (``fit(..., options=FitOptions(amp=True))``); keywords override the
+    object's fields.
+    """
+
+    max_train_batches: int | None = None
+    """Cap on training batches per epoch (the run profile's ``max_train_batches``)."""
+    max_val_batches: int | None = None
+    """Cap on validation batches per epoch."""
+    checkpoint_dir: str | os.PathLike | None = None
+    """Write ``last.pt`` (and ``best.pt``) here atomically at every epoch end."""
+    resume: bool = False
+    """Continue after the last complete epoch stored in ``checkpoint_dir``."""
+    amp: bool = False
+    """Autocast: bfloat16 where supported, else float16 with a grad scaler."""
+    channels_last: bool = False
+    """NHWC memory format for the model and 4-D inputs."""
+    aux_logits_weight: float | None = None
+    """Weight of the auxiliary head's loss for models that have one (Inception v3)."""
+    progress: bool = True
+    """A tqdm bar per epoch (only on a terminal, see :mod:`rocm_dl_guide.progress`)."""
+    keep_best: bool = True
+    """Also keep ``best.pt``: the weights of the epoch with the best validation accuracy."""
+    scheduler_interval: str = "epoch"
+    """Step the scheduler once per ``"epoch"`` or after every ``"batch"``."""
+    final_weights: str | None = None
+    """Save the trained weights under this file name in ``checkpoint_dir`` at the end."""
+
+    def __post_init__(self) -> None:
+        if self.scheduler_interval not in ("epoch", "batch"):
+            raise ValueError("scheduler_interval must be 'epoch' or 'batch'")
+        if self.resume and self.checkpoint_dir is None:
+            raise ValueError("resume=True needs a checkpoint_dir")
+
+
+@dataclass
+class _Loop:
+    """What every step of :func:`fit` needs: the model and its optimisation state."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    loss_fn: Callable
+    scheduler: Any
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    scaler: torch.amp.GradScaler
+    options: FitOptions
+    say: Callable[[str], Any]
+
+
+@dataclass
+class _Start:
+    """Where a run starts: from scratch, or after a checkpoint's last epoch."""
+
+    checkpoint: Path | None
+    epoch: int = 0
+    history: list[EpochMetrics] = field(default_factory=list)
+    best_val_accuracy: float | None = None
+    rng: Mapping[str, Any] | None = None
+
+
+def _loss_on(loss_fn: Callable | None, device: torch.device) -> Callable:
+    loss_fn = loss_fn if loss_fn is not None else nn.CrossEntropyLoss()
+    if isinstance(loss_fn, nn.Module):
+        loss_fn.to(device)
+    return loss_fn
+
+
+def _make_loop(model, optimizer, loss_fn, scheduler, device, options, say) -> _Loop:
+    """Move the model to the device and pick the precision: the set-up of a run."""
+    device = torch.device(device) if device is not None else _default_device()
+    model.to(device)
+    if options.channels_last:
+        model.to(memory_format=torch.channels_last)
+    amp_dtype = _amp_dtype(device) if options.amp else None
+    if options.amp and amp_dtype is None:
+        say(f"note: autocast is not available on {device}; training in float32")
+    elif options.amp and device.type == "cpu":
+        say(
+            "note: amp on the CPU uses bfloat16 autocast; it is only faster on CPUs "
+            "with native bf16 (AVX512-BF16/AMX)"
+        )
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+    loss_fn = _loss_on(loss_fn, device)
+    return _Loop(model, optimizer, loss_fn, scheduler, device, amp_dtype, scaler, options, say)
+
+
+def restore_checkpoint(loop: _Loop) -> _Start:
+    """Step 1 of :func:`fit`: load ``last.pt`` into the model and optimizer when resuming.
+
+    Removes temporary files left by a run killed while saving. Returns where the
+    run starts; an unusable checkpoint raises :class:`CheckpointError`.
+    """
+    opts, say = loop.options, loop.say
+    if opts.checkpoint_dir is None:
+        return _Start(None)
+    path = Path(opts.checkpoint_dir) / CHECKPOINT_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in _stale_temp_files(path) + _stale_temp_files(path.parent / BEST_NAME):
+        say(f"removing {stale.name}, left by a run killed while saving")
+        stale.unlink(missing_ok=True)
+    if not opts.resume:
+        if path.exists():
+            say(f"starting from scratch; {path} will be overwritten (resume=False)")
+        return _Start(path)
+    if not path.exists():
+        say(f"no checkpoint at {path}: starting from scratch")
+        return _Start(path)
+    ckpt = _read_checkpoint(path)
+    try:
+        loop.model.load_state_dict(ckpt["model"])
+        loop.optimizer.load_state_dict(ckpt["optimizer"])
+        if loop.scheduler is not None and ckpt.get("scheduler") is not None:
+            loop.scheduler.load_state_dict(ckpt["scheduler"])
+        if loop.scaler.is_enabled() and ckpt.get("scaler"):
+            loop.scaler.load_state_dict(ckpt["scaler"])
+    except (RuntimeError, ValueError, KeyError) as exc:
+        raise CheckpointError(path, f"does not match this model/optimizer: {exc}") from exc
+    try:
+        history = [EpochMetrics(**row) for row in ckpt["history"]]
+    except TypeError as exc:
+        raise CheckpointError(path, f"has an unknown history format: {exc}") from exc
+    return _Start(path, ckpt["epoch"], history, ckpt.get("best_val_accuracy"), ckpt["rng"])
+
+
+def _train_step(loop: _Loop, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimisation step; returns (detached main logits, detached main loss)."""
+    loop.optimizer.zero_grad(set_to_none=True)
+    with _autocast(loop.device, loop.amp_dtype):
+        logits, aux = _split_output(loop.model(x))
+        loss = loop.loss_fn(logits, y)
+        total = loss
+        weight = loop.options.aux_logits_weight
+        if aux is not None and weight:
+            total = loss + weight * loop.loss_fn(aux, y)
+    loop.scaler.scale(total).backward()
+    loop.scaler.step(loop.optimizer)
+    loop.scaler.update()
+    return logits.detach(), loss.detach()
+
+
+def train_one_epoch(
+    loop: _Loop, loader: Iterable, epoch: int, epochs: int
+) -> tuple[_Tally, float, float]:
+    """Step 2 of :func:`fit`: one pass over ``loader`` (capped by ``max_train_batches``).
+
+    Returns the running tally (loss and accuracy), the wall time of the pass and
+    the learning rate of its last step.
+    """
+    from tqdm import tqdm
+
+    from rocm_dl_guide.progress import enabled as bars_enabled
+
+    opts, device = loop.options, loop.device
+    show = bars_enabled(opts.progress)
+    total = _num_batches(loader, opts.max_train_batches)
+    bar = tqdm(
+        total=total,
+        desc=f"epoch {epoch}/{epochs}",
+        unit="batch",
+        leave=False,
+        disable=not show,
+        dynamic_ncols=True,
+    )
+    loop.model.train()
+    tally = _Tally(device)
+    lr = float(loop.optimizer.param_groups[0]["lr"])
+    start = time.perf_counter()
+    try:
+        for i, batch in enumerate(loader):
+            if opts.max_train_batches is not None and i >= opts.max_train_batches:
+                break
+            x, y = _split_batch(batch)
+            x, y = _prepare(x, device, opts.channels_last), y.to(device, non_blocking=True)
+            lr = float(loop.optimizer.param_groups[0]["lr"])
+            logits, loss = _train_step(loop, x, y)
+            if loop.scheduler is not None and opts.scheduler_interval == "batch":
+                loop.scheduler.step()
+            tally.add(logits, y, loss)
+            bar.update(1)
+            if show and (i % 10 == 0 or i + 1 == total):
+                rate = tally.samples / max(time.perf_counter() - start, 1e-9)
+                bar.set_postfix(
+                    {"loss": f"{tally.loss():.4f}", "img/s": f"{rate:.0f}"}, refresh=False
+                )
+        _sync(device)
+        seconds = time.perf_counter() - start
+    finally:
+        bar.close()
+    if tally.samples == 0:
+        raise ValueError("fit: the training loader produced no batches")
+    return tally, seconds, lr
+
+
+def _step_scheduler(loop: _Loop, val_loss: float | None, train_loss: float) -> None:
+    """The once-per-epoch scheduler step (``ReduceLROnPlateau`` gets a loss)."""
+    if loop.scheduler is None or loop.options.scheduler_interval != "epoch":
+        return
+    if isinstance(loop.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        loop.scheduler.step(val_loss if val_loss is not None else train_loss)
+    else:
+        loop.scheduler.step()
+
+
+def _run_epoch(
+    loop: _Loop, train_loader, val_loader, epoch: int, epochs: int, checkpoint: Path | None
+) -> EpochMetrics:
+    """Train one epoch, then evaluate and step the scheduler; returns its metrics."""
+    opts = loop.options
+    started = time.perf_counter()
+    tally, train_seconds, lr = train_one_epoch(loop, train_loader, epoch, epochs)
+    train_loss = tally.loss()
+    if not math.isfinite(train_loss):
+        raise FloatingPointError(
+            f"training loss is {train_loss} in epoch {epoch}; lower the learning rate"
+            + (f" (last good checkpoint: {checkpoint})" if checkpoint and epoch > 1 else "")
+        )
+    val_loss = val_acc = None
+    if val_loader is not None:
+        val_loss, val_acc = evaluate(
+            loop.model,
+            val_loader,
+            loop.device,
+            loop.loss_fn,
+            opts.max_val_batches,
+            opts.amp,
+            opts.channels_last,
+        )
+    _step_scheduler(loop, val_loss, train_loss)
+    return EpochMetrics(
+        epoch=epoch,
+        train_loss=train_loss,
+        train_accuracy=tally.accuracy(),
+        val_loss=val_loss,
+        val_accuracy=val_acc,
+        images_per_second=tally.samples / max(train_seconds, 1e-9),
+        seconds=time.perf_counter() - started,
+        lr=lr,
+    )
+
+
+def save_checkpoint(loop: _Loop, start: _Start, history: list[EpochMetrics], loader: Any) -> None:
+    """Step 4 of :func:`fit`: ``best.pt`` if this epoch is the best so far, then ``last.pt``."""
+    if start.checkpoint is None:
+        return
+    val_acc = history[-1].val_accuracy
+    best = start.best_val_accuracy
+    if loop.options.keep_best and val_acc is not None and (best is None or val_acc > best):
+        start.best_val_accuracy = val_acc
+        save_weights(loop.model, start.checkpoint.parent / BEST_NAME)
+    _write_checkpoint(start.checkpoint, loop, history, start.best_val_accuracy, loader)
+
+
+def _finish(loop: _Loop, start: _Start, history: list[EpochMetrics]) -> TrainResult:
+    """The run's result; saves the final weights next to the checkpoint if asked to."""
+    result = TrainResult(history, str(loop.device), start.checkpoint, start.epoch)
+    name = loop.options.final_weights
+    if name and start.checkpoint is not None:
+        result.weights = save_weights(loop.model, start.checkpoint.parent / name)
     return result
 
 
@@ -553,6 +750,14 @@ def _fmt(value: float | None, spec: str = ".4f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _epoch_line(m: EpochMetrics, epochs: int) -> str:
+    return (
+        f"epoch {m.epoch}/{epochs}: train loss {m.train_loss:.4f} acc {_fmt(m.train_accuracy)}"
+        f" | val loss {_fmt(m.val_loss)} acc {_fmt(m.val_accuracy)}"
+        f" | {m.images_per_second:.0f} img/s, {m.seconds:.1f} s"
+    )
+
+
 def fit(
     model: nn.Module,
     train_loader: Iterable,
@@ -563,232 +768,53 @@ def fit(
     scheduler: Any = None,
     val_loader: Iterable | None = None,
     device: str | torch.device | None = None,
-    max_train_batches: int | None = None,
-    max_val_batches: int | None = None,
-    checkpoint_dir: str | os.PathLike | None = None,
-    resume: bool = False,
-    amp: bool = False,
-    channels_last: bool = False,
-    aux_logits_weight: float | None = None,
-    progress: bool = True,
+    options: FitOptions | None = None,
     log: Callable[[str], Any] | None = print,
-    keep_best: bool = True,
-    scheduler_interval: str = "epoch",
     on_epoch_end: Callable[[EpochMetrics], Any] | None = None,
-    final_weights: str | None = None,
+    **knobs: Any,
 ) -> TrainResult:
     """Train ``model`` for ``epochs`` epochs: the shared loop of every PyTorch case study.
 
-    Works for any classifier and any DataLoader of ``(inputs, labels)``.
-
-    - ``device``: default :func:`rocm_dl_guide.device.pick` (the GPU if any).
-      The model (and ``loss_fn`` if it is a module) is moved there.
-    - ``max_train_batches`` / ``max_val_batches``: per-epoch caps (the run
-      profile's ``max_train_batches``).
-    - ``scheduler``: stepped once per epoch (``scheduler_interval="epoch"``,
-      ``ReduceLROnPlateau`` gets the validation loss, else the training loss) or
-      after every batch (``"batch"``, e.g. ``OneCycleLR``).
-    - ``checkpoint_dir``: write ``last.pt`` atomically at every epoch end (and,
-      with ``keep_best`` and a ``val_loader``, ``best.pt`` weights by validation
-      accuracy). ``resume=True`` continues after the last complete epoch stored
-      there; with no checkpoint it starts from scratch and logs so; a checkpoint
-      already at ``epochs`` returns its history without training (the model gets
-      its weights). An unreadable checkpoint raises :class:`CheckpointError`.
-    - ``amp``: autocast (bfloat16 where supported, else float16 with a grad
-      scaler; bfloat16 on the CPU). ``channels_last``: NHWC memory format for
-      the model and 4-D inputs.
-    - ``aux_logits_weight``: for models whose training output is
-      ``(logits, aux_logits)`` (Inception v3), add ``weight * loss(aux)``.
-      Accuracy and the reported ``train_loss`` use the main logits only, so they
-      compare with the validation numbers.
-    - ``progress``: a tqdm bar per epoch with loss and img/s. ``log``: one line
-      per epoch and notes (``None`` silences it).
-    - ``on_epoch_end(metrics)``: called after the epoch's checkpoint is on disk;
-      returning ``True`` stops training after that epoch.
-    - ``final_weights``: with ``checkpoint_dir``, also save the trained model's
-      weights (atomically) under this file name there when training ends; the
-      path is :attr:`TrainResult.weights`.
+    Works for any classifier and any DataLoader of ``(inputs, labels)``. The
+    model (and ``loss_fn``, default cross-entropy) go to ``device`` (default:
+    :func:`rocm_dl_guide.device.pick`, the GPU if any). The knobs are the fields
+    of :class:`FitOptions`, as ``options=`` or as keywords. Each epoch is
+    :func:`train_one_epoch`, :func:`evaluate` on ``val_loader``, a scheduler
+    step (``ReduceLROnPlateau`` gets the validation loss) and
+    :func:`save_checkpoint`; a run with ``resume`` starts with
+    :func:`restore_checkpoint`. ``log`` gets one line per epoch and notes
+    (``None`` silences it); ``on_epoch_end(metrics)`` is called after the
+    epoch's checkpoint is on disk, and returning ``True`` stops training.
 
     A non-finite training loss raises ``FloatingPointError`` before the epoch's
-    checkpoint is written, so ``last.pt`` stays the last good epoch.
+    checkpoint is written, so ``last.pt`` stays the last good epoch. A
+    checkpoint already at ``epochs`` returns its history without training.
     """
-    say = log if log is not None else (lambda _msg: None)
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
-    if scheduler_interval not in ("epoch", "batch"):
-        raise ValueError("scheduler_interval must be 'epoch' or 'batch'")
-    if resume and checkpoint_dir is None:
-        raise ValueError("resume=True needs a checkpoint_dir")
-    device = torch.device(device) if device is not None else _default_device()
-    loss_fn = loss_fn if loss_fn is not None else nn.CrossEntropyLoss()
-    if isinstance(loss_fn, nn.Module):
-        loss_fn.to(device)
-    model.to(device)
-    if channels_last:
-        model.to(memory_format=torch.channels_last)
-
-    amp_dtype = None
-    if amp:
-        amp_dtype = _amp_dtype(device)
-        if amp_dtype is None:
-            say(f"note: autocast is not available on {device}; training in float32")
-        elif device.type == "cpu":
-            say(
-                "note: amp on the CPU uses bfloat16 autocast; it is only faster on CPUs "
-                "with native bf16 (AVX512-BF16/AMX)"
-            )
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-
-    ckpt_path: Path | None = None
-    history: list[EpochMetrics] = []
-    best_val: float | None = None
-    start = 0
-    if checkpoint_dir is not None:
-        ckpt_path = Path(checkpoint_dir) / CHECKPOINT_NAME
-        ckpt_path.parent.mkdir(parents=True, exist_ok=True)
-        stale_files = _stale_temp_files(ckpt_path) + _stale_temp_files(ckpt_path.parent / BEST_NAME)
-        for stale in stale_files:
-            say(f"removing {stale.name}, left by a run killed while saving")
-            stale.unlink(missing_ok=True)
-        if resume and ckpt_path.exists():
-            ckpt = _read_checkpoint(ckpt_path)
-            try:
-                model.load_state_dict(ckpt["model"])
-                optimizer.load_state_dict(ckpt["optimizer"])
-                if scheduler is not None and ckpt.get("scheduler") is not None:
-                    scheduler.load_state_dict(ckpt["scheduler"])
-                if scaler.is_enabled() and ckpt.get("scaler"):
-                    scaler.load_state_dict(ckpt["scaler"])
-            except (RuntimeError, ValueError, KeyError) as exc:
-                raise CheckpointError(
-                    ckpt_path, f"does not match this model/optimizer: {exc}"
-                ) from exc
-            start = ckpt["epoch"]
-            try:
-                history = [EpochMetrics(**row) for row in ckpt["history"]]
-            except TypeError as exc:
-                raise CheckpointError(ckpt_path, f"has an unknown history format: {exc}") from exc
-            best_val = ckpt.get("best_val_accuracy")
-            if start >= epochs:
-                say(f"{ckpt_path} is already at epoch {start} (asked for {epochs}): not training")
-                return _done(
-                    TrainResult(history, str(device), ckpt_path, start), model, final_weights
-                )
-            _set_rng_state(ckpt["rng"], train_loader)
-            say(f"resuming from {ckpt_path}: epoch {start} of {epochs} done")
-        elif resume:
-            say(f"no checkpoint at {ckpt_path}: starting from scratch")
-        elif ckpt_path.exists():
-            say(f"starting from scratch; {ckpt_path} will be overwritten (resume=False)")
-
-    from tqdm import tqdm
-
-    from rocm_dl_guide.progress import enabled as _bars
-
-    progress = _bars(progress)
-
-    for epoch in range(start + 1, epochs + 1):
-        t_epoch = time.perf_counter()
-        model.train()
-        total = _num_batches(train_loader, max_train_batches)
-        bar = tqdm(
-            total=total,
-            desc=f"epoch {epoch}/{epochs}",
-            unit="batch",
-            leave=False,
-            disable=not progress,
-            dynamic_ncols=True,
-        )
-        tally = _Tally(device)
-        lr = float(optimizer.param_groups[0]["lr"])
-        t_train = time.perf_counter()
-        try:
-            for i, batch in enumerate(train_loader):
-                if max_train_batches is not None and i >= max_train_batches:
-                    break
-                x, y = _split_batch(batch)
-                x, y = _prepare(x, device, channels_last), y.to(device, non_blocking=True)
-                lr = float(optimizer.param_groups[0]["lr"])
-                logits, loss = _train_step(
-                    model, x, y, optimizer, loss_fn, scaler, device, amp_dtype, aux_logits_weight
-                )
-                if scheduler is not None and scheduler_interval == "batch":
-                    scheduler.step()
-                tally.add(logits, y, loss)
-                bar.update(1)
-                if progress and (i % 10 == 0 or i + 1 == total):
-                    elapsed = time.perf_counter() - t_train
-                    postfix = {
-                        "loss": f"{tally.loss():.4f}",
-                        "img/s": f"{tally.samples / max(elapsed, 1e-9):.0f}",
-                    }
-                    bar.set_postfix(postfix, refresh=False)
-            _sync(device)
-            train_seconds = time.perf_counter() - t_train
-        finally:
-            bar.close()
-        if tally.samples == 0:
-            raise ValueError("fit: the training loader produced no batches")
-        train_loss = tally.loss()
-        if not math.isfinite(train_loss):
-            raise FloatingPointError(
-                f"training loss is {train_loss} in epoch {epoch}; lower the learning rate"
-                + (f" (last good checkpoint: {ckpt_path})" if ckpt_path and epoch > 1 else "")
-            )
-        train_acc = tally.accuracy()
-
-        val_loss = val_acc = None
-        if val_loader is not None:
-            val_loss, val_acc = evaluate(
-                model, val_loader, device, loss_fn, max_val_batches, amp, channels_last
-            )
-            if math.isnan(val_acc):
-                val_acc = None
-
-        if scheduler is not None and scheduler_interval == "epoch":
-            if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-                scheduler.step(val_loss if val_loss is not None else train_loss)
-            else:
-                scheduler.step()
-
-        metrics = EpochMetrics(
-            epoch=epoch,
-            train_loss=train_loss,
-            train_accuracy=train_acc,
-            val_loss=val_loss,
-            val_accuracy=val_acc,
-            images_per_second=tally.samples / max(train_seconds, 1e-9),
-            seconds=time.perf_counter() - t_epoch,
-            lr=lr,
-        )
-        history.append(metrics)
-
-        if ckpt_path is not None:
-            if keep_best and val_acc is not None and (best_val is None or val_acc > best_val):
-                best_val = val_acc
-                save_weights(model, ckpt_path.parent / BEST_NAME)
-            _write_checkpoint(
-                ckpt_path,
-                epoch=epoch,
-                model=model,
-                optimizer=optimizer,
-                scheduler=scheduler,
-                scaler=scaler,
-                history=history,
-                best_val_accuracy=best_val,
-                device=device,
-                loader=train_loader,
-            )
+    opts = replace(options or FitOptions(), **knobs)
+    say = log if log is not None else (lambda _msg: None)
+    loop = _make_loop(model, optimizer, loss_fn, scheduler, device, opts, say)
+    start = restore_checkpoint(loop)
+    if start.epoch >= epochs:
         say(
-            f"epoch {epoch}/{epochs}: train loss {train_loss:.4f} acc {_fmt(train_acc)}"
-            f" | val loss {_fmt(val_loss)} acc {_fmt(val_acc)}"
-            f" | {metrics.images_per_second:.0f} img/s, {metrics.seconds:.1f} s"
+            f"{start.checkpoint} is already at epoch {start.epoch} (asked for {epochs}): "
+            "not training"
         )
+        return _finish(loop, start, start.history)
+    if start.rng is not None:
+        _set_rng_state(start.rng, train_loader)
+        say(f"resuming from {start.checkpoint}: epoch {start.epoch} of {epochs} done")
+    history = list(start.history)
+    for epoch in range(start.epoch + 1, epochs + 1):
+        metrics = _run_epoch(loop, train_loader, val_loader, epoch, epochs, start.checkpoint)
+        history.append(metrics)
+        save_checkpoint(loop, start, history, train_loader)
+        say(_epoch_line(metrics, epochs))
         if on_epoch_end is not None and on_epoch_end(metrics) is True:
             say(f"stopped after epoch {epoch} by on_epoch_end")
             break
-
-    return _done(TrainResult(history, str(device), ckpt_path, start), model, final_weights)
+    return _finish(loop, start, history)
 
 
 # --------------------------------------------------------------------------- precision
@@ -802,15 +828,75 @@ _VARIANTS = (
 )
 
 
-def _run_steps(data: list, n: int, step: tuple) -> int:
+@dataclass
+class PrecisionComparison:
+    """What :func:`compare_precision` returns: one row per variant, measured in one run."""
+
+    frame: pandas.DataFrame
+    """Columns ``variant``, ``dtype`` (autocast's), ``channels_last``,
+    ``images_per_second`` (median of the repeats), ``speedup`` (relative to
+    float32) and ``note`` (why a variant was skipped or failed, or a caveat)."""
+    device: str
+    """The device the variants ran on."""
+    batch_size: int | None = None
+    """Images per training step, when the caller knows it."""
+    image_size: int | None = None
+    """Input height and width, when the caller knows it."""
+
+    def speedup(self, variant: str) -> float:
+        """The named variant's speed-up over float32 (``nan`` if it did not run)."""
+        rows = self.frame.loc[self.frame["variant"] == variant, "speedup"]
+        return float(rows.iloc[0]) if len(rows) else float("nan")
+
+
+def _run_steps(loop: _Loop, data: list, n: int) -> int:
     """``n`` training steps cycling over ``data``; returns the number of images seen."""
-    model, opt, loss_fn, scaler, device, dtype, aux_logits_weight = step
     images = 0
     for k in range(n):
         x, y = data[k % len(data)]
-        _train_step(model, x, y, opt, loss_fn, scaler, device, dtype, aux_logits_weight)
+        _train_step(loop, x, y)
         images += x.shape[0]
     return images
+
+
+def _time_variant(loop: _Loop, data: list, steps: int, warmup: int, repeats: int) -> float:
+    """Median images/s over ``repeats`` timed runs of ``steps`` steps, after ``warmup``."""
+    _run_steps(loop, data, warmup)
+    _sync(loop.device)
+    rates = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        images = _run_steps(loop, data, steps)
+        _sync(loop.device)
+        rates.append(images / max(time.perf_counter() - t0, 1e-9))
+    return statistics.median(rates)
+
+
+def _measure_variant(
+    row: dict, use_amp: bool, model_fn, batches, device, loss_fn, lr, aux_logits_weight, timing
+) -> None:
+    """Fill ``row`` with one variant's images/s, or a note saying why it has none."""
+    dtype = _amp_dtype(device) if use_amp else None
+    if use_amp and dtype is None:
+        row["note"] = f"skipped: autocast is not available on {device.type}"
+        return
+    if use_amp:
+        row["dtype"] = str(dtype).replace("torch.", "")
+        if device.type == "cpu":
+            row["note"] = "CPU bfloat16 autocast: rarely faster without AMX; the gain is a GPU's"
+    cl = row["channels_last"]
+    try:
+        torch.manual_seed(0)
+        model = model_fn()
+        opts = FitOptions(channels_last=cl, aux_logits_weight=aux_logits_weight)
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+        loop = _make_loop(model, opt, loss_fn, None, device, opts, lambda _m: None)
+        loop.amp_dtype = dtype
+        loop.scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+        data = [(_prepare(x, device, cl), y.to(device)) for x, y in batches]
+        row["images_per_second"] = _time_variant(loop, data, *timing)
+    except Exception as exc:  # an unsupported op under autocast must not end the comparison
+        row["note"] = f"failed: {type(exc).__name__}: {exc}"[:200]
 
 
 def compare_precision(
@@ -825,24 +911,18 @@ def compare_precision(
     lr: float = 0.01,
     aux_logits_weight: float | None = None,
     variants: Iterable[str] | None = None,
-) -> pandas.DataFrame:
+) -> PrecisionComparison:
     """Training-step throughput of float32 vs autocast vs channels_last (vs both), one run.
 
     For each variant a fresh model from ``model_fn()`` (seeded alike) is trained
     with SGD on a few batches taken once from ``loader`` and kept on the device,
     so data loading is not measured: ``warmup`` steps first, then ``repeats``
     timed runs of ``steps`` steps each, with the device synchronised around each.
-    Returns a DataFrame with one row per variant: ``variant``, ``dtype`` (autocast's),
-    ``channels_last``, ``images_per_second`` (the median of the repeats),
-    ``speedup`` (relative to float32) and ``note`` (why a variant was skipped or
-    failed, or a caveat). ``df.attrs["device"]`` names the device.
     """
     import pandas as pd
 
     device = torch.device(device) if device is not None else _default_device()
-    loss_fn = loss_fn if loss_fn is not None else nn.CrossEntropyLoss()
-    if isinstance(loss_fn, nn.Module):
-        loss_fn.to(device)
+    loss_fn = _loss_on(loss_fn, device)
     wanted = set(variants) if variants is not None else None
     batches = []
     for batch in loader:
@@ -851,59 +931,32 @@ def compare_precision(
             break
     if not batches:
         raise ValueError("compare_precision: the loader produced no batches")
-
     rows = []
     for name, use_amp, cl in _VARIANTS:
-        if wanted is not None and name not in wanted:
-            continue
-        row = {
-            "variant": name,
-            "dtype": "float32",
-            "channels_last": cl,
-            "images_per_second": float("nan"),
-            "note": "",
-        }
-        rows.append(row)
-        dtype = None
-        if use_amp:
-            dtype = _amp_dtype(device)
-            if dtype is None:
-                row["note"] = f"skipped: autocast is not available on {device.type}"
-                continue
-            row["dtype"] = str(dtype).replace("torch.", "")
-            if device.type == "cpu":
-                row["note"] = (
-                    "CPU bfloat16 autocast: rarely faster without AMX; the gain is a GPU's"
-                )
-        try:
-            torch.manual_seed(0)
-            model = model_fn().to(device)
-            if cl:
-                model.to(memory_format=torch.channels_last)
-            model.train()
-            opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-            scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-            data = [(_prepare(x, device, cl), y.to(device)) for x, y in batches]
-
-            step = (model, opt, loss_fn, scaler, device, dtype, aux_logits_weight)
-            _run_steps(data, warmup, step)
-            _sync(device)
-            rates = []
-            for _ in range(max(1, repeats)):
-                t0 = time.perf_counter()
-                images = _run_steps(data, steps, step)
-                _sync(device)
-                rates.append(images / max(time.perf_counter() - t0, 1e-9))
-            row["images_per_second"] = statistics.median(rates)
-        except Exception as exc:  # an unsupported op under autocast must not end the comparison
-            row["note"] = f"failed: {type(exc).__name__}: {exc}"[:200]
-        finally:
-            model = opt = data = step = None  # free device memory before the next variant
-
+        if wanted is None or name in wanted:
+            row = {
+                "variant": name,
+                "dtype": "float32",
+                "channels_last": cl,
+                "images_per_second": float("nan"),
+                "note": "",
+            }
+            rows.append(row)
+            _measure_variant(
+                row,
+                use_amp,
+                model_fn,
+                batches,
+                device,
+                loss_fn,
+                lr,
+                aux_logits_weight,
+                (steps, warmup, repeats),
+            )
     frame = pd.DataFrame(rows)
     base = frame.loc[frame["variant"] == "float32", "images_per_second"]
-    ref = float(base.iloc[0]) if len(base) else float("nan")
-    frame["speedup"] = frame["images_per_second"] / ref
-    frame = frame[["variant", "dtype", "channels_last", "images_per_second", "speedup", "note"]]
-    frame.attrs["device"] = str(device)
-    return frame
+    frame["speedup"] = frame["images_per_second"] / (
+        float(base.iloc[0]) if len(base) else float("nan")
+    )
+    columns = ["variant", "dtype", "channels_last", "images_per_second", "speedup", "note"]
+    return PrecisionComparison(frame[columns], str(device))

@@ -30,7 +30,7 @@ STAMP := $(VENV)/.installed-$(notdir $(REQUIREMENTS))
 # kernels and subprocesses use the venv's python.
 RUN := PATH="$(BIN):$$PATH"
 
-.PHONY: book test book-rocm test-rocm env lint clean lock browser linkcheck
+.PHONY: book test check book-rocm test-rocm env lint clean lock browser linkcheck
 
 env: $(STAMP)
 
@@ -53,6 +53,13 @@ book: $(STAMP)
 
 test: $(STAMP) $(if $(filter 1,$(BROWSER_TESTS)),browser)
 	$(RUN) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The fast loop to run after every change: every test except the whole-book
+# build, the notebook runs and the browser test (pytest markers; see pyproject.toml).
+# Needs no Chromium. `make test` remains the full suite and what CI runs.
+CHECK_MARKERS := not book and not notebook and not browser
+check: $(STAMP)
+	$(RUN) $(BIN)/python -m pytest -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
 
 # Headless Chromium for the browser test (tests/test_browser.py), from Debian's
 # packages; Playwright (pinned in requirements) drives it. Needs root or sudo.

@@ -17,7 +17,14 @@
 3. **Provenance table.** The ``{guide-provenance}`` directive (on the home
    page) becomes a table of every executed page with the profile and device
    its outputs came from, when it was executed, how long that took and whether
-   this build ran it or took it from the cache.
+   this build ran it or took it from the cache. The table is built from data,
+   not from the note's prose: each page's provenance cell
+   (``rocm_dl_guide.provenance.note``) glues a JSON record (MIME type
+   ``application/vnd.rocm-dl-guide.provenance+json``) under the key
+   ``guide-provenance``; MyST-NB writes a page's glued values to
+   ``<jupyter_execute>/<docname>.glue.json`` when it reads the executed (or
+   cached) notebook, and this extension reads the record from there. Runtime and
+   cache status come from MyST-NB's execution data.
 """
 
 from __future__ import annotations
@@ -39,11 +46,11 @@ META_KEY = "guide-inputs"
 """The code-cell option (cell metadata key) that carries a page's fingerprint."""
 CELL_RE = re.compile(r"^```\{code-cell\}[^\n]*\n", re.M)
 CELL_BODY_RE = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.M | re.S)
-PROVENANCE_RE = re.compile(
-    r"produced with the (?P<profile>\S+) profile on (?P<device>.+?); Python .*?"
-    r"executed (?P<when>[^.]+)\.",
-    re.S,
-)
+PROVENANCE_KEY = "guide-provenance"
+"""The glue key of a page's provenance record (``rocm_dl_guide.provenance.GLUE_KEY``)."""
+PROVENANCE_KIND = "rocm_dl_guide.provenance"
+PROVENANCE_MIME = "application/vnd.rocm-dl-guide.provenance+json"
+"""Its MIME type (``rocm_dl_guide.provenance.RECORD_MIME``)."""
 
 logger = logging.getLogger(__name__)
 
@@ -207,17 +214,86 @@ def _on_purge(app, env, docname: str) -> None:
 # --------------------------------------------------------------------------- provenance
 
 
+class ProvenanceError(ValueError):
+    """A page's glued provenance record is not what the table needs."""
+
+
+def provenance_from_record(record: Any) -> dict[str, Any]:
+    """The table's fields (profile, device, when) from a page's provenance record.
+
+    ``record`` is the JSON object that ``rocm_dl_guide.provenance.note`` glues
+    (``Provenance.record()``). Raises :class:`ProvenanceError` if it is not one.
+    """
+    if not isinstance(record, dict) or record.get("kind") != PROVENANCE_KIND:
+        raise ProvenanceError(f"not a {PROVENANCE_KIND} record: {record!r:.200}")
+    missing = [k for k in ("profile", "device", "executed_at") if not record.get(k)]
+    if missing:
+        raise ProvenanceError(f"provenance record without {', '.join(missing)}")
+    return {
+        "profile": str(record["profile"]),
+        "device": " ".join(str(record["device"]).split()),
+        "when": str(record["executed_at"]).strip(),
+        "versions": dict(record.get("versions") or {}),
+    }
+
+
+def provenance_from_glue(glue_data: dict[str, Any]) -> dict[str, Any] | None:
+    """The provenance fields from a page's glue data (MyST-NB's ``.glue.json``:
+    key -> display output), or ``None`` when the page glued no provenance."""
+    output = glue_data.get(PROVENANCE_KEY)
+    if output is None:
+        return None
+    data = output.get("data", {}) if isinstance(output, dict) else {}
+    if PROVENANCE_MIME not in data:
+        raise ProvenanceError(
+            f"glued {PROVENANCE_KEY!r} has no {PROVENANCE_MIME} output (has {sorted(data)})"
+        )
+    record = data[PROVENANCE_MIME]
+    if isinstance(record, str):  # some writers keep JSON outputs as text
+        record = json.loads(record)
+    return provenance_from_record(record)
+
+
+def _glue_keys(env, docname: str) -> list[str]:
+    try:
+        from myst_nb.sphinx_ import NbMetadataCollector
+
+        return list(NbMetadataCollector.get_doc_data(env).get(docname, {}).get("glue", []))
+    except Exception:  # no MyST-NB data for this page
+        return []
+
+
+def read_glue(output_folder: str | Path, docname: str) -> dict[str, Any]:
+    """The glue data MyST-NB wrote for ``docname`` in ``output_folder`` (``{}`` if none)."""
+    path = Path(output_folder).joinpath(*docname.split("/"))
+    path = path.with_name(path.name + ".glue.json")
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def _on_doctree_read(app, doctree) -> None:
-    docname = app.env.docname
-    for node in doctree.findall(nodes.paragraph):
-        text = node.astext()
-        if text.startswith("Provenance.") and (m := PROVENANCE_RE.search(text)):
-            app.env.guide_provenance[docname] = {
-                "profile": m["profile"],
-                "device": " ".join(m["device"].split()),
-                "when": m["when"].strip(),
-            }
-            return
+    """Record the page's provenance from the data its provenance cell glued.
+
+    MyST-NB has just read the page (executing it or taking it from the cache)
+    and written its glue data; a page that glued nothing this time keeps no
+    entry (a stale ``.glue.json`` from an older build is not trusted).
+    """
+    env = app.env
+    docname = env.docname
+    env.guide_provenance.pop(docname, None)
+    if PROVENANCE_KEY not in _glue_keys(env, docname):
+        return
+    folder = getattr(getattr(env, "mystnb_config", None), "output_folder", None)
+    if not folder:
+        return
+    try:
+        info = provenance_from_glue(read_glue(folder, docname))
+    except (ProvenanceError, ValueError) as exc:
+        logger.warning(f"[guide] {docname}: unusable provenance record: {exc}", location=docname)
+        return
+    if info:
+        env.guide_provenance[docname] = info
 
 
 class provenance_table(nodes.General, nodes.Element):
@@ -254,20 +330,29 @@ def _exec_data(env, docname: str) -> dict[str, Any]:
         return {}
 
 
-def provenance_rows(app) -> list[dict[str, str]]:
-    env = app.env
+def rows_from(
+    order: list[str],
+    provenance: dict[str, dict[str, Any]],
+    exec_data: dict[str, dict[str, Any]],
+    titles: dict[str, str],
+) -> list[dict[str, str]]:
+    """The table's rows, in ``order``, for the pages with a provenance record.
+
+    ``provenance``: docname -> :func:`provenance_from_record`'s fields;
+    ``exec_data``: docname -> MyST-NB's execution data (``runtime``, ``method``).
+    """
     rows = []
-    for docname in _toc_order(env, app.config.root_doc):
-        info = env.guide_provenance.get(docname)
+    for docname in order:
+        info = provenance.get(docname)
         if not info:
             continue
-        exec_data = _exec_data(env, docname)
-        runtime = exec_data.get("runtime")
-        method = exec_data.get("method", "")
+        data = exec_data.get(docname) or {}
+        runtime = data.get("runtime")
+        method = data.get("method", "")
         rows.append(
             {
                 "docname": docname,
-                "title": env.titles[docname].astext() if docname in env.titles else docname,
+                "title": titles.get(docname, docname),
                 "profile": info["profile"],
                 "device": info["device"],
                 "executed": info["when"],
@@ -276,6 +361,18 @@ def provenance_rows(app) -> list[dict[str, str]]:
             }
         )
     return rows
+
+
+def provenance_rows(app) -> list[dict[str, str]]:
+    env = app.env
+    order = _toc_order(env, app.config.root_doc)
+    provenance = getattr(env, "guide_provenance", {})
+    return rows_from(
+        order,
+        provenance,
+        {doc: _exec_data(env, doc) for doc in order if doc in provenance},
+        {doc: env.titles[doc].astext() for doc in order if doc in env.titles},
+    )
 
 
 def _table(app, fromdoc: str, rows: list[dict[str, str]]) -> nodes.Node:

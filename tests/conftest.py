@@ -1,6 +1,8 @@
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,18 +18,58 @@ BIN = Path(sys.executable).parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
+# --------------------------------------------------------------------------- isolation
+#
+# The tests never write into the user's home or the repository: every cache and
+# output directory the package, the frameworks and Jupyter would put under ``~``
+# points into one temporary folder for the whole session. It is set here, when
+# pytest imports this file (before any test module imports the package, Keras or
+# matplotlib, which read some of these once), and in os.environ, so that child
+# processes (command-line tests, Jupyter kernels, the book build) inherit it.
+#
+# Tests share the one data cache, so each offline fixture is generated once per
+# session. A test that needs an empty cache, or data nobody else has changed,
+# takes ``private_data_cache``: the shared cache's IMDB, for one, may have lost
+# ``train/unsup``, which ``imdb.train`` (and the book's IMDB page) removes.
+
+SESSION_DIR = Path(tempfile.mkdtemp(prefix="rocm-dl-guide-tests-"))
+
+ISOLATED_ENV = {
+    "ROCM_DL_GUIDE_DATA": SESSION_DIR / "data",  # datasets.cache_dir()
+    "ROCM_DL_GUIDE_RUNS": SESSION_DIR / "runs",  # train.runs_dir()
+    "TORCH_HOME": SESSION_DIR / "torch",  # torch.hub weights (Inception v3, ...)
+    "KERAS_HOME": SESSION_DIR / "keras",  # keras.json, keras.datasets downloads
+    "MPLCONFIGDIR": SESSION_DIR / "matplotlib",  # matplotlib's config and font cache
+    "IPYTHONDIR": SESSION_DIR / "ipython",  # kernels' IPython profile and history
+    "JUPYTER_CONFIG_DIR": SESSION_DIR / "jupyter" / "config",
+    "JUPYTER_DATA_DIR": SESSION_DIR / "jupyter" / "data",
+    "JUPYTER_RUNTIME_DIR": SESSION_DIR / "jupyter" / "runtime",  # kernel connection files
+    "XDG_CACHE_HOME": SESSION_DIR / "cache",  # pooch's default cache, pip, zizmor, ...
+    "XDG_CONFIG_HOME": SESSION_DIR / "config",
+    "XDG_DATA_HOME": SESSION_DIR / "share",
+}
+for _name, _path in ISOLATED_ENV.items():
+    _path.mkdir(parents=True, exist_ok=True)
+    os.environ[_name] = str(_path)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(SESSION_DIR, ignore_errors=True)
+
+
+@pytest.fixture
+def private_data_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty data cache (``ROCM_DL_GUIDE_DATA``) of the test's own, instead of
+    the session's shared one; for tests that need an empty cache or data that no
+    other test has changed."""
+    path = tmp_path / "data-cache"
+    monkeypatch.setenv("ROCM_DL_GUIDE_DATA", str(path))
+    return path
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT
-
-
-@pytest.fixture(scope="module")
-def isolated_data_cache(tmp_path_factory):
-    """A data cache (``ROCM_DL_GUIDE_DATA``) of the test module's own, for tests
-    that change the prepared data (e.g. IMDB's removal of the unlabelled folder)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ROCM_DL_GUIDE_DATA", str(tmp_path_factory.getbasetemp() / "data"))
-        yield
 
 
 def tool(name: str) -> str:

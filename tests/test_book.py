@@ -55,11 +55,56 @@ def test_toc_lists_only_existing_pages():
         assert source(page).exists(), f"_toc.yml lists {page} but {page}.md does not exist"
 
 
+class _Headings(HTMLParser):
+    """The text of the page's ``<h1>`` elements and all its text, whitespace collapsed."""
+
+    def __init__(self):
+        super().__init__()
+        self.h1: list[str] = []
+        self.all: list[str] = []
+        self.in_h1 = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.in_h1 += tag == "h1"
+
+    def handle_endtag(self, tag):
+        self.in_h1 -= tag == "h1" and self.in_h1 > 0
+
+    def handle_data(self, data):
+        self.all.append(data)
+        if self.in_h1:
+            self.h1.append(data)
+
+
+def _plain(pieces: list[str]) -> str:
+    text = " ".join("".join(pieces).split())
+    for curly, straight in (("\u2018", "'"), ("\u2019", "'"), ("\u201c", '"'), ("\u201d", '"')):
+        text = text.replace(curly, straight)  # Sphinx's smart quotes
+    return text
+
+
+def source_headings(page: str) -> list[str]:
+    """The ``#`` and ``##`` headings of a page's source, outside front matter and code,
+    without Markdown's backticks and emphasis."""
+    text = source(page).read_text()
+    text = re.sub(r"\A---\n.*?\n---\n", "", text, count=1, flags=re.S)
+    text = re.sub(r"^(```|~~~).*?^\1\s*$", "", text, flags=re.S | re.M)
+    return [re.sub(r"[`*]", "", h).strip() for h in re.findall(r"^#{1,2} (.+)$", text, re.M)]
+
+
 @pytest.mark.parametrize("page", toc_files())
 def test_page_rendered(build, page):
     html = HTML / f"{page}.html"
     assert html.exists(), f"{page} was not rendered"
-    assert len(html.read_text(encoding="utf-8")) > 2000
+    parser = _Headings()
+    parser.feed(html.read_text(encoding="utf-8"))
+    headings = source_headings(page)
+    assert headings, f"{page}.md has no heading"
+    # The page's title is its <h1>, and every section heading of the source is on the page.
+    assert headings[0] in _plain(parser.h1), f"{page}: <h1> is {_plain(parser.h1)!r}"
+    text = _plain(parser.all)
+    missing = [h for h in headings if h not in text]
+    assert not missing, f"{page}: headings not rendered: {missing}"
 
 
 @pytest.mark.parametrize("page", [p for p in toc_files() if is_executable(p)])
@@ -71,11 +116,34 @@ def test_executable_page_shows_outputs_and_no_errors(build, page):
     # Every page opens with its provenance note, rendered from the executed cell.
     text = " ".join(doc.text)
     assert "Provenance." in text and "profile on" in text, f"{page}: no provenance note"
-    assert n_cells >= 1
+    # Every code cell of the source is on the page, except those tagged remove-cell.
+    tagged = r"```\{code-cell\}[^\n]*\n:tags: \[[^\]]*remove-cell"
+    removed = len(re.findall(tagged, source(page).read_text()))
+    cells = [c for c in doc.classes if c.split()[0] == "cell"]
+    assert len(cells) == n_cells - removed, f"{page}: {len(cells)} of {n_cells} cells rendered"
     errors = [c for c in doc.classes if "traceback" in c or "output error" in c]
     assert not errors, f"{page}: error outputs {errors}"
     for marker in ("Traceback (most recent call last)", "Error: ", "Exception: "):
         assert marker not in text, f"{page}: contains {marker!r}"
+
+
+def test_provenance_table_is_built_from_every_pages_record(build):
+    """The home page's table comes from the record each provenance cell glues
+    (not from the note's prose): one row per executed page, in reading order."""
+    import json
+
+    rows = json.loads((HTML / "_static" / "provenance.json").read_text(encoding="utf-8"))
+    executable = [p for p in toc_files() if is_executable(p)]
+    assert [row["docname"] for row in rows] == executable
+    for row in rows:
+        assert row["profile"] in ("smoke", "gpu", "full"), row
+        assert row["device"].startswith(("CPU", "GPU")), row
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", row["executed"]), row
+        assert row["seconds"] and row["this build"] in ("executed", "from cache"), row
+    home = parse("book/index")
+    assert any("guide-provenance" in c for c in home.classes)
+    text = " ".join(home.text)
+    assert all(row["device"] in text and row["executed"] in text for row in rows)
 
 
 def test_no_page_contains_a_traceback(build):

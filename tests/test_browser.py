@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HTML, ROOT, is_executable, toc_files
+from test_book import FIGURES, _Images
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -107,7 +108,15 @@ def test_page_loads_cleanly_in_chromium(site, browser, page):
         assert visit.page.title(), f"{page}: no title"
         assert not visit.problems, f"{page}:\n" + "\n".join(visit.problems)
         assert not visit.broken_images(), f"{page}: images that did not load"
-        images = visit.page.evaluate("() => document.images.length")
+        # Every image in the page's cell outputs (the figures) is in the DOM and drawn.
+        expected = _Images()
+        expected.feed((HTML / f"{page}.html").read_text(encoding="utf-8"))
+        drawn = visit.page.evaluate(
+            "() => Array.from(document.querySelectorAll('.cell_output img'))"
+            ".filter(i => i.complete && i.naturalWidth > 0).length"
+        )
+        assert drawn == len(expected.sources), f"{page}: {drawn} of {expected.sources} drawn"
+        assert drawn >= FIGURES.get(page, 0), f"{page}: {drawn} figures"
         if is_executable(page):
             outputs = visit.page.locator("div.cell_output")
             assert outputs.count() >= 1, f"{page}: no cell outputs"
@@ -115,7 +124,6 @@ def test_page_loads_cleanly_in_chromium(site, browser, page):
             assert sum(visible) >= 1, f"{page}: cell outputs are hidden"
             provenance = visit.page.get_by_text("Provenance.", exact=False).first
             assert provenance.is_visible(), f"{page}: provenance note not visible"
-        assert images >= 0
     finally:
         visit.close()
 

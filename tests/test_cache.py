@@ -102,6 +102,133 @@ def test_inject_marks_the_first_code_cell_only():
     assert guide_build.inject("no cells here", "x") == "no cells here"
 
 
+# --------------------------------------------------------------------------- provenance data
+
+# Runs in a fresh interpreter with an IPython shell (what a kernel has), so that
+# the record goes through the real glue() and display machinery.
+_GLUE_SCRIPT = """
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from traitlets.config import Config
+
+config = Config()
+config.HistoryManager.hist_file = ":memory:"
+InteractiveShell.instance(config=config)
+from rocm_dl_guide import provenance
+
+prov = provenance.Provenance(**json.loads(sys.argv[1]))
+with capture_output() as captured:
+    provenance.record(prov)
+print(json.dumps([{"data": o.data, "metadata": o.metadata} for o in captured.outputs]))
+"""
+
+
+def _glued_outputs(tmp_path, **fields) -> list[dict]:
+    import json
+    import subprocess
+
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython")}
+    done = subprocess.run(
+        [sys.executable, "-c", _GLUE_SCRIPT, json.dumps(fields)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def test_provenance_record_reaches_the_table_as_data(tmp_path):
+    """note()'s glued record -> MyST-NB's glue data -> the extension's table row,
+    without building a book. The device is one the old regular expression over
+    the prose got wrong (it stopped at the first semicolon)."""
+    import json
+
+    import nbformat
+    from docutils import nodes
+    from myst_nb.ext.glue import extract_glue_data_cell
+
+    from rocm_dl_guide import provenance
+
+    assert guide_build.PROVENANCE_KEY == provenance.GLUE_KEY
+    assert guide_build.PROVENANCE_KIND == provenance.RECORD_KIND
+    assert guide_build.PROVENANCE_MIME == provenance.RECORD_MIME
+    device = "GPU 0: AMD Instinct MI300X (gfx942; 192 GB), ROCm 6.4. via PyTorch"
+    fields = {
+        "profile": "gpu",
+        "device": device,
+        "versions": {"Python": "3.12.3", "PyTorch": "2.7.0"},
+        "executed_at": "2026-02-03 04:05 UTC",
+    }
+    outputs = _glued_outputs(tmp_path, **fields)
+    # What the executed notebook holds, and what MyST-NB makes of it.
+    cell = nbformat.v4.new_code_cell("provenance.note()")
+    cell.outputs = [nbformat.v4.new_output("display_data", **o) for o in outputs]
+    nbformat.validate(nbformat.v4.new_notebook(cells=[cell]))  # a valid notebook file
+    glue = dict(extract_glue_data_cell(cell))
+    assert cell.outputs == []  # recorded, not shown
+    folder = tmp_path / "jupyter_execute"
+    (folder / "book" / "training").mkdir(parents=True)
+    (folder / "book" / "training" / "page.glue.json").write_text(json.dumps(glue))
+
+    info = guide_build.provenance_from_glue(guide_build.read_glue(folder, "book/training/page"))
+    assert info["profile"] == "gpu" and info["device"] == device
+    assert info["when"] == "2026-02-03 04:05 UTC" and info["versions"]["PyTorch"] == "2.7.0"
+
+    order = ["book/index", "book/training/page", "book/training/other"]
+    rows = guide_build.rows_from(
+        order,
+        {"book/training/page": info},
+        {"book/training/page": {"runtime": 12.345, "method": "cache"}},
+        {"book/training/page": "A page"},
+    )
+    assert rows == [
+        {
+            "docname": "book/training/page",
+            "title": "A page",
+            "profile": "gpu",
+            "device": device,
+            "executed": "2026-02-03 04:05 UTC",
+            "seconds": "12.3",
+            "this build": "from cache",
+        }
+    ]
+    builder = type("Builder", (), {"get_relative_uri": lambda self, a, b: b + ".html"})()
+    table = guide_build._table(type("App", (), {"builder": builder})(), "book/index", rows)
+    cells = [entry.astext() for entry in table.findall(nodes.entry)]
+    assert cells[:6] == ["Page", "Profile", "Device", "Executed", "Seconds", "This build"]
+    assert cells[6:] == ["A page", "gpu", device, "2026-02-03 04:05 UTC", "12.3", "from cache"]
+
+
+def test_provenance_from_glue_rejects_what_is_not_a_record():
+    assert guide_build.provenance_from_glue({}) is None  # the page glued no provenance
+    assert guide_build.provenance_from_glue({"other": {"data": {}}}) is None
+    MIME = guide_build.PROVENANCE_MIME
+    good = {"kind": "rocm_dl_guide.provenance", "profile": "smoke", "device": "CPU (x)"}
+    bad = [
+        {"guide-provenance": {"data": {"text/plain": "'smoke'"}}},  # no record output
+        {"guide-provenance": {"data": {"application/json": good}}},  # not its MIME type
+        {"guide-provenance": {"data": {MIME: {"profile": "smoke"}}}},  # not a record
+        {"guide-provenance": {"data": {MIME: good}}},  # no executed_at
+    ]
+    for glue in bad:
+        with pytest.raises(guide_build.ProvenanceError):
+            guide_build.provenance_from_glue(glue)
+    record = {**good, "executed_at": "2026-01-01 00:00 UTC"}
+    info = guide_build.provenance_from_glue({"guide-provenance": {"data": {MIME: record}}})
+    assert info["profile"] == "smoke" and info["when"] == "2026-01-01 00:00 UTC"
+
+
+def test_note_outside_a_kernel_records_nothing(capsys, monkeypatch):
+    from rocm_dl_guide import profiles, provenance
+
+    monkeypatch.setenv(profiles.ENV_VAR, "smoke")
+    shown = provenance.note(framework="none")
+    assert "Provenance." in shown.data and capsys.readouterr().out == ""
+
+
 # --------------------------------------------------------------------------- a real build
 
 HEADER = textwrap.dedent(
@@ -127,10 +254,21 @@ def _page(title: str, module: str) -> str:
 
         ```{{code-cell}} ipython3
         from IPython.display import Markdown
+        from myst_nb import glue
         from rocm_dl_guide import {module}
 
-        Markdown("**Provenance.** Outputs on this page were produced with the `smoke` "
-                 "profile on CPU (test); Python 3; executed 2026-01-01 00:00 UTC.")
+        # What rocm_dl_guide.provenance.note does: the record as glued data (the
+        # table is built from it), the prose for the reader (never parsed).
+        class Record:
+            def _repr_mimebundle_(self, include=None, exclude=None):
+                record = {{
+                    "kind": "rocm_dl_guide.provenance", "version": 1, "profile": "smoke",
+                    "device": "CPU (stand-in; {title})", "executed_at": "2026-01-01 00:00 UTC",
+                }}
+                return {{"{guide_build.PROVENANCE_MIME}": record, "text/plain": "record"}}
+
+        glue("guide-provenance", Record(), display=False)
+        Markdown("**Provenance.** Prose for the reader, which the table does not read.")
         ```
 
         ```{{code-cell}} ipython3
@@ -180,6 +318,7 @@ def _executed(build) -> set[str]:
     return {Path(p).stem for p in build.executed}
 
 
+@pytest.mark.book  # four builds of a small book: not in `make check`
 def test_rebuilds_execute_exactly_the_dependent_pages(small_book):
     # The kernel imports the stand-in package from the small book, not the real one.
     env = {**os.environ, "PYTHONPATH": str(small_book / "code")}
@@ -201,3 +340,6 @@ def test_rebuilds_execute_exactly_the_dependent_pages(small_book):
 
     home = (html / "index.html").read_text()
     assert "guide-provenance" in home and "Page A" in home and "Page B" in home
+    # The table's profile, device and time come from the glued records.
+    assert "CPU (stand-in; Page A)" in home and "CPU (stand-in; Page B)" in home
+    assert "2026-01-01 00:00 UTC" in home and ">smoke<" in home

@@ -43,15 +43,18 @@ def test_trains_well_above_chance(run):
 
 
 def test_per_class_accuracy_adds_up(run):
-    frame = run.per_class
+    frame = run.per_class.frame
     assert list(frame["class"]) == cifar10.load("smoke").classes
     assert frame["class"].iloc[0] == "airplane" and len(frame) == 10
     assert frame["total"].sum() == len(run.data.test_set)
     overall = frame["correct"].sum() / frame["total"].sum()
-    assert overall == pytest.approx(frame.attrs["overall"]) == pytest.approx(run.test_accuracy)
+    assert overall == pytest.approx(run.per_class.overall) == pytest.approx(run.test_accuracy)
     assert ((frame["accuracy"] >= 0) & (frame["accuracy"] <= 1)).all()
-    fig = cifar10.plot_per_class(frame)
-    assert len(fig.axes[0].patches) == 10
+    assert run.per_class.best() == frame.loc[frame["accuracy"].idxmax(), "class"]
+    fig = run.per_class.plot()
+    bars = fig.axes[0].patches
+    assert len(bars) == 10
+    assert [b.get_width() for b in bars] == pytest.approx(list(100 * frame["accuracy"]))
 
 
 def test_saved_weights_reload_to_the_same_predictions(run):

@@ -5,7 +5,6 @@ Nothing here touches the network: downloads go through a fake pooch downloader.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import io
@@ -19,14 +18,13 @@ import numpy as np
 import pytest
 import requests
 
-from rocm_dl_guide import datasets, fixtures
+from rocm_dl_guide import cli, datasets, fixtures
 
 
 @pytest.fixture(autouse=True)
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def cache(private_data_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh, empty data cache per test, and no real downloader."""
-    path = tmp_path / "cache"
-    monkeypatch.setenv(datasets.ENV_VAR, str(path))
+    path = private_data_cache
 
     def no_network(url: str, output_file: str, pooch: object) -> None:
         raise AssertionError(f"test tried to download {url}")
@@ -121,8 +119,8 @@ def test_info_aliases_and_unknown_name() -> None:
         datasets.info("svhn")
 
 
-def test_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert datasets.cache_dir() == tmp_path / "cache"
+def test_cache_dir(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    assert datasets.cache_dir() == cache
     monkeypatch.delenv(datasets.ENV_VAR)
     import pooch
 
@@ -492,11 +490,7 @@ def test_load_idx_roundtrip_and_errors(tmp_path: Path) -> None:
 
 
 def run_cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rocm_dl_guide")
-    sub = parser.add_subparsers(dest="command")
-    datasets.add_cli(sub)
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return cli.main(argv)
 
 
 def test_cli_list(capsys: pytest.CaptureFixture[str], cache: Path) -> None:

@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -10,7 +11,13 @@ def test_describe_matches_torch():
     torch = pytest.importorskip("torch")
     info = device.describe()
     assert info.kind == ("cuda" if torch.cuda.is_available() else "cpu")
-    assert str(info)
+    if info.kind == "cpu":
+        assert info.backend == "CPU" and info.count == 0 and info.gfx is None
+        assert str(info) == f"CPU ({device.cpu_name()}, {os.cpu_count()} cores)"
+    else:
+        props = torch.cuda.get_device_properties(0)
+        assert info.name == props.name and info.count == torch.cuda.device_count()
+        assert str(info).startswith(f"GPU {props.name}") and info.backend in str(info)
 
 
 def test_pick_cpu_and_demanding_a_missing_gpu(monkeypatch):

@@ -13,11 +13,8 @@ from rocm_dl_guide import fashion_mnist
 matplotlib.use("Agg")
 
 
-pytestmark = pytest.mark.usefixtures("isolated_data_cache")
-
-
 @pytest.fixture(scope="module")
-def run(isolated_data_cache):
+def run():
     return fashion_mnist.train(profile="smoke", progress=False)
 
 
@@ -58,7 +55,16 @@ def test_probability_model_and_prediction_figures(run):
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list(fashion_mnist.CLASS_NAMES)
     assert len(fashion_mnist.show_image(x_test[0]).axes) == 2  # the image and its colour bar
     assert len(fashion_mnist.sample_grid(x_test, y_test).axes) == 25
-    assert run.plot() is not None
+    # The training curves: one point per epoch, the history's values, labelled.
+    fig = run.plot()
+    assert fig.get_suptitle() == "Keras Fashion-MNIST (fixture data)"
+    ax_loss, ax_acc = fig.axes
+    history = run.result.history
+    for ax, column in ((ax_loss, "loss"), (ax_acc, "accuracy")):
+        line = ax.get_lines()[0]
+        assert line.get_label() == f"train {column}" and ax.get_ylabel() == column
+        assert list(line.get_xdata()) == [1, 2, 3]
+        np.testing.assert_allclose(line.get_ydata(), history[column])
 
 
 def test_epochs_follow_the_profile():

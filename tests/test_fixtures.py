@@ -15,17 +15,6 @@ import pytest
 from rocm_dl_guide import datasets, fixtures
 
 
-@pytest.fixture(scope="session")
-def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One data cache for the whole session, so each fixture is generated once."""
-    return tmp_path_factory.mktemp("data-cache")
-
-
-@pytest.fixture(autouse=True)
-def _cache_env(shared_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(datasets.ENV_VAR, str(shared_cache))
-
-
 def smoke(name: str) -> datasets.PreparedData:
     prepared = datasets.prepare(name, profile="smoke")
     assert prepared.kind == "fixture"
@@ -207,7 +196,8 @@ def test_cifar10_keras_batch_loader_and_learnability() -> None:
 # --------------------------------------------------------------------------- IMDB
 
 
-def test_imdb_layout_and_html_breaks() -> None:
+def test_imdb_layout_and_html_breaks(private_data_cache: Path) -> None:
+    # A cache of its own: imdb.train removes train/unsup from the shared one.
     root = smoke("imdb").root / "aclImdb"
     for name in ("imdb.vocab", "imdbEr.txt", "README", "train/labeledBow.feat"):
         assert (root / name).is_file(), name
@@ -225,7 +215,7 @@ def test_imdb_layout_and_html_breaks() -> None:
     assert all(t.strip() for t in texts)
 
 
-def test_imdb_text_dataset_from_directory(tmp_path: Path) -> None:
+def test_imdb_text_dataset_from_directory(tmp_path: Path, private_data_cache: Path) -> None:
     tf = pytest.importorskip("tensorflow")
 
     train = tmp_path / "aclImdb" / "train"

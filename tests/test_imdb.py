@@ -13,11 +13,8 @@ from rocm_dl_guide import fixtures, imdb
 matplotlib.use("Agg")
 
 
-pytestmark = pytest.mark.usefixtures("isolated_data_cache")
-
-
 @pytest.fixture(scope="module")
-def run(isolated_data_cache):
+def run():
     return imdb.train(profile="smoke", progress=False)
 
 

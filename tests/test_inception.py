@@ -63,7 +63,9 @@ def test_preprocess_and_top5_on_the_photo():
     # normalised: roughly zero-centred, not in [0, 1]
     assert float(x.min()) < 0 < float(x.max())
     loaded = inception.load_pretrained("smoke")
-    top = inception.classify(loaded.model, photo, loaded.categories, device="cpu")
+    prediction = inception.classify(loaded.model, photo, loaded.categories, device="cpu")
+    assert prediction.device == "cpu"
+    top = prediction.frame
     assert list(top["rank"]) == [1, 2, 3, 4, 5]
     probs = list(top["probability"])
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
@@ -92,7 +94,7 @@ def test_gpu_profile_pretrained_top1_is_right():
     top = inception.classify(
         loaded.model, inception.open_image(inception.sample_photo()), loaded.categories
     )
-    assert top["category"].iloc[0] == inception.SAMPLE_PHOTO_CLASS, top.to_string()
+    assert top.top1 == inception.SAMPLE_PHOTO_CLASS, top.frame.to_string()
 
 
 # --------------------------------------------------------------------------- reorganisation

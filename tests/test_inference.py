@@ -146,17 +146,31 @@ def test_migraphx_absent_gives_onnxruntime_and_says_so(no_migraphx, prepared):
     note = inference.backend_note(compiled)
     assert "ONNX Runtime" in note and "not from MIGraphX" in note and "not importable" in note
     table = inference.backend_table()
-    assert table.attrs["auto"] == "ONNX Runtime"
-    assert list(table["available"]) == ["no", "yes"]
+    assert table.auto == "ONNX Runtime"
+    assert list(table.frame["available"]) == ["no", "yes"]
 
 
-def test_every_executed_page_says_which_backend_ran():
+def _built_text(page: str) -> str:
+    """The text of a built page of the chapter, tags removed, whitespace collapsed."""
+    import html
+    import re
+
+    raw = (ROOT / "_build" / "html" / "book" / "optimization" / f"{page}.html").read_text()
+    text = html.unescape(re.sub(r"<[^>]+>", " ", raw)).replace("\u2019", "'")
+    return " ".join(text.split())
+
+
+@pytest.mark.book
+def test_every_executed_page_says_which_backend_ran(build):
+    """The built pages say which backend produced their outputs (inference.backend_note),
+    and the chapter's index lists the backends found and the one the pages ran on."""
+    assert build.code == 0, "the book did not build"
+    ran = inference.backend_table().auto  # what the build's kernels found too
     for page in ("migraphx-python", "tuning", "benchmark"):
-        text = (PAGES / f"{page}.md").read_text()
-        # a visible "Backend." line built from inference.backend_note (via sweep's attrs)
-        assert "**Backend.**" in text, page
-        assert "backend_note(" in text or "attrs['note']" in text, page
-    assert "backend_table()" in (PAGES / "index.md").read_text()
+        assert f"Backend. These outputs come from {ran}" in _built_text(page), page
+    index = _built_text("index")
+    assert "Inference backends found by this build" in index
+    assert f"therefore ran on {ran}" in index
 
 
 def test_this_machine_really_lacks_migraphx():
@@ -357,11 +371,19 @@ def test_bad_model_files_are_one_clear_error(kind, prepared, tmp_path):
 # --------------------------------------------------------------------------- benchmarks
 
 
-def test_measure_takes_the_median_after_warm_up():
-    calls = []
-    timing = bench.measure(lambda: calls.append(1), warmup=2, iterations=5)
+def test_measure_takes_the_median_after_warm_up(monkeypatch):
+    # A fake clock: each call takes the next of these seconds (two slow warm-ups).
+    clock, durations, calls = [0.0], iter([0.5, 0.5, 0.005, 0.001, 0.003, 0.002, 0.004]), []
+
+    def call():
+        calls.append(1)
+        clock[0] += next(durations)
+
+    monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    timing = bench.measure(call, warmup=2, iterations=5)
     assert len(calls) == 7 and timing.iterations == 5 and timing.warmup == 2
-    assert timing.median_ms >= 0
+    assert timing.times_ms == pytest.approx([5, 1, 3, 2, 4])  # warm-ups not timed
+    assert timing.median_ms == pytest.approx(3)
     with pytest.raises(ValueError):
         bench.measure(lambda: None, 0, 0)
 
@@ -401,15 +423,20 @@ def test_bench_run_reports_side_by_side_medians(no_migraphx, prepared):
 
 
 def test_sweep_gives_latency_and_throughput_per_batch(no_migraphx, prepared):
-    frame = bench.sweep((1, 2), prepared=prepared, threads=1, runs=(0, 1))
+    result = bench.sweep((1, 2), prepared=prepared, threads=1, runs=(0, 1))
+    frame = result.frame
     assert list(frame["batch"]) == [1, 1, 2, 2]
     assert frame["runtime"].iloc[0] == "PyTorch eager"
     assert (frame["images/s"] > 0).all()
     row = frame.iloc[2]
     assert row["images/s"] == pytest.approx(2e3 / row["latency (ms)"])
-    assert frame.attrs["max_rel_error"] <= inference.CPU_TOLERANCE
-    fig = bench.plot_sweep(frame)
+    assert result.max_rel_error <= inference.CPU_TOLERANCE
+    assert result.row(2)["latency (ms)"] == frame.iloc[3]["latency (ms)"]
+    assert result.row(1, eager=True)["runtime"] == "PyTorch eager"
+    fig = result.plot()
     assert len(fig.axes) == 2
+    assert len(fig.axes[1].patches) == 4  # a bar per (batch, runtime)
+    assert fig.axes[1].patches[3].get_height() == pytest.approx(frame.iloc[3]["images/s"])
     import matplotlib.pyplot as plt
 
     plt.close(fig)

@@ -9,11 +9,6 @@ import pytest
 from rocm_dl_guide import mnist
 
 
-@pytest.fixture(autouse=True)
-def isolated_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("ROCM_DL_GUIDE_DATA", str(tmp_path_factory.getbasetemp() / "data"))
-
-
 def test_pytorch_mnist_beats_chance_by_far():
     run = mnist.train_pytorch(profile="smoke", progress=False)
     assert run.data.kind == "fixture" and "fixture" in run.data.note

@@ -12,7 +12,7 @@ from nbclient import NotebookClient
 
 from conftest import HTML, is_executable, toc_files
 
-pytestmark = pytest.mark.book
+pytestmark = [pytest.mark.book, pytest.mark.notebook]
 PAGES = [p for p in toc_files() if is_executable(p)]
 
 

@@ -337,6 +337,8 @@ def test_compare_precision_reports_every_variant():
         assert row["images_per_second"] > 0 or row["note"]
     assert result.device == "cpu"
     assert result.speedup("float32") == pytest.approx(1.0)
+    name, best = result.fastest()
+    assert best == pytest.approx(frame["speedup"].max()) and name in set(frame["variant"])
 
 
 # --------------------------------------------------------------------------- checkpoints

@@ -22,19 +22,19 @@ includes the copy of the batch to the GPU and of the logits back, as MIGraphX's
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import statistics
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rocm_dl_guide import inference, profiles
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
 
 BATCH_SIZES = (1, 8, 32)
 
@@ -100,15 +100,14 @@ def measure_side_by_side(
     return {name: Timing(times[name], warmup) for name in names}
 
 
-def iterations_for(batch: int, profile: str | None = None) -> tuple[int, int]:
+def iterations_for(batch: int, profile: profiles.ProfileLike = None) -> tuple[int, int]:
     """``(warm-up runs, timed runs)`` for one batch size.
 
     With a GPU profile: 10 and 100 at every batch size. In the ``smoke`` profile
     (two CPU cores) fewer runs at larger batches keep a page under a minute:
     3 + 20 at batch 1, 1 + 6 up to batch 8, 1 + 3 above.
     """
-    prof = profiles.current(profile)
-    if prof.name != "smoke":
+    if not profiles.current(profile).short_benchmarks:
         return 10, 100
     if batch <= 1:
         return 3, 20
@@ -337,7 +336,7 @@ def run(
     tuning: bool = False,
     threads: int | None = None,
     prepared: inference.Prepared | None = None,
-    profile: str | None = None,
+    profile: profiles.ProfileLike = None,
 ) -> InferenceBench:
     """PyTorch eager against the compiled backend at one batch size, on the
     sample photo repeated ``batch`` times; with ``tuning``, also
@@ -394,8 +393,42 @@ def _device_words(dev) -> str:
     from rocm_dl_guide import device as devices
 
     if dev.type == "cpu":
-        return inference._cpu_description()
+        return inference.cpu_description()
     return str(devices.describe())
+
+
+@dataclass
+class Sweep:
+    """What :func:`sweep` returns: the table and what produced it."""
+
+    frame: pandas.DataFrame
+    """One row per (batch, runtime): ``batch``, ``runtime``, ``warm-up runs``,
+    ``timed runs``, ``latency (ms)``, ``ms per image``, ``images/s``, ``speedup``."""
+    backend: str
+    provider: str
+    device: str
+    """What the compiled model ran on."""
+    eager_device: str
+    """What PyTorch eager ran on."""
+    threads: int
+    max_rel_error: float
+    """The largest relative error of the compiled logits against PyTorch's, at any batch."""
+    versions: dict[str, str]
+    profile: str
+    weights: str
+    """The weights note (pretrained or random, and why)."""
+    note: str
+    """Which backend produced the outputs (:func:`inference.backend_note`)."""
+
+    def row(self, batch: int, eager: bool = False) -> pandas.Series:
+        """The compiled model's row at ``batch`` (PyTorch eager's with ``eager=True``)."""
+        is_eager = self.frame["runtime"] == "PyTorch eager"
+        rows = self.frame[is_eager if eager else ~is_eager].set_index("batch")
+        return rows.loc[batch]
+
+    def plot(self):
+        """Two panels: median latency per batch and throughput; returns the Figure."""
+        return plot_sweep(self.frame, self.device)
 
 
 def sweep(
@@ -404,11 +437,10 @@ def sweep(
     backend: str | None = None,
     threads: int | None = None,
     runs: tuple[int, int] | None = None,
-):
+) -> Sweep:
     """Latency and throughput of PyTorch eager and the compiled backend at each
     batch size, one row per (batch, runtime). ``runs`` is ``(warm-up, timed)``
-    for every batch size (default: :func:`iterations_for`). ``frame.attrs``
-    holds the devices, versions, threads and the largest relative error seen."""
+    for every batch size (default: :func:`iterations_for`)."""
     import pandas as pd
 
     prepared = prepared or inference.prepare()
@@ -448,8 +480,8 @@ def sweep(
                     "speedup": t_eager.median_ms / timing.median_ms,
                 }
             )
-    frame = pd.DataFrame(rows)
-    frame.attrs.update(
+    return Sweep(
+        frame=pd.DataFrame(rows),
         backend=name,
         provider=compiled.provider if compiled else "",
         device=compiled.device if compiled else "",
@@ -461,11 +493,10 @@ def sweep(
         weights=prepared.loaded.note,
         note=inference.backend_note(compiled) if compiled else "",
     )
-    return frame
 
 
-def plot_sweep(frame):
-    """Two panels from :func:`sweep`: median latency per batch and throughput."""
+def plot_sweep(frame: pandas.DataFrame, device: str = ""):
+    """Two panels from a :class:`Sweep` table: median latency per batch and throughput."""
     import matplotlib.pyplot as plt
 
     batches = sorted(frame["batch"].unique())
@@ -490,67 +521,6 @@ def plot_sweep(frame):
     axes[0].set_yscale("log")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(runtimes), frameon=False)
-    fig.suptitle(f"Inception v3 inference on {frame.attrs.get('device', '')}", fontsize=10)
+    fig.suptitle(f"Inception v3 inference on {device}", fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def _cmd_bench(args: argparse.Namespace) -> int:
-    try:
-        name = inference.select_backend(args.backend)
-        prof = profiles.current(args.profile).name
-    except (inference.BackendError, profiles.ProfileError) as exc:
-        return inference._fail("bench", exc, 2)
-    for flag, value, least in (
-        ("--batch", args.batch, 1),
-        ("--iterations", args.iterations, 1),
-        ("--warmup", args.warmup, 0),
-        ("--threads", args.threads, 1),
-    ):
-        if value is not None and value < least:
-            print(f"bench: {flag} must be at least {least}, got {value}", file=sys.stderr)
-            return 2
-    if not args.json:
-        print(
-            f"Exporting Inception v3 and timing batch {args.batch} (profile {prof}) ...",
-            file=sys.stderr,
-        )
-    try:
-        result = run(
-            batch=args.batch,
-            iterations=args.iterations,
-            warmup=args.warmup,
-            backend=name,
-            tuning=args.tuning,
-            threads=args.threads,
-            profile=prof,
-        )
-    except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
-        return inference._fail("bench", exc)
-    print(json.dumps(result.to_dict()) if args.json else result.summary())
-    return 0
-
-
-def add_cli(subparsers: Any) -> None:
-    """Register ``bench inference``."""
-    p = subparsers.add_parser(
-        "bench",
-        help="time PyTorch eager against the compiled backend (MIGraphX or ONNX Runtime)",
-        description="Median latency of Inception v3 inference after warm-up: PyTorch eager "
-        "against the compiled backend, measured side by side.",
-    )
-    p.add_argument("what", choices=["inference"], help="what to benchmark")
-    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
-    p.add_argument("--iterations", type=int, help="timed runs (default: the profile's)")
-    p.add_argument("--warmup", type=int, help="untimed warm-up runs (default: the profile's)")
-    p.add_argument(
-        "--backend", default="auto", metavar="NAME", help="auto, migraphx or onnxruntime"
-    )
-    p.add_argument("--threads", type=int, help="CPU threads for both runtimes (default: all)")
-    p.add_argument("--tuning", action="store_true", help="also time untuned against tuned")
-    p.add_argument("--profile", help="smoke, gpu or full (default: $ROCM_DL_GUIDE_PROFILE or auto)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=_cmd_bench)

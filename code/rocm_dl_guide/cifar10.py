@@ -87,7 +87,7 @@ class CifarData:
 
 
 def load(
-    profile: str | None = None,
+    profile: profiles.ProfileLike = None,
     batch_size: int = BATCH_SIZE,
     seed: int = 0,
     device: torch.device | None = None,
@@ -162,48 +162,54 @@ def predict(model: nn.Module, loader, device=None) -> tuple[torch.Tensor, torch.
     return torch.cat(preds), torch.cat(labels)
 
 
-def per_class_accuracy(
-    model: nn.Module, loader, classes: list[str], device=None
-) -> pandas.DataFrame:
-    """Accuracy for each class: a DataFrame with ``class``, ``correct``, ``total``, ``accuracy``.
+@dataclass
+class ClassAccuracy:
+    """Test accuracy per class, as :func:`per_class_accuracy` measures it."""
 
-    ``frame.attrs["overall"]`` holds the accuracy over all images.
-    """
+    frame: pandas.DataFrame
+    """One row per class: ``class``, ``correct``, ``total``, ``accuracy``."""
+    overall: float
+    """Accuracy over all images."""
+
+    def best(self) -> str:
+        """The class with the highest accuracy (the first of a tie)."""
+        return str(self.frame.loc[self.frame["accuracy"].idxmax(), "class"])
+
+    def worst(self) -> str:
+        """The class with the lowest accuracy (the first of a tie)."""
+        return str(self.frame.loc[self.frame["accuracy"].idxmin(), "class"])
+
+    def plot(self, title: str | None = None):
+        """A horizontal bar per class, a line at chance and one at the overall accuracy."""
+        import matplotlib.pyplot as plt
+
+        frame = self.frame
+        fig, ax = plt.subplots(figsize=(6.5, 0.32 * len(frame) + 1.2))
+        ax.barh(frame["class"], 100 * frame["accuracy"], color="#4c72b0")
+        chance = 100 / len(frame)
+        ax.axvline(chance, color="grey", linestyle="--", linewidth=1)
+        ax.text(chance, len(frame) - 0.4, " chance", color="grey", fontsize=8, va="bottom")
+        ax.axvline(100 * self.overall, color="#c44e52", linewidth=1)
+        ax.set_xlim(0, 100)
+        ax.invert_yaxis()
+        ax.set_xlabel("test accuracy (%)")
+        ax.set_title(title or "Accuracy per class")
+        fig.tight_layout()
+        return fig
+
+
+def per_class_accuracy(model: nn.Module, loader, classes: list[str], device=None) -> ClassAccuracy:
+    """Accuracy for each class, and over all images, of ``model`` on ``loader``."""
     import pandas as pd
 
     pred, labels = predict(model, loader, device)
     n = len(classes)
     total = torch.bincount(labels, minlength=n)
     correct = torch.bincount(labels[pred == labels], minlength=n)
-    frame = pd.DataFrame(
-        {
-            "class": classes,
-            "correct": correct.tolist(),
-            "total": total.tolist(),
-        }
-    )
+    frame = pd.DataFrame({"class": classes, "correct": correct.tolist(), "total": total.tolist()})
     frame["accuracy"] = frame["correct"] / frame["total"].where(frame["total"] > 0)
-    frame.attrs["overall"] = float((pred == labels).float().mean()) if len(labels) else 0.0
-    return frame
-
-
-def plot_per_class(frame: pandas.DataFrame, title: str | None = None):
-    """A horizontal bar per class with its accuracy and a line at chance; returns the Figure."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 0.32 * len(frame) + 1.2))
-    ax.barh(frame["class"], 100 * frame["accuracy"], color="#4c72b0")
-    chance = 100 / len(frame)
-    ax.axvline(chance, color="grey", linestyle="--", linewidth=1)
-    ax.text(chance, len(frame) - 0.4, " chance", color="grey", fontsize=8, va="bottom")
-    ax.set_xlim(0, 100)
-    ax.invert_yaxis()
-    ax.set_xlabel("test accuracy (%)")
-    if "overall" in frame.attrs:
-        ax.axvline(100 * frame.attrs["overall"], color="#c44e52", linewidth=1)
-    ax.set_title(title or "Accuracy per class")
-    fig.tight_layout()
-    return fig
+    overall = float((pred == labels).float().mean()) if len(labels) else 0.0
+    return ClassAccuracy(frame, overall)
 
 
 @dataclass
@@ -214,7 +220,7 @@ class CifarRun:
     data: CifarData
     result: Any
     """The :class:`rocm_dl_guide.train.TrainResult`."""
-    per_class: pandas.DataFrame
+    per_class: ClassAccuracy
     test_accuracy: float
     epochs: int
     device: str
@@ -235,7 +241,7 @@ class CifarRun:
 
 
 def train(
-    profile: str | None = None,
+    profile: profiles.ProfileLike = None,
     epochs: int | None = None,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
@@ -257,7 +263,7 @@ def train(
     prof = profiles.current(profile)
     n_epochs = prof.epochs(FULL_EPOCHS, epochs)
     dev = devices.pick()
-    data = load(prof.name, seed=seed, device=dev)
+    data = load(prof, seed=seed, device=dev)
     torch.manual_seed(seed)
     model = Net()
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
@@ -275,13 +281,13 @@ def train(
         progress=progress,
         final_weights="cifar_net.pt",
     )
-    frame = per_class_accuracy(model, data.test_loader, data.classes, dev)
+    per_class = per_class_accuracy(model, data.test_loader, data.classes, dev)
     return CifarRun(
         model=model,
         data=data,
         result=result,
-        per_class=frame,
-        test_accuracy=frame.attrs["overall"],
+        per_class=per_class,
+        test_accuracy=per_class.overall,
         epochs=n_epochs,
         device=str(devices.describe()),
         profile=prof.name,

@@ -1,12 +1,28 @@
-"""The guide's command line: ``python -m rocm_dl_guide COMMAND``."""
+"""The guide's command line: ``python -m rocm_dl_guide COMMAND``.
+
+The only place that builds the argparse parser and turns exceptions into
+messages and exit codes: the modules behind the commands (``doctor``,
+``datasets``, ``inference``, ``bench`` ...) expose plain functions that return
+values or raise, and each ``_cmd_*`` handler here prints their result, or one
+line on stderr, and returns the exit code (0 success, 1 failure, 2 a usage
+error such as an unknown name).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from rocm_dl_guide import __version__
+from rocm_dl_guide.messages import one_line
+
+
+def _fail(command: str, exc: BaseException | str, code: int = 1) -> int:
+    """Print ``command: message`` on one line on stderr; return ``code``."""
+    print(f"{command}: {one_line(exc)}", file=sys.stderr)
+    return code
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -99,7 +115,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"train: {exc}", file=sys.stderr)
         return 2
     module, func, framework, _ = TRAINERS[args.example]
-    kwargs = {"profile": profile.name, "epochs": args.epochs}
+    kwargs = {"profile": profile, "epochs": args.epochs}
     pytorch_only = {
         "--resume": args.resume,
         "--checkpoint-dir": args.checkpoint_dir,
@@ -140,14 +156,177 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m rocm_dl_guide",
-        description="Examples and checks from the executable ROCm Deep Learning Guide.",
-    )
-    parser.add_argument("--version", action="version", version=f"rocm_dl_guide {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+# --------------------------------------------------------------------------- data
 
+
+def _cmd_data_list(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import datasets
+
+    entries = datasets.cached()
+    print(f"Data cache: {datasets.cache_dir()}  (set ${datasets.ENV_VAR} to move it)")
+    if entries:
+        print(f"{'NAME':<18} {'KIND':<8} {'SIZE':>9}  PATH")
+        for e in entries:
+            size = datasets.human_size(e["size"])
+            print(f"{e['name']:<18} {e['kind']:<8} {size:>9}  {e['path']}")
+    else:
+        print("Nothing cached yet.")
+    have_real = {e["name"] for e in entries if e["kind"] == "real"}
+    missing = [n for n in datasets.REGISTRY if n not in have_real]
+    if missing:
+        print("\nReal data not downloaded (python -m rocm_dl_guide data fetch NAME):")
+        for n in missing:
+            spec = datasets.REGISTRY[n]
+            print(f"  {n:<18} {datasets.human_size(spec.download_size):>9}  {spec.title}")
+    return 0
+
+
+def _data_command(command: str, action, expected: tuple[type[BaseException], ...]) -> int:
+    """Run ``action()`` (which returns a prepared root) for ``data fetch``/``data import``.
+
+    Prints the root (exit 0); an unknown data-set name is exit 2, the
+    ``expected`` errors exit 1, anything else exit 1 with its type named; always
+    one line on stderr, never a traceback.
+    """
+    from rocm_dl_guide import datasets
+
+    try:
+        root = action()
+    except datasets.UnknownDatasetError as exc:
+        return _fail(command, exc, 2)
+    except expected as exc:
+        return _fail(command, exc)
+    except Exception as exc:  # noqa: BLE001 - a command line prints one line, not a traceback
+        return _fail(command, f"unexpected {type(exc).__name__}: {one_line(exc)}")
+    print(root)
+    return 0
+
+
+def _cmd_data_fetch(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import datasets
+
+    expected = (
+        datasets.DataUnavailableError,
+        datasets.ChecksumError,
+        datasets.ArchiveError,
+        OSError,
+    )
+    return _data_command("data fetch", lambda: datasets.fetch(args.name), expected)
+
+
+def _cmd_data_import(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import datasets
+
+    expected = (datasets.ChecksumError, datasets.ArchiveError, OSError)
+    return _data_command(
+        "data import", lambda: datasets.import_archive(args.name, Path(args.archive)), expected
+    )
+
+
+# --------------------------------------------------------------------------- inference
+
+
+def _at_least(command: str, checks: tuple[tuple[str, int | None, int], ...]) -> int | None:
+    """Exit code 2 with a message for the first ``(flag, value, least)`` below its least."""
+    for flag, value, least in checks:
+        if value is not None and value < least:
+            print(f"{command}: {flag} must be at least {least}, got {value}", file=sys.stderr)
+            return 2
+    return None
+
+
+def _cmd_infer(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import inception, inference
+
+    try:
+        backend = inference.select_backend(args.backend)
+    except inference.BackendError as exc:
+        return _fail("infer", exc, 2)
+    flags = (("--top", args.top, 1), ("--size", args.size, 1), ("--threads", args.threads, 1))
+    if (code := _at_least("infer", flags)) is not None:
+        return code
+    try:
+        compiled, table = inference.classify(
+            args.model, args.image, backend, args.top, args.size, args.threads
+        )
+    except (inference.InferenceError, inception.ImageError, OSError, RuntimeError) as exc:
+        return _fail("infer", exc)
+    if args.json:
+        record = {
+            "backend": compiled.backend,
+            "provider": compiled.provider,
+            "device": compiled.device,
+            "model": str(Path(args.model)),
+            "image": str(args.image),
+            "top": table.to_dict(orient="records"),
+        }
+        print(json.dumps(record))
+        return 0
+    print(compiled.summary())
+    for row in table.itertuples():
+        print(f"{row.rank}. {row.category:<30} {row.probability:7.2%}  (class {row.index})")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import bench, inference, profiles
+
+    try:
+        name = inference.select_backend(args.backend)
+        prof = profiles.current(args.profile)
+    except (inference.BackendError, profiles.ProfileError) as exc:
+        return _fail("bench", exc, 2)
+    flags = (
+        ("--batch", args.batch, 1),
+        ("--iterations", args.iterations, 1),
+        ("--warmup", args.warmup, 0),
+        ("--threads", args.threads, 1),
+    )
+    if (code := _at_least("bench", flags)) is not None:
+        return code
+    if not args.json:
+        print(
+            f"Exporting Inception v3 and timing batch {args.batch} (profile {prof.name}) ...",
+            file=sys.stderr,
+        )
+    try:
+        result = bench.run(
+            batch=args.batch,
+            iterations=args.iterations,
+            warmup=args.warmup,
+            backend=name,
+            tuning=args.tuning,
+            threads=args.threads,
+            profile=prof,
+        )
+    except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
+        return _fail("bench", exc)
+    print(json.dumps(result.to_dict()) if args.json else result.summary())
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import inference, profiles
+
+    try:
+        prof = profiles.current(args.profile)
+    except profiles.ProfileError as exc:
+        return _fail("export", exc, 2)
+    try:
+        files = inference.write_cpp_inputs(args.output, prof)
+    except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
+        return _fail("export", exc)
+    for key, path in files.items():
+        print(f"{key:<9}{path}")
+    return 0
+
+
+# --------------------------------------------------------------------------- the parser
+
+PROFILE_HELP = "smoke, gpu or full (default: $ROCM_DL_GUIDE_PROFILE or auto)"
+
+
+def _add_doctor_and_profiles(sub) -> None:
     p = sub.add_parser("doctor", help="check ROCm, GPUs and frameworks against the guide's data")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument(
@@ -165,13 +344,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("profiles", help="list the run profiles and the one in force")
     p.set_defaults(func=_cmd_profiles)
 
+
+def _add_train(sub) -> None:
     p = sub.add_parser("train", help="run one of the guide's training examples")
     p.add_argument(
         "example",
         choices=sorted(TRAINERS),
         help="; ".join(f"{name}: {TRAINERS[name][3]}" for name in sorted(TRAINERS)),
     )
-    p.add_argument("--profile", help="smoke, gpu or full (default: $ROCM_DL_GUIDE_PROFILE or auto)")
+    p.add_argument("--profile", help=PROFILE_HELP)
     p.add_argument("--epochs", type=int, help="number of epochs (default: the profile's)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--checkpoint-dir", help="where checkpoints go (default: checkpoints/EXAMPLE)")
@@ -183,13 +364,101 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_train)
 
+
+def _add_data(sub) -> None:
+    """``data {list,fetch,import}``: errors are one line on stderr (exit 1, or 2 for an
+    unknown data-set name); ``data`` alone prints its help and exits 2."""
     from rocm_dl_guide import datasets
 
-    datasets.add_cli(sub)
-    from rocm_dl_guide import inference
+    names = ", ".join(datasets.REGISTRY)
+    parser = sub.add_parser(
+        "data",
+        help="list, download or import the guide's data sets",
+        description="The guide's data sets: list the cache, download and verify a real data "
+        f"set, or import one downloaded elsewhere. Cache: ${datasets.ENV_VAR} or the OS cache.",
+    )
+    data_sub = parser.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
 
-    inference.add_cli(sub)
+    p = data_sub.add_parser("list", help="the cache directory and the data sets in it")
+    p.set_defaults(func=_cmd_data_list)
 
+    p = data_sub.add_parser("fetch", help="download, verify and extract a real data set")
+    p.add_argument("name", metavar="NAME", help=f"one of: {names}")
+    p.set_defaults(func=_cmd_data_fetch)
+
+    p = data_sub.add_parser(
+        "import", help="install a data set from a file downloaded elsewhere (no network)"
+    )
+    p.add_argument("name", metavar="NAME", help=f"one of: {names}")
+    p.add_argument(
+        "archive",
+        metavar="ARCHIVE",
+        help="the upstream archive (for mnist/fashion-mnist: a directory or archive holding "
+        "the four .gz files)",
+    )
+    p.set_defaults(func=_cmd_data_import)
+
+    def no_subcommand(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    parser.set_defaults(func=no_subcommand)
+
+
+def _add_infer(sub) -> None:
+    from rocm_dl_guide.inference import BACKEND_CHOICES
+
+    backends = ", ".join(BACKEND_CHOICES)
+    p = sub.add_parser(
+        "infer",
+        help="classify one image with a compiled model (MIGraphX or ONNX Runtime)",
+        description="Compile an ONNX model (or load a saved .mxr) and print the image's top "
+        "classes.",
+    )
+    p.add_argument("--model", required=True, metavar="FILE", help=".onnx or .mxr model file")
+    p.add_argument("--image", required=True, metavar="FILE", help="an image file (JPEG, PNG ...)")
+    p.add_argument("--backend", default="auto", metavar="NAME", help=f"one of {backends}")
+    p.add_argument("--top", type=int, default=5, help="how many classes to print (default 5)")
+    p.add_argument(
+        "--size", type=int, help="resize/crop the image to SIZE (default: the model's input)"
+    )
+    p.add_argument("--threads", type=int, help="CPU threads for ONNX Runtime (default: all)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_infer)
+
+
+def _add_bench_and_export(sub) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="time PyTorch eager against the compiled backend (MIGraphX or ONNX Runtime)",
+        description="Median latency of Inception v3 inference after warm-up: PyTorch eager "
+        "against the compiled backend, measured side by side.",
+    )
+    p.add_argument("what", choices=["inference"], help="what to benchmark")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--iterations", type=int, help="timed runs (default: the profile's)")
+    p.add_argument("--warmup", type=int, help="untimed warm-up runs (default: the profile's)")
+    p.add_argument(
+        "--backend", default="auto", metavar="NAME", help="auto, migraphx or onnxruntime"
+    )
+    p.add_argument("--threads", type=int, help="CPU threads for both runtimes (default: all)")
+    p.add_argument("--tuning", action="store_true", help="also time untuned against tuned")
+    p.add_argument("--profile", help=PROFILE_HELP)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser(
+        "export",
+        help="export Inception v3 to ONNX with an input tensor for the C++ example",
+        description="Write inception_v3.onnx, input.bin (the preprocessed sample photo, "
+        "float32 1x3x299x299) and expected.bin (PyTorch's logits, float32 1x1000) into DIR.",
+    )
+    p.add_argument("--output", required=True, metavar="DIR", help="directory to write into")
+    p.add_argument("--profile", help=PROFILE_HELP)
+    p.set_defaults(func=_cmd_export)
+
+
+def _add_compat(sub) -> None:
     p = sub.add_parser("compat", help="print the sourced ROCm compatibility tables")
     p.add_argument(
         "framework",
@@ -197,6 +466,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="which table",
     )
     p.set_defaults(func=_cmd_compat)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m rocm_dl_guide",
+        description="Examples and checks from the executable ROCm Deep Learning Guide.",
+    )
+    parser.add_argument("--version", action="version", version=f"rocm_dl_guide {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_doctor_and_profiles(sub)
+    _add_train(sub)
+    _add_data(sub)
+    _add_infer(sub)
+    _add_bench_and_export(sub)
+    _add_compat(sub)
     return parser
 
 

@@ -25,7 +25,6 @@ Cache: ``$ROCM_DL_GUIDE_DATA`` if set, else ``pooch.os_cache("rocm-dl-guide")``
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gzip
 import hashlib
@@ -45,7 +44,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rocm_dl_guide import fixtures
+from rocm_dl_guide import files, fixtures, profiles
 from rocm_dl_guide.progress import enabled as progress_enabled
 
 ENV_VAR = "ROCM_DL_GUIDE_DATA"
@@ -405,22 +404,14 @@ def _read_marker(root: Path) -> dict[str, Any] | None:
 
 def _write_marker(root: Path, **content: Any) -> None:
     content.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    tmp = root / f"{MARKER}.tmp"
-    tmp.write_text(json.dumps(content, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, root / MARKER)
-
-
-def _remove(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
+    with files.atomic_write(root / MARKER, "w") as fh:
+        fh.write(json.dumps(content, indent=1, sort_keys=True))
 
 
 def _tree_size(path: Path) -> int:
     total = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for f in files:
+    for dirpath, _dirs, names in os.walk(path):
+        for f in names:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, f)).st_size
     return total
@@ -634,7 +625,7 @@ def extract_archive(path: Path, dest: Path) -> Path:
         for entry in sorted(tmp.iterdir()):
             target = dest / entry.name
             if target.exists() or target.is_symlink():
-                _remove(target)
+                files.remove(target)
             os.replace(entry, target)
         return dest
     finally:
@@ -694,7 +685,8 @@ _DOWNLOADER = None
 """A pooch downloader to use instead of pooch's default (tests set a fake; never the network)."""
 
 
-def _is_network_error(exc: BaseException) -> bool:
+def is_network_error(exc: BaseException) -> bool:
+    """Whether ``exc`` means "no network, or the server refused" (not a bug to report)."""
     try:
         import requests
     except ImportError:  # pragma: no cover - pooch depends on requests
@@ -749,7 +741,7 @@ def _download(spec: DatasetInfo, rf: RemoteFile, directory: Path) -> Path:
                 f"in the cache): {exc}"
             ) from exc
         except Exception as exc:  # noqa: BLE001 - classify below
-            if not _is_network_error(exc):
+            if not is_network_error(exc):
                 raise
             from urllib.parse import urlparse
 
@@ -764,9 +756,7 @@ def _download(spec: DatasetInfo, rf: RemoteFile, directory: Path) -> Path:
 
 def _install_idx(spec: DatasetInfo, sources: dict[str, Path], root: Path, note: str) -> Path:
     """Build ``root/<Folder>/raw`` from the four verified ``.gz`` files, atomically."""
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.build-", dir=root.parent))
-    try:
+    with files.staged_directory(root) as tmp:
         raw = tmp / spec.top
         raw.mkdir(parents=True)
         for rf in spec.files:
@@ -774,12 +764,6 @@ def _install_idx(spec: DatasetInfo, sources: dict[str, Path], root: Path, note: 
             data = gzip.decompress((raw / rf.filename).read_bytes())
             (raw / rf.filename[: -len(".gz")]).write_bytes(data)
         _write_marker(tmp, name=spec.name, kind="real", note=note)
-        if root.exists() or root.is_symlink():
-            _remove(root)
-        os.replace(tmp, root)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return root
 
 
@@ -787,7 +771,7 @@ def _real_note(spec: DatasetInfo, how: str) -> str:
     return f"the real {spec.title} data set ({how})"
 
 
-def fetch(name: str, profile: str | None = None) -> Path:
+def fetch(name: str, profile: profiles.ProfileLike = None) -> Path:
     """Download (once), verify and extract the REAL data set ``name``; return its root.
 
     Always the real data, whatever the profile (``profile`` is accepted for
@@ -922,9 +906,8 @@ def prepare_fixture(name: str, reason: str = "fixture requested") -> PreparedDat
         and marker.get("fixture_version") == fixtures.FIXTURE_VERSION
     ):
         return PreparedData(spec.name, root, "fixture", note)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.build-", dir=root.parent))
-    try:
+    # If another process swaps its copy in first, that one is used when complete.
+    with files.staged_directory(root, keep_existing=lambda r: bool(_read_marker(r))) as tmp:
         fixtures.write(spec.name, tmp, seed=0)
         hashes = {
             p.relative_to(tmp).as_posix(): file_hash(p)
@@ -940,21 +923,10 @@ def prepare_fixture(name: str, reason: str = "fixture requested") -> PreparedDat
             files=hashes,
             note=_fixture_note(spec, "generated by rocm_dl_guide.fixtures"),
         )
-        if root.exists() or root.is_symlink():
-            _remove(root)
-        try:
-            os.replace(tmp, root)
-        except OSError:
-            # Another process finished first; use its copy if complete.
-            if not _read_marker(root):
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return PreparedData(spec.name, root, "fixture", note)
 
 
-def prepare(name: str, profile: str | None = None) -> PreparedData:
+def prepare(name: str, profile: profiles.ProfileLike = None) -> PreparedData:
     """The data set ``name`` ready for its loaders: real data, or the fixture.
 
     With a profile whose ``use_fixtures`` is true (``smoke``) the fixture is
@@ -962,14 +934,13 @@ def prepare(name: str, profile: str | None = None) -> PreparedData:
     fetched (see :func:`fetch`); if it cannot be downloaded here the fixture is
     used instead and ``note`` says why.
     """
-    from rocm_dl_guide import profiles
 
     spec = info(name)
     prof = profiles.current(profile)
     if prof.use_fixtures:
         return prepare_fixture(spec.name, f"the {prof.name} profile uses fixtures")
     try:
-        root = fetch(spec.name, prof.name)
+        root = fetch(spec.name, prof)
     except DataUnavailableError as exc:
         reason = f"the real data could not be downloaded ({str(exc).split(' [')[0]})"
         return prepare_fixture(spec.name, reason)
@@ -981,7 +952,7 @@ def prepare(name: str, profile: str | None = None) -> PreparedData:
 
 
 def mnist_arrays(
-    name: str = "mnist", profile: str | None = None
+    name: str = "mnist", profile: profiles.ProfileLike = None
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], PreparedData]:
     """``((x_train, y_train), (x_test, y_test), prepared)`` as uint8 arrays, like Keras'.
 
@@ -1006,7 +977,7 @@ def mnist_arrays(
     return (x_train, y_train), (x_test, y_test), prepared
 
 
-def keras_home_for_fashion_mnist(profile: str | None = None) -> Path:
+def keras_home_for_fashion_mnist(profile: profiles.ProfileLike = None) -> Path:
     """A ``KERAS_HOME`` whose ``datasets/fashion-mnist/`` holds the four IDX ``.gz`` files.
 
     ``keras.datasets.fashion_mnist.load_data()`` takes no path argument (Keras
@@ -1027,7 +998,8 @@ def keras_home_for_fashion_mnist(profile: str | None = None) -> Path:
             or dst.stat().st_size != src.stat().st_size
             or (file_hash(dst) != file_hash(src))
         ):
-            shutil.copyfile(src, dst)
+            with open(src, "rb") as fh_in, files.atomic_write(dst) as fh_out:
+                shutil.copyfileobj(fh_in, fh_out)
     return home
 
 
@@ -1151,10 +1123,11 @@ def cached() -> list[dict[str, Any]]:
     return out
 
 
-# --------------------------------------------------------------------------- command line
+# --------------------------------------------------------------------------- tables
 
 
-def _human(n: int | None) -> str:
+def human_size(n: int | None) -> str:
+    """Bytes in words: ``"170.5 MB"`` (``"?"`` for an unknown size)."""
     if n is None:
         return "?"
     size = float(n)
@@ -1163,103 +1136,6 @@ def _human(n: int | None) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1000
     return f"{n} B"  # pragma: no cover
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
-
-
-def _cmd_list(args: argparse.Namespace) -> int:
-    entries = cached()
-    print(f"Data cache: {cache_dir()}  (set ${ENV_VAR} to move it)")
-    if entries:
-        print(f"{'NAME':<18} {'KIND':<8} {'SIZE':>9}  PATH")
-        for e in entries:
-            print(f"{e['name']:<18} {e['kind']:<8} {_human(e['size']):>9}  {e['path']}")
-    else:
-        print("Nothing cached yet.")
-    have_real = {e["name"] for e in entries if e["kind"] == "real"}
-    missing = [n for n in REGISTRY if n not in have_real]
-    if missing:
-        print("\nReal data not downloaded (python -m rocm_dl_guide data fetch NAME):")
-        for n in missing:
-            spec = REGISTRY[n]
-            print(f"  {n:<18} {_human(spec.download_size):>9}  {spec.title}")
-    return 0
-
-
-def _cmd_fetch(args: argparse.Namespace) -> int:
-    try:
-        root = fetch(args.name)
-    except UnknownDatasetError as exc:
-        print(f"data fetch: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    except (DataUnavailableError, ChecksumError, ArchiveError, OSError) as exc:
-        print(f"data fetch: {_one_line(exc)}", file=sys.stderr)
-        return 1
-    except Exception as exc:  # noqa: BLE001 - a command line prints one line, not a traceback
-        print(f"data fetch: unexpected {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
-        return 1
-    print(root)
-    return 0
-
-
-def _cmd_import(args: argparse.Namespace) -> int:
-    try:
-        root = import_archive(args.name, Path(args.archive))
-    except UnknownDatasetError as exc:
-        print(f"data import: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    except (ChecksumError, ArchiveError, OSError) as exc:
-        print(f"data import: {_one_line(exc)}", file=sys.stderr)
-        return 1
-    except Exception as exc:  # noqa: BLE001 - a command line prints one line, not a traceback
-        print(f"data import: unexpected {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
-        return 1
-    print(root)
-    return 0
-
-
-def add_cli(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``data {list,fetch,import}`` on an argparse sub-parsers object.
-
-    Each sub-command's ``func(args)`` returns the exit code; errors are one
-    line on stderr (exit 1, or 2 for an unknown data-set name).
-    """
-    names = ", ".join(REGISTRY)
-    parser = subparsers.add_parser(
-        "data",
-        help="list, download or import the guide's data sets",
-        description="The guide's data sets: list the cache, download and verify a real data "
-        f"set, or import one downloaded elsewhere. Cache: ${ENV_VAR} or the OS cache.",
-    )
-    sub = parser.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
-
-    p = sub.add_parser("list", help="the cache directory and the data sets in it")
-    p.set_defaults(func=_cmd_list)
-
-    p = sub.add_parser("fetch", help="download, verify and extract a real data set")
-    p.add_argument("name", metavar="NAME", help=f"one of: {names}")
-    p.set_defaults(func=_cmd_fetch)
-
-    p = sub.add_parser(
-        "import", help="install a data set from a file downloaded elsewhere (no network)"
-    )
-    p.add_argument("name", metavar="NAME", help=f"one of: {names}")
-    p.add_argument(
-        "archive",
-        metavar="ARCHIVE",
-        help="the upstream archive (for mnist/fashion-mnist: a directory or archive holding "
-        "the four .gz files)",
-    )
-    p.set_defaults(func=_cmd_import)
-
-    def _no_subcommand(args: argparse.Namespace) -> int:
-        parser.print_help(sys.stderr)
-        return 2
-
-    parser.set_defaults(func=_no_subcommand)
-    return parser
 
 
 def registry_table() -> list[dict[str, Any]]:
@@ -1272,7 +1148,7 @@ def registry_table() -> list[dict[str, Any]]:
                 "name": spec.name,
                 "data set": spec.title,
                 "files": len(spec.files),
-                "download": _human(spec.download_size),
+                "download": human_size(spec.download_size),
                 "checksum": ", ".join(sorted(hashes))
                 .replace("sha256", "SHA-256")
                 .replace("md5", "MD5"),

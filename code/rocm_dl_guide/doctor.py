@@ -62,167 +62,159 @@ def _driver_check(rocm_ver: str, module_version: str) -> Check:
     )
 
 
-def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
-    checks: list[Check] = []
-    fw = sysrep.frameworks
-    torch_info = fw.get("pytorch")
-    hip = (torch_info.details.get("hip") if torch_info and torch_info.installed else None) or None
+def _hip_version(sysrep: SystemReport) -> str | None:
+    """The HIP version of an installed ROCm build of PyTorch, else None."""
+    torch_info = sysrep.frameworks.get("pytorch")
+    return (torch_info.details.get("hip") if torch_info and torch_info.installed else None) or None
 
-    # ROCm itself; when it is not installed system-wide, a ROCm PyTorch wheel's
-    # HIP version still tells the ROCm release it was built for.
+
+def _rocm_check(sysrep: SystemReport) -> tuple[Check, str | None]:
+    """ROCm itself, and the ROCm version the other checks compare against.
+
+    When ROCm is not installed system-wide, a ROCm PyTorch wheel's HIP version
+    still tells the ROCm release it was built for.
+    """
     rocm_ver = sysrep.rocm.version
     if rocm_ver:
-        checks.append(Check("ROCm", OK, f"ROCm {rocm_ver} found at {sysrep.rocm.path}"))
-    elif hip:
+        return Check("ROCm", OK, f"ROCm {rocm_ver} found at {sysrep.rocm.path}"), rocm_ver
+    hip = _hip_version(sysrep)
+    if hip:
         rocm_ver = _major_minor(hip)
-        checks.append(
-            Check(
-                "ROCm",
-                INFO,
-                f"no system ROCm ({sysrep.rocm.error}); PyTorch carries its own ROCm "
-                f"libraries (HIP {hip}), so ROCm {rocm_ver} is assumed for the checks below",
-            )
+        message = (
+            f"no system ROCm ({sysrep.rocm.error}); PyTorch carries its own ROCm "
+            f"libraries (HIP {hip}), so ROCm {rocm_ver} is assumed for the checks below"
         )
-    else:
-        checks.append(Check("ROCm", INFO, sysrep.rocm.error or "ROCm not found"))
+        return Check("ROCm", INFO, message), rocm_ver
+    return Check("ROCm", INFO, sysrep.rocm.error or "ROCm not found"), rocm_ver
 
-    # Kernel driver.
+
+def _kernel_driver_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
+    """The amdgpu kernel driver, and its release against ROCm's."""
     kd = sysrep.kernel_driver
-    if kd.loaded:
-        text = f"amdgpu kernel driver loaded, version {kd.version}" if kd.version else kd.note
-        checks.append(Check("Kernel driver", OK, text or "amdgpu kernel driver loaded"))
-        if kd.version and rocm_ver:
-            checks.append(_driver_check(rocm_ver, kd.version))
-    else:
-        checks.append(Check("Kernel driver", INFO, kd.note or "amdgpu kernel driver not found"))
+    if not kd.loaded:
+        return [Check("Kernel driver", INFO, kd.note or "amdgpu kernel driver not found")]
+    text = f"amdgpu kernel driver loaded, version {kd.version}" if kd.version else kd.note
+    checks = [Check("Kernel driver", OK, text or "amdgpu kernel driver loaded")]
+    if kd.version and rocm_ver:
+        checks.append(_driver_check(rocm_ver, kd.version))
+    return checks
 
-    # rocminfo and the GPUs it lists.
+
+def _rocminfo_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
+    """rocminfo, and each GPU it lists against ROCm's supported GPUs."""
     ri = sysrep.rocminfo
     if ri.error:
-        checks.append(Check("rocminfo", INFO, f"{sysrep.rocminfo_source}: {ri.error}"))
+        checks = [Check("rocminfo", INFO, f"{sysrep.rocminfo_source}: {ri.error}")]
     else:
-        checks.append(
-            Check(
-                "rocminfo",
-                OK,
-                f"{sysrep.rocminfo_source}: {len(ri.agents)} agent(s), {len(ri.gpus)} GPU(s)",
-            )
-        )
+        summary = f"{sysrep.rocminfo_source}: {len(ri.agents)} agent(s), {len(ri.gpus)} GPU(s)"
+        checks = [Check("rocminfo", OK, summary)]
     for gpu in ri.gpus:
         label = f"GPU {gpu.marketing_name or gpu.name} ({gpu.gfx or 'unknown gfx'})"
         if gpu.gfx and rocm_ver:
             checks.append(_from_verdict(label, compat.check_gpu(gpu.gfx, rocm_ver)))
         else:
             checks.append(Check(label, UNKNOWN, "no ROCm version or gfx target to check against"))
+    return checks
 
-    # PyTorch.
+
+def _pytorch_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
+    """PyTorch: its build, the GPUs it sees, and a ROCm build's release against ROCm's."""
+    torch_info = sysrep.frameworks.get("pytorch")
     if torch_info is None or not torch_info.installed:
         why = torch_info.error if torch_info else "not checked"
-        checks.append(Check("PyTorch", INFO, f"PyTorch: {why}"))
-    else:
-        ver = torch_info.version
-        cuda = torch_info.details.get("cuda")
-        build = (
-            f"ROCm build (HIP {hip})"
-            if hip
-            else (f"CUDA {cuda} build" if cuda else "CPU-only build")
-        )
-        gpu_seen = torch_info.details.get("gpu_available")
-        devices = torch_info.details.get("devices") or []
-        seen = (
-            f"sees {len(devices)} GPU(s): " + ", ".join(d["name"] for d in devices)
-            if gpu_seen
-            else "sees no GPU"
-        )
-        status = OK if gpu_seen else INFO
-        if torch_info.error:
-            status, seen = WARN, torch_info.error
-        checks.append(Check("PyTorch", status, f"PyTorch {ver}, {build}; {seen}"))
-        if hip and rocm_ver:
-            checks.append(
-                _from_verdict("PyTorch and ROCm", compat.check_framework("pytorch", ver, rocm_ver))
+        return [Check("PyTorch", INFO, f"PyTorch: {why}")]
+    hip = _hip_version(sysrep)
+    ver = torch_info.version
+    cuda = torch_info.details.get("cuda")
+    build = (
+        f"ROCm build (HIP {hip})" if hip else (f"CUDA {cuda} build" if cuda else "CPU-only build")
+    )
+    gpu_seen = torch_info.details.get("gpu_available")
+    devices = torch_info.details.get("devices") or []
+    seen = (
+        f"sees {len(devices)} GPU(s): " + ", ".join(d["name"] for d in devices)
+        if gpu_seen
+        else "sees no GPU"
+    )
+    status = OK if gpu_seen else INFO
+    if torch_info.error:
+        status, seen = WARN, torch_info.error
+    checks = [Check("PyTorch", status, f"PyTorch {ver}, {build}; {seen}")]
+    if hip and rocm_ver:
+        verdict = compat.check_framework("pytorch", ver, rocm_ver)
+        checks.append(_from_verdict("PyTorch and ROCm", verdict))
+    if sysrep.rocminfo.gpus and not hip:
+        checks.append(
+            Check(
+                "PyTorch build",
+                FAIL,
+                "an AMD GPU is present but this PyTorch is not a ROCm build: install "
+                "PyTorch from the ROCm wheels or use the rocm/pytorch container",
             )
-        if ri.gpus and not hip:
-            checks.append(
-                Check(
-                    "PyTorch build",
-                    FAIL,
-                    "an AMD GPU is present but this PyTorch is not a ROCm build: install "
-                    "PyTorch from the ROCm wheels or use the rocm/pytorch container",
-                )
-            )
+        )
+    return checks
 
-    # TensorFlow.
-    tf_info = fw.get("tensorflow")
+
+def _tensorflow_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
+    """TensorFlow: its build, the GPUs it sees, and a ROCm build's release against ROCm's."""
+    tf_info = sysrep.frameworks.get("tensorflow")
     if tf_info is None or not tf_info.installed:
-        checks.append(
-            Check("TensorFlow", INFO, f"TensorFlow: {tf_info.error if tf_info else 'not checked'}")
-        )
-    else:
-        rocm_build = tf_info.details.get("built_with_rocm")
-        gpus = tf_info.details.get("gpus") or []
-        build = "ROCm build" if rocm_build else "not a ROCm build"
-        checks.append(
-            Check(
-                "TensorFlow",
-                OK if gpus else INFO,
-                f"TensorFlow {tf_info.version}, {build}; sees {len(gpus)} GPU(s)",
-            )
-        )
-        if rocm_build and rocm_ver:
-            checks.append(
-                _from_verdict(
-                    "TensorFlow and ROCm",
-                    compat.check_framework("tensorflow", tf_info.version, rocm_ver),
-                )
-            )
+        why = tf_info.error if tf_info else "not checked"
+        return [Check("TensorFlow", INFO, f"TensorFlow: {why}")]
+    rocm_build = tf_info.details.get("built_with_rocm")
+    gpus = tf_info.details.get("gpus") or []
+    build = "ROCm build" if rocm_build else "not a ROCm build"
+    message = f"TensorFlow {tf_info.version}, {build}; sees {len(gpus)} GPU(s)"
+    checks = [Check("TensorFlow", OK if gpus else INFO, message)]
+    if rocm_build and rocm_ver:
+        verdict = compat.check_framework("tensorflow", tf_info.version, rocm_ver)
+        checks.append(_from_verdict("TensorFlow and ROCm", verdict))
+    return checks
 
-    # ONNX Runtime.
-    ort = fw.get("onnxruntime")
+
+def _onnxruntime_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
+    """ONNX Runtime: its execution providers, and an AMD-enabled release against ROCm's."""
+    ort = sysrep.frameworks.get("onnxruntime")
     if ort is None or not ort.installed:
-        checks.append(
-            Check("ONNX Runtime", INFO, f"ONNX Runtime: {ort.error if ort else 'not checked'}")
-        )
-    else:
-        providers = ort.details.get("providers") or []
-        amd = [p for p in providers if p in ("MIGraphXExecutionProvider", "ROCMExecutionProvider")]
-        checks.append(
-            Check(
-                "ONNX Runtime",
-                OK,
-                f"ONNX Runtime {ort.version}; providers: {', '.join(providers) or 'none'}"
-                + ("" if amd else " (no AMD GPU provider: inference runs on the CPU)"),
-            )
-        )
-        if amd and rocm_ver:
-            checks.append(
-                _from_verdict(
-                    "ONNX Runtime and ROCm",
-                    compat.check_framework("onnxruntime", ort.version, rocm_ver),
-                )
-            )
+        why = ort.error if ort else "not checked"
+        return [Check("ONNX Runtime", INFO, f"ONNX Runtime: {why}")]
+    providers = ort.details.get("providers") or []
+    amd = [p for p in providers if p in ("MIGraphXExecutionProvider", "ROCMExecutionProvider")]
+    note = "" if amd else " (no AMD GPU provider: inference runs on the CPU)"
+    message = f"ONNX Runtime {ort.version}; providers: {', '.join(providers) or 'none'}{note}"
+    checks = [Check("ONNX Runtime", OK, message)]
+    if amd and rocm_ver:
+        verdict = compat.check_framework("onnxruntime", ort.version, rocm_ver)
+        checks.append(_from_verdict("ONNX Runtime and ROCm", verdict))
+    return checks
 
-    # MIGraphX.
-    mgx = fw.get("migraphx")
+
+def _migraphx_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
+    """MIGraphX: whether it imports, and its release against ROCm's."""
+    mgx = sysrep.frameworks.get("migraphx")
     if mgx is None or not mgx.installed:
-        checks.append(
-            Check(
-                "MIGraphX",
-                INFO,
-                f"MIGraphX: {mgx.error if mgx else 'not checked'} (on ROCm, install the "
-                "migraphx package and add /opt/rocm/lib to PYTHONPATH)",
-            )
+        message = (
+            f"MIGraphX: {mgx.error if mgx else 'not checked'} (on ROCm, install the "
+            "migraphx package and add /opt/rocm/lib to PYTHONPATH)"
         )
-    else:
-        checks.append(
-            Check("MIGraphX", OK, f"MIGraphX {mgx.version or '(version unknown)'} imports")
-        )
-        if mgx.version and rocm_ver:
-            checks.append(
-                _from_verdict(
-                    "MIGraphX and ROCm", compat.check_framework("migraphx", mgx.version, rocm_ver)
-                )
-            )
+        return [Check("MIGraphX", INFO, message)]
+    checks = [Check("MIGraphX", OK, f"MIGraphX {mgx.version or '(version unknown)'} imports")]
+    if mgx.version and rocm_ver:
+        verdict = compat.check_framework("migraphx", mgx.version, rocm_ver)
+        checks.append(_from_verdict("MIGraphX and ROCm", verdict))
+    return checks
+
+
+def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
+    """Every check, section by section, and the ROCm version they were checked against."""
+    rocm_check, rocm_ver = _rocm_check(sysrep)
+    checks = [rocm_check]
+    checks += _kernel_driver_checks(sysrep, rocm_ver)
+    checks += _rocminfo_checks(sysrep, rocm_ver)
+    checks += _pytorch_checks(sysrep, rocm_ver)
+    checks += _tensorflow_checks(sysrep, rocm_ver)
+    checks += _onnxruntime_checks(sysrep, rocm_ver)
+    checks += _migraphx_checks(sysrep, rocm_ver)
     return checks, rocm_ver
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rocm_dl_guide import datasets, fixtures, profiles
-from rocm_dl_guide.mnist import MnistRun, _epochs
+from rocm_dl_guide.runs import ClassifierRun
 
 CLASS_NAMES: tuple[str, ...] = fixtures.FASHION_MNIST_CLASSES
 """Label ``i`` is ``CLASS_NAMES[i]``; the data set itself stores only the numbers."""
@@ -45,7 +45,7 @@ def _keras():
 
 
 def load_data(
-    profile: str | None = None,
+    profile: profiles.ProfileLike = None,
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], datasets.PreparedData]:
     """``((train_images, train_labels), (test_images, test_labels), prepared)``.
 
@@ -54,7 +54,7 @@ def load_data(
     the real files or the fixture, and ``prepared.note`` says which.
     """
     prof = profiles.current(profile)
-    prepared = datasets.prepare("fashion-mnist", prof.name)
+    prepared = datasets.prepare("fashion-mnist", prof)
     # A profile that wanted real data but fell back to the fixture: take the fixture
     # again without a second download attempt.
     source = "smoke" if prepared.kind == "fixture" else prof.name
@@ -114,9 +114,9 @@ def probability_model(model):
     return keras.Sequential([model, keras.layers.Softmax()], name="fashion_mnist_probabilities")
 
 
-def epochs_for(profile: str | None = None, override: int | None = None) -> int:
+def epochs_for(profile: profiles.ProfileLike = None, override: int | None = None) -> int:
     """The number of epochs: ``override``, else the guide's 10 capped by the profile."""
-    return _epochs(profiles.current(profile), FULL_EPOCHS, override)
+    return profiles.current(profile).epochs(FULL_EPOCHS, override)
 
 
 # --------------------------------------------------------------------------- figures
@@ -223,7 +223,7 @@ def plot_probabilities(probabilities, true_label: int | None = None):
 
 
 @dataclass
-class FashionMnistRun(MnistRun):
+class FashionMnistRun(ClassifierRun):
     """What :func:`train` returns: the MNIST run's fields, plus the trained models."""
 
     model: object = None
@@ -233,14 +233,17 @@ class FashionMnistRun(MnistRun):
 
 
 def train(
-    profile: str | None = None, epochs: int | None = None, progress: bool = True, seed: int = 1
+    profile: profiles.ProfileLike = None,
+    epochs: int | None = None,
+    progress: bool = True,
+    seed: int = 1,
 ) -> FashionMnistRun:
     """The whole case study: load, scale, build, train, evaluate on the test set."""
     from rocm_dl_guide import keras_train
 
     prof = profiles.current(profile)
-    n_epochs = _epochs(prof, FULL_EPOCHS, epochs)
-    (train_images, train_labels), (test_images, test_labels), data = load_data(prof.name)
+    n_epochs = prof.epochs(FULL_EPOCHS, epochs)
+    (train_images, train_labels), (test_images, test_labels), data = load_data(prof)
     train_images, test_images = train_images / 255.0, test_images / 255.0
     keras = _keras()
     keras.utils.set_random_seed(seed)

@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 
 from rocm_dl_guide import datasets, profiles
-from rocm_dl_guide.mnist import _epochs
 
 # The guide's hyperparameters.
 MAX_FEATURES = 10000
@@ -82,7 +81,7 @@ def _keras():
 # --------------------------------------------------------------------------- the files
 
 
-def prepare(profile: str | None = None) -> tuple[datasets.PreparedData, Path]:
+def prepare(profile: profiles.ProfileLike = None) -> tuple[datasets.PreparedData, Path]:
     """``(prepared, dataset_dir)``: the data layer's IMDB and its ``aclImdb`` folder."""
     prepared = datasets.prepare("imdb", profiles.current(profile).name)
     return prepared, prepared.root / "aclImdb"
@@ -338,9 +337,9 @@ def repeats_for(data: datasets.PreparedData) -> int:
     return FIXTURE_REPEATS if data.kind == "fixture" else 1
 
 
-def epochs_for(profile: str | None = None, override: int | None = None) -> int:
+def epochs_for(profile: profiles.ProfileLike = None, override: int | None = None) -> int:
     """The number of epochs: ``override``, else the guide's 10 capped by the profile."""
-    return _epochs(profiles.current(profile), FULL_EPOCHS, override)
+    return profiles.current(profile).epochs(FULL_EPOCHS, override)
 
 
 @dataclass
@@ -374,14 +373,17 @@ class ImdbRun:
 
 
 def train(
-    profile: str | None = None, epochs: int | None = None, progress: bool = True, seed: int = SEED
+    profile: profiles.ProfileLike = None,
+    epochs: int | None = None,
+    progress: bool = True,
+    seed: int = SEED,
 ) -> ImdbRun:
     """The whole case study: prepare, split, vectorize, train, evaluate, export."""
     from rocm_dl_guide import keras_train
 
     prof = profiles.current(profile)
-    n_epochs = _epochs(prof, FULL_EPOCHS, epochs)
-    data, dataset_dir = prepare(prof.name)
+    n_epochs = prof.epochs(FULL_EPOCHS, epochs)
+    data, dataset_dir = prepare(prof)
     raw = load_datasets(dataset_dir, seed=seed, verbose=False)
     vectorize_layer = make_vectorizer(raw.train)
     train_ds, val_ds, test_ds = vectorize_datasets(vectorize_layer, raw, repeats_for(data))

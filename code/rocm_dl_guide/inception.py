@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
     from torch import nn
 
+    from rocm_dl_guide.train import PrecisionComparison
+
 # ImageNet statistics used by every torchvision classifier's preprocessing.
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
@@ -109,7 +111,9 @@ def _random_inception(num_classes: int = 1000, aux_logits: bool = True) -> nn.Mo
     )
 
 
-def load_pretrained(profile: str | None = None, pretrained: bool | None = None) -> LoadedModel:
+def load_pretrained(
+    profile: profiles.ProfileLike = None, pretrained: bool | None = None
+) -> LoadedModel:
     """Inception v3 with ImageNet weights from torchvision's weights API, in eval mode.
 
     ``pretrained`` defaults to the profile's choice (``smoke``: no). The weights
@@ -127,7 +131,7 @@ def load_pretrained(profile: str | None = None, pretrained: bool | None = None) 
         try:
             model = inception_v3(weights=weights)
         except Exception as exc:
-            if not datasets._is_network_error(exc):
+            if not datasets.is_network_error(exc):
                 raise
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             note = (
@@ -190,19 +194,37 @@ def preprocess(image: Image.Image, size: int = EVAL_SIZE) -> torch.Tensor:
     return pipeline(image)
 
 
+@dataclass
+class Prediction:
+    """What :func:`classify` returns: the top classes of one image."""
+
+    frame: pandas.DataFrame
+    """One row per class, best first: ``rank``, ``category``, ``index``, ``probability``."""
+    device: str
+    """The device the model ran on."""
+
+    @property
+    def top1(self) -> str:
+        """The most probable category."""
+        return str(self.frame["category"].iloc[0])
+
+    @property
+    def top1_probability(self) -> float:
+        return float(self.frame["probability"].iloc[0])
+
+
 def classify(
     model: nn.Module,
     image: Image.Image | torch.Tensor,
     categories: list[str],
     top: int = 5,
     device=None,
-) -> pandas.DataFrame:
-    """Top-``top`` classes of one image: a DataFrame with ``rank``, ``category``,
-    ``index`` and ``probability`` (softmax over the model's logits).
+) -> Prediction:
+    """Top-``top`` classes of one image (softmax over the model's logits).
 
     ``image`` is a PIL image (preprocessed here) or an already preprocessed
     3 x H x W tensor. The model runs in eval mode on ``device`` (default: the GPU
-    when there is one). ``frame.attrs["device"]`` names the device.
+    when there is one).
     """
     import pandas as pd
     import torch
@@ -226,8 +248,7 @@ def classify(
             "probability": top_p.tolist(),
         }
     )
-    frame.attrs["device"] = str(dev)
-    return frame
+    return Prediction(frame, str(dev))
 
 
 # --------------------------------------------------------------------------- tiny-imagenet-200
@@ -382,7 +403,7 @@ class TinyImageNet:
 
 
 def tiny_imagenet_loaders(
-    profile: str | None = None,
+    profile: profiles.ProfileLike = None,
     image_size: int | None = None,
     batch_size: int = BATCH_SIZE,
     num_workers: int | None = None,
@@ -405,7 +426,7 @@ def tiny_imagenet_loaders(
 
     prof = profiles.current(profile)
     size = image_size or prof.image_size or TRAIN_CROP_SIZE
-    prepared = datasets.prepare("tiny-imagenet-200", profile=prof.name)
+    prepared = datasets.prepare("tiny-imagenet-200", profile=prof)
     root = prepared.root / "tiny-imagenet-200"
     reorganize_val(root)
     train_tf, val_tf = transforms_for(size)
@@ -440,7 +461,9 @@ def tiny_imagenet_loaders(
     )
 
 
-def finetune_model(num_classes: int, profile: str | None = None) -> tuple[nn.Module, LoadedModel]:
+def finetune_model(
+    num_classes: int, profile: profiles.ProfileLike = None
+) -> tuple[nn.Module, LoadedModel]:
     """Inception v3 (pretrained where the profile says so and the weights can be
     had) with its classifier replaced for ``num_classes`` and the auxiliary
     classifier removed, as in the guide. Returns ``(model, what was loaded)``;
@@ -495,7 +518,7 @@ class InceptionRun:
 
 
 def train(
-    profile: str | None = None,
+    profile: profiles.ProfileLike = None,
     epochs: int | None = None,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
@@ -526,10 +549,10 @@ def train(
     n_epochs = prof.epochs(FULL_EPOCHS, epochs)
     dev = devices.pick()
     data = tiny_imagenet_loaders(
-        prof.name, image_size=image_size, batch_size=batch_size, seed=seed, device=dev
+        prof, image_size=image_size, batch_size=batch_size, seed=seed, device=dev
     )
     torch.manual_seed(seed)
-    model, loaded = finetune_model(len(data.classes), prof.name)
+    model, loaded = finetune_model(len(data.classes), prof)
     if lr is None:
         lr = LEARNING_RATE if loaded.pretrained else RANDOM_INIT_LR
     optimizer = torch.optim.SGD(
@@ -566,8 +589,10 @@ def train(
 
 
 def compare_precision(
-    profile: str | None = None, batch_size: int | None = None, image_size: int | None = None
-) -> pandas.DataFrame:
+    profile: profiles.ProfileLike = None,
+    batch_size: int | None = None,
+    image_size: int | None = None,
+) -> PrecisionComparison:
     """Training-step throughput of Inception v3 in float32, channels-last, autocast
     and both, measured in one run (see :func:`rocm_dl_guide.train.compare_precision`).
 
@@ -585,14 +610,14 @@ def compare_precision(
     dev = devices.pick()
     on_gpu = dev.type == "cuda"
     data = tiny_imagenet_loaders(
-        prof.name,
+        prof,
         image_size=image_size,
         batch_size=batch_size or (BATCH_SIZE if on_gpu else 16),
         device=dev,
     )
     n = len(data.classes)
     torch.manual_seed(0)
-    frame = loop.compare_precision(
+    result = loop.compare_precision(
         lambda: _random_inception(n, aux_logits=False),
         data.train_loader,
         dev,
@@ -600,6 +625,6 @@ def compare_precision(
         warmup=5 if on_gpu else 1,
         repeats=5 if on_gpu else 3,
     )
-    frame.attrs["batch_size"] = data.train_loader.batch_size
-    frame.attrs["image_size"] = data.image_size
-    return frame
+    result.batch_size = data.train_loader.batch_size
+    result.image_size = data.image_size
+    return result

@@ -25,12 +25,8 @@ Benchmarks live in :mod:`rocm_dl_guide.bench`.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
 import os
 import sys
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -40,8 +36,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rocm_dl_guide import datasets, profiles
+from rocm_dl_guide.files import atomic_path, atomic_write
+from rocm_dl_guide.messages import one_line
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas
     from torch import nn
 
     from rocm_dl_guide.inception import LoadedModel
@@ -79,11 +78,6 @@ class InputShapeError(InferenceError):
     """An input whose shape the compiled model does not accept."""
 
 
-def _one_line(exc: BaseException | str) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split())
-
-
 # --------------------------------------------------------------------------- backends
 
 
@@ -116,9 +110,9 @@ def _try_import_migraphx() -> tuple[Any, str]:
     try:
         import migraphx
     except ImportError as exc:
-        return None, _one_line(exc)
+        return None, one_line(exc)
     except Exception as exc:  # a broken install (missing ROCm libraries) must not crash a page
-        return None, f"import migraphx failed: {_one_line(exc)}"
+        return None, f"import migraphx failed: {one_line(exc)}"
     if not hasattr(migraphx, "parse_onnx"):
         return None, (
             "the installed 'migraphx' module has no parse_onnx (the PyPI package of that "
@@ -191,8 +185,18 @@ def select_backend(name: str | None = None) -> str:
     return key
 
 
-def backend_table():
-    """One row per backend: available here or not, version, and what ``auto`` picks."""
+@dataclass
+class BackendTable:
+    """What :func:`backend_table` returns."""
+
+    frame: pandas.DataFrame
+    """One row per backend: ``backend``, ``available``, ``version``, ``detail``."""
+    auto: str
+    """The title of the backend ``auto`` picks here."""
+
+
+def backend_table() -> BackendTable:
+    """One row per backend: available here or not, version; and what ``auto`` picks."""
     import pandas as pd
 
     mgx = migraphx_status()
@@ -218,9 +222,7 @@ def backend_table():
             "detail": detail,
         }
     )
-    frame = pd.DataFrame(rows)
-    frame.attrs["auto"] = BACKEND_TITLES[select_backend("auto")]
-    return frame
+    return BackendTable(pd.DataFrame(rows), BACKEND_TITLES[select_backend("auto")])
 
 
 # --------------------------------------------------------------------------- ONNX files
@@ -274,7 +276,7 @@ def _load_onnx(path: str | os.PathLike):
     except (DecodeError, ValueError, RuntimeError, OSError) as exc:
         raise ModelFileError(
             f"{path}: not a valid ONNX model, the file is truncated or corrupt "
-            f"({_one_line(exc)[:120]})"
+            f"({one_line(exc)[:120]})"
         ) from None
     if not proto.graph.node or not proto.graph.output:
         raise ModelFileError(f"{path}: not a valid ONNX model (the graph is empty)")
@@ -343,30 +345,27 @@ def export_onnx(
     import torch
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     model = model.eval()
     device = next(model.parameters()).device
     example = torch.zeros(1, 3, image_size, image_size, device=device)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            warnings.simplefilter("ignore", UserWarning)
-            torch.onnx.export(
-                model,
-                (example,),
-                tmp,
-                dynamo=False,
-                opset_version=opset,
-                input_names=["image"],
-                output_names=["logits"],
-                dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}},
-            )
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    with (
+        atomic_path(path) as tmp,
+        warnings.catch_warnings(),
+        torch.inference_mode(False),
+        torch.no_grad(),
+    ):
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        torch.onnx.export(
+            model,
+            (example,),
+            str(tmp),
+            dynamo=False,
+            opset_version=opset,
+            input_names=["image"],
+            output_names=["logits"],
+            dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}},
+        )
     return read_onnx(path)
 
 
@@ -383,7 +382,9 @@ class Prepared:
         return self.loaded.model
 
 
-def prepare(profile: str | None = None, path: str | os.PathLike | None = None) -> Prepared:
+def prepare(
+    profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None
+) -> Prepared:
     """Load Inception v3 as the profile says (pretrained weights, or random ones in
     ``smoke``; :attr:`LoadedModel.note` says which) and export it to ONNX, by
     default as ``<data cache>/models/inception_v3.onnx``.
@@ -394,7 +395,7 @@ def prepare(profile: str | None = None, path: str | os.PathLike | None = None) -
     from rocm_dl_guide import inception
 
     prof = profiles.current(profile)
-    loaded = inception.load_pretrained(prof.name)
+    loaded = inception.load_pretrained(prof)
     target = Path(path) if path is not None else models_dir() / MODEL_FILE
     onnx_model = export_onnx(loaded.model, target)
     onnx_model.weights_note = loaded.note
@@ -412,7 +413,8 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _cpu_description() -> str:
+def cpu_description() -> str:
+    """The CPU in words, with the cores inference may use: ``CPU (NAME, N cores)``."""
     from rocm_dl_guide.device import cpu_name
 
     return f"CPU ({cpu_name()}, {default_threads()} cores)"
@@ -508,7 +510,7 @@ def backend_note(compiled: CompiledModel) -> str:
 
 def _ort_error(path: Path, exc: BaseException) -> InferenceError:
     name = type(exc).__name__
-    text = _one_line(exc)
+    text = one_line(exc)
     if "] :" in text:  # "[ONNXRuntimeError] : 7 : INVALID_PROTOBUF : Load model ... failed:..."
         text = text.rsplit(" : ", 1)[-1]
     if name == "NoSuchFile":
@@ -579,7 +581,7 @@ def _compile_ort(
     return CompiledModel(
         backend="onnxruntime",
         provider=provider,
-        device=_cpu_description() if provider == CPU_EP else _gpu_description(),
+        device=cpu_description() if provider == CPU_EP else _gpu_description(),
         input_name=inp.name,
         input_shape=[d if isinstance(d, int) else str(d) for d in inp.shape],
         output_name=out.name,
@@ -608,7 +610,7 @@ def _compile_migraphx(path: Path, batch_size: int, tuned: bool) -> CompiledModel
         # so the symbolic dimension gets the batch size we want.
         prog = mgx.parse_onnx(str(path), default_dim_value=batch_size)
     except RuntimeError as exc:
-        raise ModelFileError(f"{path}: MIGraphX cannot parse it ({_one_line(exc)[:160]})") from None
+        raise ModelFileError(f"{path}: MIGraphX cannot parse it ({one_line(exc)[:160]})") from None
     name, shape = _migraphx_inputs(prog)
     prog.compile(mgx.get_target("gpu"), offload_copy=True, exhaustive_tune=tuned)
     seconds = time.perf_counter() - start
@@ -700,19 +702,13 @@ def save_compiled(
     if out is None:
         out = onnx_path.with_name(onnx_path.name.removesuffix(".onnx") + saved_suffix(name))
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     start = time.perf_counter()
-    try:
+    with atomic_path(out) as tmp:
         if name == "migraphx":
             compiled = _compile_migraphx(onnx_path, batch_size, tuned)
             migraphx_status().module.save(compiled.handle, str(tmp), format="msgpack")
         else:
             compiled = _compile_ort(onnx_path, True, tuned, threads, save_to=tmp)
-        os.replace(tmp, out)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
     seconds = time.perf_counter() - start
     return SavedModel(out, name, out.stat().st_size, seconds, compiled)
 
@@ -742,7 +738,7 @@ def load_compiled(
             prog = mgx.module.load(str(path), format="msgpack")
         except RuntimeError as exc:
             raise ModelFileError(
-                f"{path}: not a readable MIGraphX program ({_one_line(exc)[:160]})"
+                f"{path}: not a readable MIGraphX program ({one_line(exc)[:160]})"
             ) from None
         name, shape = _migraphx_inputs(prog)
         return CompiledModel(
@@ -874,7 +870,9 @@ def agreement(compiled: CompiledModel, model, x: np.ndarray, device=None) -> Agr
 # --------------------------------------------------------------------------- C++ example
 
 
-def write_cpp_inputs(directory: str | os.PathLike, profile: str | None = None) -> dict[str, Path]:
+def write_cpp_inputs(
+    directory: str | os.PathLike, profile: profiles.ProfileLike = None
+) -> dict[str, Path]:
     """Write what the C++ example (``code/cpp``) reads: the ONNX model, the
     preprocessed sample photo as raw float32 (1 x 3 x 299 x 299, C order) and
     PyTorch's logits for it (1 x 1000 float32), to compare with."""
@@ -888,8 +886,9 @@ def write_cpp_inputs(directory: str | os.PathLike, profile: str | None = None) -
         "input": directory / "input.bin",
         "expected": directory / "expected.bin",
     }
-    x.astype("<f4").tofile(files["input"])
-    logits.astype("<f4").tofile(files["expected"])
+    for key, array in (("input", x), ("expected", logits)):
+        with atomic_write(files[key]) as fh:
+            fh.write(array.astype("<f4").tobytes())
     return files
 
 
@@ -953,105 +952,35 @@ def run_cpp_example(
     return CppRun(True, (proc.stdout + proc.stderr).strip(), proc.returncode)
 
 
-# --------------------------------------------------------------------------- command line
+# --------------------------------------------------------------------------- one image
 
 
-def _fail(command: str, exc: BaseException, code: int = 1) -> int:
-    print(f"{command}: {_one_line(exc)}", file=sys.stderr)
-    return code
+def classify(
+    model: str | os.PathLike,
+    image: str | os.PathLike | None,
+    backend: str | None = None,
+    top: int = 5,
+    size: int | None = None,
+    threads: int | None = None,
+):
+    """Compile the ONNX file ``model`` (or load a saved ``.mxr``) and classify one image.
 
-
-def _cmd_infer(args: argparse.Namespace) -> int:
+    ``size`` defaults to the model's input size (299 if that is symbolic).
+    Returns ``(compiled, table)``: the :class:`CompiledModel` and the top
+    ``top`` classes as :func:`top_classes` gives them. Raises
+    :class:`InferenceError`, :class:`rocm_dl_guide.inception.ImageError`,
+    :class:`OSError` or :class:`RuntimeError`.
+    """
     from rocm_dl_guide import inception
 
-    try:
-        backend = select_backend(args.backend)
-    except BackendError as exc:
-        return _fail("infer", exc, 2)
-    for flag, value in (("--top", args.top), ("--size", args.size), ("--threads", args.threads)):
-        if value is not None and value < 1:
-            print(f"infer: {flag} must be at least 1, got {value}", file=sys.stderr)
-            return 2
-    try:
-        path = Path(args.model)
-        if path.suffix == ".mxr":
-            compiled = load_compiled(path, backend)
-        else:
-            compiled = compile_model(path, backend, threads=args.threads)
-        size = args.size
-        if size is None:
-            dims = compiled.input_shape
-            size = dims[-1] if dims and isinstance(dims[-1], int) and dims[-1] > 0 else 299
-        x = image_batch(args.image, 1, size)
-        logits = compiled.run(x)
-    except (InferenceError, inception.ImageError, OSError, RuntimeError) as exc:
-        return _fail("infer", exc)
-    cats = inception.categories()
-    table = top_classes(logits[0], cats, args.top)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "backend": compiled.backend,
-                    "provider": compiled.provider,
-                    "device": compiled.device,
-                    "model": str(path),
-                    "image": str(args.image),
-                    "top": table.to_dict(orient="records"),
-                }
-            )
-        )
-        return 0
-    print(compiled.summary())
-    for row in table.itertuples():
-        print(f"{row.rank}. {row.category:<30} {row.probability:7.2%}  (class {row.index})")
-    return 0
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    try:
-        files = write_cpp_inputs(args.output, args.profile)
-    except (InferenceError, OSError, RuntimeError, ValueError) as exc:
-        return _fail("export", exc)
-    for key, path in files.items():
-        print(f"{key:<9}{path}")
-    return 0
-
-
-def add_cli(subparsers: Any) -> None:
-    """Register ``infer``, ``bench`` and ``export`` on an argparse sub-parsers object.
-
-    Each command's ``func(args)`` returns the exit code; errors are one line on
-    stderr (exit 1, or 2 for an unknown or unavailable backend).
-    """
-    from rocm_dl_guide import bench
-
-    backends = ", ".join(BACKEND_CHOICES)
-    p = subparsers.add_parser(
-        "infer",
-        help="classify one image with a compiled model (MIGraphX or ONNX Runtime)",
-        description="Compile an ONNX model (or load a saved .mxr) and print the image's top "
-        "classes.",
-    )
-    p.add_argument("--model", required=True, metavar="FILE", help=".onnx or .mxr model file")
-    p.add_argument("--image", required=True, metavar="FILE", help="an image file (JPEG, PNG ...)")
-    p.add_argument("--backend", default="auto", metavar="NAME", help=f"one of {backends}")
-    p.add_argument("--top", type=int, default=5, help="how many classes to print (default 5)")
-    p.add_argument(
-        "--size", type=int, help="resize/crop the image to SIZE (default: the model's input)"
-    )
-    p.add_argument("--threads", type=int, help="CPU threads for ONNX Runtime (default: all)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=_cmd_infer)
-
-    bench.add_cli(subparsers)
-
-    p = subparsers.add_parser(
-        "export",
-        help="export Inception v3 to ONNX with an input tensor for the C++ example",
-        description="Write inception_v3.onnx, input.bin (the preprocessed sample photo, "
-        "float32 1x3x299x299) and expected.bin (PyTorch's logits, float32 1x1000) into DIR.",
-    )
-    p.add_argument("--output", required=True, metavar="DIR", help="directory to write into")
-    p.add_argument("--profile", help="smoke, gpu or full (default: $ROCM_DL_GUIDE_PROFILE or auto)")
-    p.set_defaults(func=_cmd_export)
+    path = Path(model)
+    if path.suffix == ".mxr":
+        compiled = load_compiled(path, backend)
+    else:
+        compiled = compile_model(path, backend, threads=threads)
+    if size is None:
+        dims = compiled.input_shape
+        size = dims[-1] if dims and isinstance(dims[-1], int) and dims[-1] > 0 else 299
+    x = image_batch(image, 1, size)
+    logits = compiled.run(x)
+    return compiled, top_classes(logits[0], inception.categories(), top)

@@ -6,10 +6,10 @@ had, the offline fixture otherwise) and report which one they used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from rocm_dl_guide import datasets, profiles
+from rocm_dl_guide.runs import ClassifierRun
 
 # The guide's hyperparameters (PyTorch's MNIST example): batch 64, Adadelta with
 # lr 1.0 decayed by gamma 0.7 each epoch, 14 epochs in the full profile.
@@ -17,10 +17,6 @@ FULL_EPOCHS_TORCH = 14
 FULL_EPOCHS_KERAS = 5
 BATCH_SIZE = 64
 TEST_BATCH_SIZE = 1000
-
-
-def _epochs(profile: profiles.Profile, full: int, override: int | None) -> int:
-    return profile.epochs(full, override)
 
 
 def mnist_cnn():
@@ -42,34 +38,12 @@ def mnist_cnn():
     )
 
 
-@dataclass
-class MnistRun:
-    framework: str
-    test_accuracy: float
-    test_loss: float
-    epochs: int
-    device: str
-    profile: str
-    data: datasets.PreparedData
-    result: object
-    """The framework's training result (``train.TrainResult`` or ``keras_train.KerasResult``)."""
-    dataset: str = "MNIST"
-    """The data set's name in the summary and plot title (also ``Fashion-MNIST``)."""
-
-    def summary(self) -> str:
-        return (
-            f"{self.framework} {self.dataset}: test accuracy {100 * self.test_accuracy:.1f}% "
-            f"(loss {self.test_loss:.3f}) after {self.epochs} epoch(s) on {self.device}; "
-            f"profile {self.profile}; data: {self.data.note}"
-        )
-
-    def plot(self, ax=None):
-        title = f"{self.framework} {self.dataset} ({self.data.kind} data)"
-        return self.result.plot(ax=ax, title=title)
+class MnistRun(ClassifierRun):
+    """What :func:`train_pytorch` and :func:`train_keras` return."""
 
 
 def train_pytorch(
-    profile: str | None = None,
+    profile: profiles.ProfileLike = None,
     epochs: int | None = None,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
@@ -86,9 +60,9 @@ def train_pytorch(
     from rocm_dl_guide import train
 
     prof = profiles.current(profile)
-    n_epochs = _epochs(prof, FULL_EPOCHS_TORCH, epochs)
+    n_epochs = prof.epochs(FULL_EPOCHS_TORCH, epochs)
     torch.manual_seed(seed)
-    data = datasets.prepare("mnist", profile=prof.name)
+    data = datasets.prepare("mnist", profile=prof)
     # The mean and standard deviation of the MNIST training images, as in the
     # upstream example.
     tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
@@ -148,14 +122,17 @@ def keras_mlp():
 
 
 def train_keras(
-    profile: str | None = None, epochs: int | None = None, progress: bool = True, seed: int = 1
+    profile: profiles.ProfileLike = None,
+    epochs: int | None = None,
+    progress: bool = True,
+    seed: int = 1,
 ) -> MnistRun:
     """Train the Keras MNIST model on the same IDX files and evaluate it on the test set."""
     from rocm_dl_guide import keras_train
 
     prof = profiles.current(profile)
-    n_epochs = _epochs(prof, FULL_EPOCHS_KERAS, epochs)
-    (x_train, y_train), (x_test, y_test), data = datasets.mnist_arrays("mnist", profile=prof.name)
+    n_epochs = prof.epochs(FULL_EPOCHS_KERAS, epochs)
+    (x_train, y_train), (x_test, y_test), data = datasets.mnist_arrays("mnist", profile=prof)
     keras_train.import_tensorflow()
     import keras
 

@@ -39,6 +39,9 @@ class Profile:
     """Input size for models that accept several (Inception v3: 75 and up)."""
     in_book: bool
     """Whether the book build may run with this profile."""
+    short_benchmarks: bool
+    """Benchmarks use few timed runs at large batches (two CPU cores, a page under a
+    minute) instead of a GPU's 10 warm-up and 100 timed runs at every batch size."""
 
     def epochs(self, full: int, override: int | None = None) -> int:
         """How many epochs to train: ``override`` if given, else the example's
@@ -60,6 +63,7 @@ PROFILES: dict[str, Profile] = {
         max_train_batches=20,
         image_size=75,
         in_book=True,
+        short_benchmarks=True,
     ),
     "gpu": Profile(
         name="gpu",
@@ -70,6 +74,7 @@ PROFILES: dict[str, Profile] = {
         max_train_batches=None,
         image_size=None,
         in_book=True,
+        short_benchmarks=False,
     ),
     "full": Profile(
         name="full",
@@ -80,8 +85,14 @@ PROFILES: dict[str, Profile] = {
         max_train_batches=None,
         image_size=None,
         in_book=False,
+        short_benchmarks=False,
     ),
 }
+
+
+ProfileLike = Profile | str | None
+"""What functions taking a ``profile`` accept: a :class:`Profile`, a name, or
+``None`` for the profile in force (see :func:`current`)."""
 
 
 class ProfileError(ValueError):
@@ -105,7 +116,14 @@ def default_name() -> str:
     return "gpu" if gpu_available() else "smoke"
 
 
-def current(override: str | None = None) -> Profile:
-    """The profile in force: ``override``, else ``$ROCM_DL_GUIDE_PROFILE``, else the default."""
+def current(override: Profile | str | None = None) -> Profile:
+    """The profile in force: ``override``, else ``$ROCM_DL_GUIDE_PROFILE``, else the default.
+
+    Entry points (the CLI, a case study's ``train``) resolve the profile once with
+    this and pass the :class:`Profile` down; given a :class:`Profile`, this
+    returns it unchanged.
+    """
+    if isinstance(override, Profile):
+        return override
     name = override or os.environ.get(ENV_VAR) or default_name()
     return get(name)

@@ -2,6 +2,13 @@
 
 Versions come from the installed distributions' metadata, so producing the note
 does not import a framework that the page itself does not use.
+
+:func:`note` shows the note as prose for the reader and also records the same
+facts as data: a value glued with MyST-NB's ``glue`` under the key
+:data:`GLUE_KEY`, as a JSON object of the MIME type :data:`RECORD_MIME` (see
+:meth:`Provenance.record`). The book's Sphinx extension (``_ext/guide_build.py``)
+reads it from the executed notebook's glue data to build the home page's
+provenance table. The prose can change freely; the table does not parse it.
 """
 
 from __future__ import annotations
@@ -12,6 +19,15 @@ from datetime import datetime, timezone
 from importlib import metadata
 
 from rocm_dl_guide import __version__, profiles
+
+GLUE_KEY = "guide-provenance"
+"""The glue key under which :func:`note` records the provenance as data."""
+RECORD_MIME = "application/vnd.rocm-dl-guide.provenance+json"
+"""The record's MIME type. A ``+json`` type: notebook files store its value as a
+JSON object (nbformat's schema allows objects only for JSON MIME types, also
+under glue's ``application/papermill.record/`` prefix)."""
+RECORD_KIND = "rocm_dl_guide.provenance"
+RECORD_VERSION = 1
 
 # Distribution names under which each framework may be installed.
 _DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
@@ -68,6 +84,17 @@ class Provenance:
             + f"; executed {self.executed_at}."
         )
 
+    def record(self) -> dict:
+        """The note as data (what the provenance table is built from)."""
+        return {
+            "kind": RECORD_KIND,
+            "version": RECORD_VERSION,
+            "profile": self.profile,
+            "device": self.device,
+            "executed_at": self.executed_at,
+            "versions": dict(self.versions),
+        }
+
     def _repr_markdown_(self) -> str:
         return self.markdown()
 
@@ -75,7 +102,7 @@ class Provenance:
         return self.markdown().replace("**", "").replace("`", "")
 
 
-def collect(framework: str = "pytorch", profile: str | None = None) -> Provenance:
+def collect(framework: str = "pytorch", profile: profiles.ProfileLike = None) -> Provenance:
     """Gather the note. ``framework`` says whose view of the device to report
     (``"pytorch"``, ``"tensorflow"``, or ``"none"`` for pages that use neither)."""
     from rocm_dl_guide.device import cpu_name, describe
@@ -96,8 +123,42 @@ def collect(framework: str = "pytorch", profile: str | None = None) -> Provenanc
     return Provenance(profile=prof.name, device=device, versions=versions, executed_at=when)
 
 
-def note(framework: str = "pytorch", profile: str | None = None):
-    """Display the provenance note in a notebook (returns an IPython Markdown object)."""
+class _Record:
+    """The value :func:`note` glues: the record as :data:`RECORD_MIME` (and plain text)."""
+
+    def __init__(self, record: dict) -> None:
+        self._record = record
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {RECORD_MIME: self._record, "text/plain": repr(self)}
+
+    def __repr__(self) -> str:
+        return f"provenance record {self._record!r}"
+
+
+def record(prov: Provenance) -> None:
+    """Glue ``prov`` as data (:data:`RECORD_MIME` under :data:`GLUE_KEY`), not shown.
+
+    Does nothing outside an IPython kernel, or where MyST-NB is not installed:
+    the record only matters to the book build.
+    """
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+        from myst_nb import glue
+    except ImportError:
+        return
+    if InteractiveShell.initialized():
+        glue(GLUE_KEY, _Record(prov.record()), display=False)
+
+
+def note(framework: str = "pytorch", profile: profiles.ProfileLike = None):
+    """Display the provenance note in a notebook (returns an IPython Markdown object).
+
+    The same facts are recorded as data with :func:`record`, for the book's
+    provenance table.
+    """
     from IPython.display import Markdown
 
-    return Markdown(collect(framework, profile).markdown())
+    prov = collect(framework, profile)
+    record(prov)
+    return Markdown(prov.markdown())

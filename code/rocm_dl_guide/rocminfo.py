@@ -363,6 +363,174 @@ def _hsa_error(status: str | None, text: str | None) -> str:
     return f"The ROCm runtime (HSA) failed to start: {status}."
 
 
+class _Parser:
+    """One :func:`parse` run: a line-oriented state machine over rocminfo's sections.
+
+    Each non-blank line is tried, in order, as a status or failure line (these
+    may appear anywhere), as a structural line (rules, section titles, ``Agent
+    N`` headers, ``*** Done ***``), and finally as content of the section it
+    is in: an agent's block, the system attributes, or a free-standing note.
+    """
+
+    def __init__(self) -> None:
+        self.state = _PREAMBLE
+        self.system: dict[str, str] = {}
+        self.notes: list[str] = []
+        self.agents: list[Agent] = []
+        self.current: _AgentBuilder | None = None
+        self.module_loaded: bool | None = None
+        self.module_version: str | None = None
+        self.saw_text = False
+        self.saw_structure = False
+        self.complete = False
+        # Error evidence, collected wherever it appears.
+        self.kfd_reason: str | None = None
+        self.hsa_failed = False
+        self.hsa_status: str | None = None
+        self.hsa_text: str | None = None
+        self.not_member: str | None = None
+        self.kmod_reason: str | None = None
+        self.not_installed = False
+
+    def feed(self, line: str) -> None:
+        """Take one cleaned line of the output."""
+        stripped = line.strip()
+        if not stripped:
+            return
+        self.saw_text = True
+        if self._module_line(stripped) or self._failure_line(stripped):
+            return
+        if self._structure_line(stripped):
+            return
+        if self.current is not None:
+            self.current.feed(line)
+        elif self.state == _SYSTEM:
+            self._system_line(stripped)
+        else:
+            self.notes.append(stripped)
+
+    def _module_line(self, stripped: str) -> bool:
+        """``ROCk module [version X] is [NOT] loaded``."""
+        module = _MODULE_RE.match(stripped)
+        if not module:
+            return False
+        loaded = module.group("not") is None
+        # "NOT loaded" wins if both appear (e.g. two runs pasted together).
+        previous = self.module_loaded
+        self.module_loaded = loaded if previous is None else (previous and loaded)
+        self.module_version = module.group("version") or self.module_version
+        self.saw_structure = True
+        return True
+
+    def _failure_line(self, stripped: str) -> bool:
+        """A line that is evidence of a failure; kept as a note."""
+        if (m := _KFD_RE.search(stripped)) is not None:
+            self.kfd_reason = m.group("reason")
+        elif _HSA_FAIL_RE.search(stripped) is not None:
+            self.hsa_failed = True
+        elif (m := _HSA_INIT_RE.search(stripped)) is not None:
+            self.hsa_failed = True
+            reason = m.group("text").strip() or "no reason given"
+            self.hsa_text = self.hsa_text or f"hsa_init failed: {reason}"
+        elif (m := _HSA_STATUS_RE.search(stripped)) is not None:
+            self.hsa_status, self.hsa_text = m.group("status").upper(), m.group("text")
+        elif (m := _NOT_MEMBER_RE.search(stripped)) is not None:
+            self.not_member = m.group("group")
+        elif (m := _KMOD_RE.search(stripped)) is not None:
+            self.kmod_reason = m.group("reason").strip()
+        elif _NOT_FOUND_RE.search(stripped) and self.state == _PREAMBLE:
+            self.not_installed = True
+        else:
+            return False
+        self.notes.append(stripped)
+        return True
+
+    def _structure_line(self, stripped: str) -> bool:
+        """Separators, section titles, ``Agent N`` headers and the end marker."""
+        if _RULE_RE.match(stripped):
+            return True  # "=====" and "*******" separators
+        lowered = stripped.lower()
+        header = _AGENT_HEADER_RE.match(stripped)
+        if _DONE_RE.match(stripped):
+            self.complete = True
+        elif lowered == "hsa system attributes":
+            self.state = _SYSTEM
+        elif lowered == "hsa agents" or header:
+            self.state = _AGENTS
+        else:
+            return False
+        self._finish_agent()
+        self.saw_structure = True
+        if header:
+            self.current = _AgentBuilder(int(header.group("index")))
+        return True
+
+    def _system_line(self, stripped: str) -> None:
+        """A line of ``HSA System Attributes``: ``Key: value`` (first wins) or a note."""
+        kv = _KEY_VALUE_RE.match(stripped)
+        if kv:
+            self.system.setdefault(kv.group("key").strip(), kv.group("value").strip())
+        else:
+            self.notes.append(stripped)
+
+    def _finish_agent(self) -> None:
+        if self.current is not None:
+            self.agents.append(self.current.build())
+            self.current = None
+
+    def _error(self) -> str | None:
+        """The error sentence, most specific cause first (None if all is well)."""
+        if self.kfd_reason is not None:
+            return _kfd_error(self.kfd_reason, self.not_member)
+        if self.hsa_failed or self.hsa_status is not None:
+            return _hsa_error(self.hsa_status, self.hsa_text)
+        if self.agents:
+            return None
+        if self.module_loaded is False:
+            error = (
+                "The amdgpu kernel driver (ROCk module) is not loaded, so ROCm cannot see any GPU"
+            )
+            if self.kmod_reason:
+                error += f" (rocminfo could not read the kernel module list: {self.kmod_reason})"
+            return error + "."
+        if self.not_installed:
+            return "rocminfo is not installed (the shell reported 'command not found')."
+        if not self.saw_text:
+            return "rocminfo printed nothing."
+        if self.saw_structure:
+            return "rocminfo listed no agents: the output has no 'Agent N' blocks (truncated?)."
+        return (
+            "The text does not look like rocminfo output "
+            "(no 'HSA Agents' section or 'Agent N' blocks were found)."
+        )
+
+    def report(self) -> RocminfoReport:
+        """End of input: close the last agent and build the report."""
+        self._finish_agent()
+        runtime_version = self.system.get("Runtime Version")
+        return RocminfoReport(
+            runtime_version=None if _missing(runtime_version) else runtime_version,
+            kernel_module_loaded=self.module_loaded,
+            agents=tuple(self.agents),
+            error=self._error(),
+            kernel_module_version=self.module_version,
+            system=self.system,
+            notes=tuple(self.notes),
+            complete=self.complete,
+        )
+
+
+def _as_text(text: object) -> str:
+    """``bytes`` decoded as UTF-8 (with replacement characters); a non-text raises."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    if not isinstance(text, str):
+        raise RocminfoError(
+            f"parse() needs the text printed by rocminfo, not {type(text).__name__}"
+        )
+    return text
+
+
 def parse(text: str | bytes) -> RocminfoReport:
     """Parse the text printed by ``rocminfo`` (stdout, optionally with stderr).
 
@@ -372,161 +540,10 @@ def parse(text: str | bytes) -> RocminfoReport:
     UTF-8 with replacement characters. Anything other than ``str``/``bytes``
     raises :class:`RocminfoError`.
     """
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8", errors="replace")
-    if not isinstance(text, str):
-        raise RocminfoError(
-            f"parse() needs the text printed by rocminfo, not {type(text).__name__}"
-        )
-
-    state = _PREAMBLE
-    system: dict[str, str] = {}
-    notes: list[str] = []
-    agents: list[Agent] = []
-    current: _AgentBuilder | None = None
-    module_loaded: bool | None = None
-    module_version: str | None = None
-    saw_structure = False
-    complete = False
-
-    # Error evidence, collected wherever it appears.
-    kfd_reason: str | None = None
-    hsa_failed = False
-    hsa_status: str | None = None
-    hsa_text: str | None = None
-    not_member: str | None = None
-    kmod_reason: str | None = None
-    not_installed = False
-
-    def finish_agent() -> None:
-        nonlocal current
-        if current is not None:
-            agents.append(current.build())
-            current = None
-
-    for line in _clean_lines(text):
-        stripped = line.strip()
-        if not stripped:
-            continue
-
-        # --- failure and status lines: recognised in any state -------------
-        module = _MODULE_RE.match(stripped)
-        if module:
-            loaded = module.group("not") is None
-            # "NOT loaded" wins if both appear (e.g. two runs pasted together).
-            module_loaded = loaded if module_loaded is None else (module_loaded and loaded)
-            module_version = module.group("version") or module_version
-            saw_structure = True
-            continue
-        if (m := _KFD_RE.search(stripped)) is not None:
-            kfd_reason = m.group("reason")
-            notes.append(stripped)
-            continue
-        if (m := _HSA_FAIL_RE.search(stripped)) is not None:
-            hsa_failed = True
-            notes.append(stripped)
-            continue
-        if (m := _HSA_INIT_RE.search(stripped)) is not None:
-            hsa_failed = True
-            reason = m.group("text").strip() or "no reason given"
-            hsa_text = hsa_text or f"hsa_init failed: {reason}"
-            notes.append(stripped)
-            continue
-        if (m := _HSA_STATUS_RE.search(stripped)) is not None:
-            hsa_status, hsa_text = m.group("status").upper(), m.group("text")
-            notes.append(stripped)
-            continue
-        if (m := _NOT_MEMBER_RE.search(stripped)) is not None:
-            not_member = m.group("group")
-            notes.append(stripped)
-            continue
-        if (m := _KMOD_RE.search(stripped)) is not None:
-            kmod_reason = m.group("reason").strip()
-            notes.append(stripped)
-            continue
-        if _NOT_FOUND_RE.search(stripped) and state == _PREAMBLE:
-            not_installed = True
-            notes.append(stripped)
-            continue
-
-        # --- structure ------------------------------------------------------
-        if _DONE_RE.match(stripped):
-            finish_agent()
-            complete = True
-            saw_structure = True
-            continue
-        if _RULE_RE.match(stripped):
-            continue  # "=====" and "*******" separators
-        lowered = stripped.lower()
-        if lowered == "hsa system attributes":
-            finish_agent()
-            state = _SYSTEM
-            saw_structure = True
-            continue
-        if lowered == "hsa agents":
-            finish_agent()
-            state = _AGENTS
-            saw_structure = True
-            continue
-        header = _AGENT_HEADER_RE.match(stripped)
-        if header:
-            finish_agent()
-            state = _AGENTS
-            saw_structure = True
-            current = _AgentBuilder(int(header.group("index")))
-            continue
-
-        if current is not None:
-            current.feed(line)
-        elif state == _SYSTEM:
-            kv = _KEY_VALUE_RE.match(stripped)
-            if kv:
-                system.setdefault(kv.group("key").strip(), kv.group("value").strip())
-            else:
-                notes.append(stripped)
-        else:
-            notes.append(stripped)
-
-    finish_agent()
-
-    runtime_version = system.get("Runtime Version")
-    if _missing(runtime_version):
-        runtime_version = None
-
-    # --- the error sentence, most specific cause first -----------------------
-    error: str | None = None
-    if kfd_reason is not None:
-        error = _kfd_error(kfd_reason, not_member)
-    elif hsa_failed or hsa_status is not None:
-        error = _hsa_error(hsa_status, hsa_text)
-    elif module_loaded is False and not agents:
-        error = "The amdgpu kernel driver (ROCk module) is not loaded, so ROCm cannot see any GPU"
-        if kmod_reason:
-            error += f" (rocminfo could not read the kernel module list: {kmod_reason})"
-        error += "."
-    elif not_installed and not agents:
-        error = "rocminfo is not installed (the shell reported 'command not found')."
-    elif not agents:
-        if not any(line.strip() for line in _clean_lines(text)):
-            error = "rocminfo printed nothing."
-        elif saw_structure:
-            error = "rocminfo listed no agents: the output has no 'Agent N' blocks (truncated?)."
-        else:
-            error = (
-                "The text does not look like rocminfo output "
-                "(no 'HSA Agents' section or 'Agent N' blocks were found)."
-            )
-
-    return RocminfoReport(
-        runtime_version=runtime_version,
-        kernel_module_loaded=module_loaded,
-        agents=tuple(agents),
-        error=error,
-        kernel_module_version=module_version,
-        system=system,
-        notes=tuple(notes),
-        complete=complete,
-    )
+    parser = _Parser()
+    for line in _clean_lines(_as_text(text)):
+        parser.feed(line)
+    return parser.report()
 
 
 # ---------------------------------------------------------------------------

@@ -848,6 +848,11 @@ class PrecisionComparison:
         rows = self.frame.loc[self.frame["variant"] == variant, "speedup"]
         return float(rows.iloc[0]) if len(rows) else float("nan")
 
+    def fastest(self) -> tuple[str, float]:
+        """``(variant, speed-up over float32)`` of the fastest variant that ran."""
+        row = self.frame.loc[self.frame["speedup"].idxmax()]
+        return str(row["variant"]), float(row["speedup"])
+
 
 def _run_steps(loop: _Loop, data: list, n: int) -> int:
     """``n`` training steps cycling over ``data``; returns the number of images seen."""

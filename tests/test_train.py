@@ -381,7 +381,7 @@ def test_sigkill_while_saving_keeps_the_previous_checkpoint(tmp_path):
 
     rc, _ = run_script(tmp_path, ckpt_dir, 3, KILL_IN_SAVE_AT_EPOCH="2")
     assert rc == -signal.SIGKILL
-    leftovers = [p for p in ckpt_dir.iterdir() if p.name not in ("last.pt", "best.pt")]
+    leftovers = [p for p in ckpt_dir.iterdir() if p.name not in ("last.pt", "best.pt", ".lock")]
     assert leftovers and all(p.name.startswith(".last.pt.") for p in leftovers)
     assert last.read_bytes() == before  # untouched, still epoch 1
     assert read_checkpoint(last)["epoch"] == 1
@@ -402,7 +402,7 @@ def test_sigkill_while_saving_keeps_the_previous_checkpoint(tmp_path):
     )
     assert result.resumed_from_epoch == 1
     assert [m.epoch for m in result.history] == [1, 2]
-    assert sorted(p.name for p in ckpt_dir.iterdir()) == ["best.pt", "last.pt"]
+    assert sorted(p.name for p in ckpt_dir.iterdir()) == [".lock", "best.pt", "last.pt"]
     assert any("killed while saving" in m for m in messages)
 
 
@@ -438,7 +438,7 @@ def test_exception_during_save_leaves_previous_checkpoint(tmp_path, monkeypatch)
     after = read_checkpoint(last)
     assert after["epoch"] == 1 and after["history"] == before["history"]
     assert same_state(after["model"], before["model"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "last.pt"]  # no temp file
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "best.pt", "last.pt"]  # no temp file
 
     # a checkpoint already at `epochs` returns its history without training
     trained = []

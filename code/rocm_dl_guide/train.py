@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from rocm_dl_guide import files
+from rocm_dl_guide import distributed, files
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -98,6 +98,10 @@ class TrainResult:
     """The epoch the run resumed after (``0`` when it started from scratch)."""
     weights: Path | None = None
     """The trained model's weights file (``checkpoint_dir/final_weights``), if saved."""
+    world_size: int = 1
+    """How many processes trained together (1 without torchrun)."""
+    backend: str | None = None
+    """The process group's backend (``nccl``, ``gloo``), ``None`` for one process."""
 
     @property
     def final(self) -> EpochMetrics | None:
@@ -308,7 +312,7 @@ def _write_checkpoint(
         {
             "format": _FORMAT,
             "epoch": history[-1].epoch,
-            "model": loop.model.state_dict(),
+            "model": loop.module.state_dict(),
             "optimizer": loop.optimizer.state_dict(),
             "scheduler": loop.scheduler.state_dict() if loop.scheduler is not None else None,
             "scaler": loop.scaler.state_dict() if loop.scaler.is_enabled() else None,
@@ -422,6 +426,16 @@ class _Tally:
     def accuracy(self) -> float | None:
         return self.correct.item() / self.labels if self.classify and self.labels else None
 
+    def sum_over_ranks(self) -> None:
+        """Replace this rank's totals by the totals of all ranks (distributed runs)."""
+        device = self.loss_sum.device
+        totals = distributed.all_reduce_sums(
+            [self.loss_sum.item(), self.correct.item(), self.samples, self.labels], device
+        )
+        self.loss_sum = torch.tensor(totals[0], dtype=torch.float64, device=device)
+        self.correct = torch.tensor(int(totals[1]), dtype=torch.int64, device=device)
+        self.samples, self.labels = int(totals[2]), int(totals[3])
+
 
 def _num_batches(loader: Iterable, cap: int | None) -> int | None:
     try:
@@ -447,8 +461,10 @@ def evaluate(
 
     Runs under ``torch.no_grad()`` in eval mode and restores the model's previous
     mode afterwards. The loss is averaged per sample; accuracy is ``None`` when the
-    labels are not class indices (as in :class:`EpochMetrics`). Raises
-    ``ValueError`` if the loader is empty.
+    labels are not class indices (as in :class:`EpochMetrics`). In a distributed
+    run every rank must call it, and the totals are summed over ranks (each rank
+    passes its own shard, see :func:`rocm_dl_guide.distributed.shard_eval_loader`).
+    Raises ``ValueError`` if the loader is empty.
     """
     device = torch.device(device) if device is not None else _default_device()
     loss_fn = _loss_on(loss_fn, device)
@@ -469,6 +485,7 @@ def evaluate(
                 tally.add(logits, y, loss)
     finally:
         model.train(was_training)
+    tally.sum_over_ranks()  # in a distributed run: over every rank's shard
     if tally.samples == 0:
         raise ValueError("evaluate: the loader produced no batches")
     return tally.loss(), tally.accuracy()
@@ -518,6 +535,7 @@ class _Loop:
     """What every step of :func:`fit` needs: the model and its optimisation state."""
 
     model: nn.Module
+    """What trains: the model, or its DistributedDataParallel wrapper."""
     optimizer: torch.optim.Optimizer
     loss_fn: Callable
     scheduler: Any
@@ -526,6 +544,9 @@ class _Loop:
     scaler: torch.amp.GradScaler
     options: FitOptions
     say: Callable[[str], Any]
+    ctx: distributed.Context
+    module: nn.Module
+    """The model itself (whose ``state_dict`` is saved and loaded)."""
 
 
 @dataclass
@@ -537,6 +558,8 @@ class _Start:
     history: list[EpochMetrics] = field(default_factory=list)
     best_val_accuracy: float | None = None
     rng: Mapping[str, Any] | None = None
+    lock: Any = None
+    """The checkpoint folder's lock, held by rank 0 until the run ends."""
 
 
 def _loss_on(loss_fn: Callable | None, device: torch.device) -> Callable:
@@ -546,9 +569,10 @@ def _loss_on(loss_fn: Callable | None, device: torch.device) -> Callable:
     return loss_fn
 
 
-def _make_loop(model, optimizer, loss_fn, scheduler, device, options, say) -> _Loop:
-    """Move the model to the device and pick the precision: the set-up of a run."""
-    device = torch.device(device) if device is not None else _default_device()
+def _make_loop(model, optimizer, loss_fn, scheduler, ctx, options, say) -> _Loop:
+    """Move the model to the device, wrap it for data parallelism when several
+    processes train together, and pick the precision: the set-up of a run."""
+    device = ctx.device
     model.to(device)
     if options.channels_last:
         model.to(memory_format=torch.channels_last)
@@ -562,7 +586,15 @@ def _make_loop(model, optimizer, loss_fn, scheduler, device, options, say) -> _L
         )
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     loss_fn = _loss_on(loss_fn, device)
-    return _Loop(model, optimizer, loss_fn, scheduler, device, amp_dtype, scaler, options, say)
+    trained = model
+    if ctx.distributed:
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [ctx.local_rank] if device.type == "cuda" else None
+        trained = DistributedDataParallel(model, device_ids=ids)
+    return _Loop(
+        trained, optimizer, loss_fn, scheduler, device, amp_dtype, scaler, options, say, ctx, model
+    )
 
 
 def restore_checkpoint(loop: _Loop) -> _Start:
@@ -575,20 +607,18 @@ def restore_checkpoint(loop: _Loop) -> _Start:
     if opts.checkpoint_dir is None:
         return _Start(None)
     path = Path(opts.checkpoint_dir) / CHECKPOINT_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in _stale_temp_files(path) + _stale_temp_files(path.parent / BEST_NAME):
-        say(f"removing {stale.name}, left by a run killed while saving")
-        stale.unlink(missing_ok=True)
-    if not opts.resume:
+    lock = _take_checkpoint_dir(loop, path)
+    resume = opts.resume or distributed.restart_count() > 0  # torchrun restarted the group
+    if not resume:
         if path.exists():
             say(f"starting from scratch; {path} will be overwritten (resume=False)")
-        return _Start(path)
+        return _Start(path, lock=lock)
     if not path.exists():
         say(f"no checkpoint at {path}: starting from scratch")
-        return _Start(path)
+        return _Start(path, lock=lock)
     ckpt = _read_checkpoint(path)
     try:
-        loop.model.load_state_dict(ckpt["model"])
+        loop.module.load_state_dict(ckpt["model"])
         loop.optimizer.load_state_dict(ckpt["optimizer"])
         if loop.scheduler is not None and ckpt.get("scheduler") is not None:
             loop.scheduler.load_state_dict(ckpt["scheduler"])
@@ -600,7 +630,22 @@ def restore_checkpoint(loop: _Loop) -> _Start:
         history = [EpochMetrics(**row) for row in ckpt["history"]]
     except TypeError as exc:
         raise CheckpointError(path, f"has an unknown history format: {exc}") from exc
-    return _Start(path, ckpt["epoch"], history, ckpt.get("best_val_accuracy"), ckpt["rng"])
+    best = ckpt.get("best_val_accuracy")
+    return _Start(path, ckpt["epoch"], history, best, ckpt["rng"], lock)
+
+
+def _take_checkpoint_dir(loop: _Loop, path: Path) -> Any:
+    """Rank 0 locks the checkpoint folder and removes temporary files of a killed
+    save; the other ranks wait for it. Returns the lock (``None`` on other ranks)."""
+    lock = None
+    if loop.ctx.is_main:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = distributed.lock_checkpoint_dir(path.parent)
+        for stale in _stale_temp_files(path) + _stale_temp_files(path.parent / BEST_NAME):
+            loop.say(f"removing {stale.name}, left by a run killed while saving")
+            stale.unlink(missing_ok=True)
+    distributed.barrier()
+    return lock
 
 
 def _train_step(loop: _Loop, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -632,7 +677,8 @@ def train_one_epoch(
     from rocm_dl_guide.progress import enabled as bars_enabled
 
     opts, device = loop.options, loop.device
-    show = bars_enabled(opts.progress)
+    show = bars_enabled(opts.progress) and loop.ctx.is_main
+    distributed.set_epoch(loader, epoch)
     total = _num_batches(loader, opts.max_train_batches)
     bar = tqdm(
         total=total,
@@ -667,6 +713,7 @@ def train_one_epoch(
         seconds = time.perf_counter() - start
     finally:
         bar.close()
+    tally.sum_over_ranks()
     if tally.samples == 0:
         raise ValueError("fit: the training loader produced no batches")
     return tally, seconds, lr
@@ -725,18 +772,28 @@ def save_checkpoint(loop: _Loop, start: _Start, history: list[EpochMetrics], loa
         return
     val_acc = history[-1].val_accuracy
     best = start.best_val_accuracy
-    if loop.options.keep_best and val_acc is not None and (best is None or val_acc > best):
+    is_best = loop.options.keep_best and val_acc is not None and (best is None or val_acc > best)
+    if is_best:
         start.best_val_accuracy = val_acc
-        save_weights(loop.model, start.checkpoint.parent / BEST_NAME)
-    _write_checkpoint(start.checkpoint, loop, history, start.best_val_accuracy, loader)
+    if loop.ctx.is_main:  # one writer; the others wait until the files are complete
+        if is_best:
+            save_weights(loop.module, start.checkpoint.parent / BEST_NAME)
+        _write_checkpoint(start.checkpoint, loop, history, start.best_val_accuracy, loader)
+    distributed.barrier()
 
 
 def _finish(loop: _Loop, start: _Start, history: list[EpochMetrics]) -> TrainResult:
     """The run's result; saves the final weights next to the checkpoint if asked to."""
-    result = TrainResult(history, str(loop.device), start.checkpoint, start.epoch)
+    ctx = loop.ctx
+    result = TrainResult(
+        history, str(loop.device), start.checkpoint, start.epoch, None, ctx.world_size, ctx.backend
+    )
     name = loop.options.final_weights
     if name and start.checkpoint is not None:
-        result.weights = save_weights(loop.model, start.checkpoint.parent / name)
+        result.weights = start.checkpoint.parent / name
+        if ctx.is_main:
+            save_weights(loop.module, result.weights)
+        distributed.barrier()
     return result
 
 
@@ -789,19 +846,48 @@ def fit(
     A non-finite training loss raises ``FloatingPointError`` before the epoch's
     checkpoint is written, so ``last.pt`` stays the last good epoch. A
     checkpoint already at ``epochs`` returns its history without training.
+    Rank 0 holds a lock on ``checkpoint_dir`` for the whole run, so a second run
+    pointed at the same folder fails at once
+    (:class:`rocm_dl_guide.distributed.CheckpointInUseError`).
+
+    Started by ``torchrun``, the same call trains data-parallel (see
+    :mod:`rocm_dl_guide.distributed`): each process uses its local GPU (``device``
+    is then ignored) or the CPU with ``gloo``, the model is wrapped in
+    ``DistributedDataParallel``, the loaders are sharded (per-rank batch size
+    unchanged), the metrics are summed over ranks, rank 0 alone logs and writes
+    checkpoints, and after an elastic restart every rank resumes from ``last.pt``.
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
     opts = replace(options or FitOptions(), **knobs)
-    say = log if log is not None else (lambda _msg: None)
-    loop = _make_loop(model, optimizer, loss_fn, scheduler, device, opts, say)
+    ctx = distributed.setup(device)
+    say = log if log is not None and ctx.is_main else (lambda _msg: None)
+    if ctx.distributed:
+        say(f"data parallel: {ctx.world_size} processes, {ctx.backend} backend")
+        train_loader = distributed.shard_train_loader(train_loader, ctx)
+        if val_loader is not None:
+            val_loader = distributed.shard_eval_loader(val_loader, ctx)
+    loop = _make_loop(model, optimizer, loss_fn, scheduler, ctx, opts, say)
     start = restore_checkpoint(loop)
+    try:
+        history = _train_epochs(loop, start, train_loader, val_loader, epochs, on_epoch_end)
+        return _finish(loop, start, history)
+    finally:
+        if start.lock is not None:
+            start.lock.release()
+
+
+def _train_epochs(
+    loop: _Loop, start: _Start, train_loader, val_loader, epochs: int, on_epoch_end
+) -> list[EpochMetrics]:
+    """Epochs ``start.epoch + 1`` to ``epochs``, each checkpointed; the whole history."""
+    say = loop.say
     if start.epoch >= epochs:
         say(
             f"{start.checkpoint} is already at epoch {start.epoch} (asked for {epochs}): "
             "not training"
         )
-        return _finish(loop, start, start.history)
+        return start.history
     if start.rng is not None:
         _set_rng_state(start.rng, train_loader)
         say(f"resuming from {start.checkpoint}: epoch {start.epoch} of {epochs} done")
@@ -814,7 +900,7 @@ def fit(
         if on_epoch_end is not None and on_epoch_end(metrics) is True:
             say(f"stopped after epoch {epoch} by on_epoch_end")
             break
-    return _finish(loop, start, history)
+    return history
 
 
 # --------------------------------------------------------------------------- precision
@@ -895,7 +981,8 @@ def _measure_variant(
         model = model_fn()
         opts = FitOptions(channels_last=cl, aux_logits_weight=aux_logits_weight)
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-        loop = _make_loop(model, opt, loss_fn, None, device, opts, lambda _m: None)
+        one = distributed.Context(0, 1, 0, None, device)
+        loop = _make_loop(model, opt, loss_fn, None, one, opts, lambda _m: None)
         loop.amp_dtype = dtype
         loop.scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
         data = [(_prepare(x, device, cl), y.to(device)) for x, y in batches]

@@ -1,0 +1,222 @@
+"""Data-parallel training with PyTorch's own engines: torchrun, the process group, DDP.
+
+The shared loop (:func:`rocm_dl_guide.train.fit`) calls :func:`setup` first.
+When the process was started by ``torchrun`` (which sets ``RANK``,
+``WORLD_SIZE`` and ``LOCAL_RANK``), :func:`setup` joins the process group
+(``nccl`` on GPUs, which is RCCL on ROCm; ``gloo`` on the CPU) and pins the
+process to its local GPU; otherwise it returns a one-process context and
+nothing changes. The loop then shards its loaders with
+:func:`shard_train_loader` and :func:`shard_eval_loader`, sums its running
+totals over ranks with :func:`all_reduce_sums`, and lets only rank 0 log, draw
+progress and write checkpoints.
+
+:func:`launch` starts N local workers through torchrun's elastic agent
+(``python -m torch.distributed.run``), which restarts the whole group when a
+worker dies (``max_restarts``). :func:`lock_checkpoint_dir` keeps two jobs from
+writing into one checkpoint folder.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, RandomSampler, Subset
+from torch.utils.data.distributed import DistributedSampler
+
+LOCK_NAME = ".lock"
+"""The lock file a run holds in its checkpoint folder."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where this process stands in a (possibly one-process) training job."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str | None
+    """The process group's backend (``nccl``/``gloo``), ``None`` for one process."""
+    device: torch.device
+
+    @property
+    def distributed(self) -> bool:
+        return self.backend is not None
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the process that logs, draws progress and writes files."""
+        return self.rank == 0
+
+
+def launched_by_torchrun(env: dict[str, str] | None = None) -> bool:
+    """Whether torchrun (or another launcher using its variables) started this process."""
+    env = os.environ if env is None else env
+    return "RANK" in env and "WORLD_SIZE" in env and "LOCAL_RANK" in env
+
+
+def restart_count() -> int:
+    """How often torchrun's elastic agent has restarted this job's workers."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+
+
+def setup(device: str | torch.device | None = None) -> Context:
+    """Join the process group if torchrun started this process; the context either way.
+
+    Without torchrun: rank 0 of 1 on ``device`` (default: the GPU if any). Under
+    torchrun: ``nccl`` with one GPU per local rank when PyTorch sees GPUs, else
+    ``gloo`` on the CPU; an already initialised process group is reused.
+    """
+    if not launched_by_torchrun():
+        from rocm_dl_guide.device import pick
+
+        return Context(0, 1, 0, None, torch.device(device) if device is not None else pick())
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+        backend, dev = "nccl", torch.device("cuda", local_rank)
+    else:
+        backend, dev = "gloo", torch.device("cpu")
+    if not dist.is_initialized():
+        dist.init_process_group(backend=backend)
+    return Context(dist.get_rank(), dist.get_world_size(), local_rank, dist.get_backend(), dev)
+
+
+def active() -> bool:
+    """Whether a process group is initialised in this process."""
+    return dist.is_available() and dist.is_initialized()
+
+
+def barrier() -> None:
+    """Wait for every rank (a no-op in one process)."""
+    if active():
+        dist.barrier()
+
+
+def all_reduce_sums(values: Sequence[float], device: torch.device) -> list[float]:
+    """Sum each value over all ranks (returned unchanged in one process)."""
+    if not active():
+        return [float(v) for v in values]
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t.tolist()
+
+
+def shard_train_loader(loader: DataLoader, ctx: Context) -> DataLoader:
+    """The same loader, but each rank draws a different ``1/world_size`` of the data.
+
+    Uses :class:`~torch.utils.data.distributed.DistributedSampler`, shuffled
+    when ``loader`` shuffled, seeded from the loader's generator so every rank
+    agrees on the permutation; the per-rank batch size stays ``loader.batch_size``.
+    The loop calls ``sampler.set_epoch(epoch)`` every epoch.
+    """
+    shuffle = isinstance(loader.sampler, RandomSampler)
+    gen = loader.generator
+    seed = gen.initial_seed() if gen is not None else 0
+    sampler = DistributedSampler(
+        loader.dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=shuffle, seed=seed
+    )
+    return _rebuild(loader, sampler)
+
+
+def shard_eval_loader(loader: DataLoader, ctx: Context) -> DataLoader:
+    """Every ``world_size``-th sample for this rank, in order, without padding.
+
+    Unlike ``DistributedSampler(shuffle=False)``, no sample is repeated to even
+    out the shards, so metrics summed over ranks equal one process's exactly.
+    """
+    indices = range(ctx.rank, len(loader.dataset), ctx.world_size)
+    return _rebuild(loader, None, dataset=Subset(loader.dataset, indices))
+
+
+def _rebuild(loader: DataLoader, sampler: Any, dataset: Any = None) -> DataLoader:
+    return DataLoader(
+        dataset if dataset is not None else loader.dataset,
+        batch_size=loader.batch_size,
+        sampler=sampler,
+        shuffle=False,
+        num_workers=loader.num_workers,
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        drop_last=loader.drop_last,
+        generator=loader.generator,
+        persistent_workers=loader.persistent_workers if loader.num_workers else False,
+    )
+
+
+def set_epoch(loader: Any, epoch: int) -> None:
+    """Tell a :class:`DistributedSampler` which epoch begins, so it reshuffles."""
+    sampler = getattr(loader, "sampler", None)
+    if isinstance(sampler, DistributedSampler):
+        sampler.set_epoch(epoch)
+
+
+class CheckpointInUseError(RuntimeError):
+    """Another training run holds the lock of this checkpoint folder."""
+
+
+def lock_checkpoint_dir(directory: str | os.PathLike):
+    """Hold ``directory/.lock`` for this run; raises :class:`CheckpointInUseError` if taken.
+
+    The lock is an OS file lock (``filelock``), so it is released when the
+    holder exits or is killed, and an elastic restart can take it again.
+    Returns the lock; call ``release()`` when training ends.
+    """
+    from filelock import FileLock, Timeout
+
+    path = Path(directory) / LOCK_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise CheckpointInUseError(
+            f"{directory} is in use by another training run (it holds {path}); wait for "
+            "that run to finish, or give this one its own checkpoint folder"
+        ) from None
+    return lock
+
+
+def torchrun_command(
+    module_args: Sequence[str],
+    nproc: int,
+    *,
+    max_restarts: int = 0,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    rdzv_endpoint: str | None = None,
+) -> list[str]:
+    """The ``torch.distributed.run`` command line that runs ``python -m MODULE_ARGS...``.
+
+    One node: ``--standalone`` (torchrun picks a free local port for its
+    rendezvous). Several nodes: a c10d rendezvous at ``rdzv_endpoint``
+    (``host:port``), which every node's agent must be given.
+    """
+    if nproc < 1:
+        raise ValueError(f"nproc must be at least 1, got {nproc}")
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}"]
+    cmd.append(f"--max-restarts={max_restarts}")
+    if nnodes == 1 and rdzv_endpoint is None:
+        cmd.append("--standalone")
+    else:
+        if rdzv_endpoint is None:
+            raise ValueError("a multi-node launch needs rdzv_endpoint (host:port)")
+        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d"]
+        cmd += [f"--rdzv-endpoint={rdzv_endpoint}", "--rdzv-id=rocm-dl-guide"]
+    return [*cmd, "-m", *module_args]
+
+
+def launch(module_args: Sequence[str], nproc: int, **kwargs: Any) -> int:
+    """Run ``python -m MODULE_ARGS...`` in ``nproc`` local workers under torchrun.
+
+    Blocks until the job ends and returns torchrun's exit code (non-zero when
+    the workers failed more often than ``max_restarts`` allows).
+    """
+    return subprocess.call(torchrun_command(module_args, nproc, **kwargs))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -104,55 +105,109 @@ TRAINERS = {
 }
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
+def _train_kwargs(args: argparse.Namespace, profile) -> dict | str:
+    """The case study's keyword arguments from the flags, or an error message."""
     import importlib
+    import inspect
 
-    from rocm_dl_guide import profiles
-
-    try:
-        profile = profiles.current(args.profile)
-    except profiles.ProfileError as exc:
-        print(f"train: {exc}", file=sys.stderr)
-        return 2
     module, func, framework, _ = TRAINERS[args.example]
-    kwargs = {"profile": profile, "epochs": args.epochs}
+    kwargs: dict = {"profile": profile, "epochs": args.epochs}
     pytorch_only = {
         "--resume": args.resume,
         "--checkpoint-dir": args.checkpoint_dir,
         "--amp": args.amp,
         "--channels-last": args.channels_last,
+        "--nproc": args.nproc is not None,
+        "--max-restarts": args.max_restarts,
     }
     used = [flag for flag, value in pytorch_only.items() if value]
     if used and framework != "pytorch":
-        print(f"train: {', '.join(used)}: only for the PyTorch examples", file=sys.stderr)
-        return 2
+        return f"{', '.join(used)}: only for the PyTorch examples"
     if framework == "pytorch":
         # PyTorch examples always checkpoint, so an interrupted run can be resumed.
         ckpt = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
         kwargs.update(checkpoint_dir=ckpt, resume=args.resume)
-        if not args.resume:
-            print(
-                f"checkpoints go to {ckpt} (continue an interrupted run with --resume)",
-                file=sys.stderr,
-            )
-    if args.amp or args.channels_last:
-        import inspect
+    accepted = inspect.signature(getattr(importlib.import_module(module), func)).parameters
+    for flag, name in (("--amp", "amp"), ("--channels-last", "channels_last")):
+        if getattr(args, name):
+            if name not in accepted:
+                return f"{args.example} does not support {flag}"
+            kwargs[name] = True
+    if args.json and "progress" in accepted:
+        kwargs["progress"] = False
+    return kwargs
 
-        fn = getattr(importlib.import_module(module), func)
-        accepted = inspect.signature(fn).parameters
-        for flag, name in (("--amp", "amp"), ("--channels-last", "channels_last")):
-            if getattr(args, name):
-                if name not in accepted:
-                    print(f"train: {args.example} does not support {flag}", file=sys.stderr)
-                    return 2
-                kwargs[name] = True
-    print(f"Training {args.example} with the {profile.name} profile ...", file=sys.stderr)
+
+def _launch_workers(args: argparse.Namespace, argv: list[str]) -> int:
+    """Re-run this very command in ``--nproc`` workers under torchrun's elastic agent."""
+    from rocm_dl_guide import distributed
+
+    if args.nproc < 1:
+        print("train: --nproc must be at least 1", file=sys.stderr)
+        return 2
+    worker_argv = _without_flags(argv, {"--nproc": True, "--max-restarts": True})
+    restarts = args.max_restarts or 0
+    print(
+        f"Launching {args.nproc} workers with torchrun (max restarts {restarts}) ...",
+        file=sys.stderr,
+    )
+    module_args = ["rocm_dl_guide", *worker_argv]
+    return distributed.launch(module_args, args.nproc, max_restarts=restarts)
+
+
+def _without_flags(argv: list[str], flags: dict[str, bool]) -> list[str]:
+    """``argv`` without the given flags (``True``: the flag takes a value)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in flags:
+            skip = flags[name] and "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    import importlib
+
+    from rocm_dl_guide import distributed, profiles, runs
+
+    if args.nproc is not None and not distributed.launched_by_torchrun():
+        if TRAINERS[args.example][2] != "pytorch":
+            print("train: --nproc: only for the PyTorch examples", file=sys.stderr)
+            return 2
+        return _launch_workers(args, args.argv)
+    try:
+        profile = profiles.current(args.profile)
+    except profiles.ProfileError as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 2
+    kwargs = _train_kwargs(args, profile)
+    if isinstance(kwargs, str):
+        print(f"train: {kwargs}", file=sys.stderr)
+        return 2
+    main = not distributed.launched_by_torchrun() or os.environ.get("RANK") == "0"
+    if main and "checkpoint_dir" in kwargs and not args.resume:
+        ckpt = kwargs["checkpoint_dir"]
+        print(
+            f"checkpoints go to {ckpt} (continue an interrupted run with --resume)", file=sys.stderr
+        )
+    if main:
+        print(f"Training {args.example} with the {profile.name} profile ...", file=sys.stderr)
+    module, func, _, _ = TRAINERS[args.example]
     try:
         run = getattr(importlib.import_module(module), func)(**kwargs)
     except (ValueError, RuntimeError, OSError, FloatingPointError) as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 1
-    print(run.summary())
+    finally:
+        if distributed.active():
+            distributed.shutdown()
+    if main:
+        print(json.dumps(runs.run_record(args.example, run)) if args.json else run.summary())
     return 0
 
 
@@ -321,6 +376,33 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check_sources(args: argparse.Namespace) -> int:
+    """Exit 0: every source current; 1: something is stale; 2: a malformed
+    $ROCM_DL_GUIDE_SOURCES_BASE or --timeout; 3: the network is unreachable."""
+    from rocm_dl_guide import freshness
+
+    if args.timeout <= 0:
+        return _fail("check-sources", "--timeout must be positive", 2)
+    try:
+        rewrite = freshness.rewrites_from_env()
+    except ValueError as exc:
+        return _fail("check-sources", exc, 2)
+    print("Checking the compatibility data's sources (needs the network) ...", file=sys.stderr)
+    try:
+        report = freshness.check_sources(rewrite=rewrite, timeout=args.timeout)
+    except freshness.NetworkUnavailable as exc:
+        return _fail("check-sources", exc, 3)
+    for note in report.notes:
+        print(f"note: {note.key}: {note.detail}" + (f" <{note.url}>" if note.url else ""))
+    if report.current:
+        print(f"all {report.sources} sources current")
+        return 0
+    print(f"STALE: {len(report.stale)} problem(s) in the compatibility data's sources:")
+    for f in report.stale:
+        print(f"  [{f.kind}] {f.key}  {f.url}\n      {f.detail}")
+    return 1
+
+
 # --------------------------------------------------------------------------- the parser
 
 PROFILE_HELP = "smoke, gpu or full (default: $ROCM_DL_GUIDE_PROFILE or auto)"
@@ -361,6 +443,25 @@ def _add_train(sub) -> None:
     )
     p.add_argument(
         "--channels-last", action="store_true", help="channels-last (NHWC) memory format"
+    )
+    p.add_argument(
+        "--nproc",
+        type=int,
+        metavar="N",
+        help="train data-parallel in N local worker processes, launched with torchrun "
+        "(nccl on GPUs, gloo on the CPU)",
+    )
+    p.add_argument(
+        "--max-restarts",
+        type=int,
+        metavar="R",
+        help="with --nproc: let torchrun restart the workers up to R times after a failure; "
+        "they resume from the last checkpoint",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as one JSON object (the last line of standard output)",
     )
     p.set_defaults(func=_cmd_train)
 
@@ -468,6 +569,19 @@ def _add_compat(sub) -> None:
     p.set_defaults(func=_cmd_compat)
 
 
+def _add_check_sources(sub) -> None:
+    p = sub.add_parser(
+        "check-sources",
+        help="check that the compatibility data's sources still say what it cites (network)",
+        description="Fetch every source the compatibility data cites and check its recorded "
+        "facts; look for ROCm releases, rocm/pytorch tags and PyTorch ROCm wheel indexes "
+        "newer than the data knows. Exit 0 when current, 1 when stale, 3 when offline. "
+        "URL prefixes can be redirected with $ROCM_DL_GUIDE_SOURCES_BASE (a JSON object).",
+    )
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per request (default 20)")
+    p.set_defaults(func=_cmd_check_sources)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m rocm_dl_guide",
@@ -481,12 +595,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_infer(sub)
     _add_bench_and_export(sub)
     _add_compat(sub)
+    _add_check_sources(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

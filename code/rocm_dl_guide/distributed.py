@@ -94,6 +94,12 @@ def active() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
+def shutdown() -> None:
+    """Leave the process group (at the end of a torchrun worker)."""
+    if active():
+        dist.destroy_process_group()
+
+
 def barrier() -> None:
     """Wait for every rank (a no-op in one process)."""
     if active():

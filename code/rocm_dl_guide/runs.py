@@ -37,3 +37,34 @@ class ClassifierRun:
     def plot(self, ax=None):
         title = f"{self.framework} {self.dataset} ({self.data.kind} data)"
         return self.result.plot(ax=ax, title=title)
+
+
+def run_record(example: str, run: object) -> dict:
+    """The facts of a finished training run as one JSON-ready dict.
+
+    Keys: ``example``, ``world_size``, ``backend`` (the process group's, ``None``
+    for one process), ``epochs_completed``, ``test_accuracy`` (the run's own,
+    else its last validation accuracy), ``resumed_from_epoch`` (``None`` when it
+    started from scratch), ``img_per_s`` (training throughput of the last epoch,
+    summed over ranks; ``None`` where the framework does not report it),
+    ``device`` and ``profile``. Works for every case study's run object.
+    """
+    result = getattr(run, "result", None)
+    history = getattr(result, "history", None)
+    torch_run = isinstance(history, list)  # train.TrainResult; Keras keeps a DataFrame
+    final = history[-1] if torch_run and history else None
+    accuracy = getattr(run, "test_accuracy", None)
+    if accuracy is None and final is not None:
+        accuracy = final.val_accuracy
+    resumed = getattr(result, "resumed_from_epoch", 0) if torch_run else 0
+    return {
+        "example": example,
+        "world_size": getattr(result, "world_size", 1),
+        "backend": getattr(result, "backend", None),
+        "epochs_completed": len(history) if history is not None else 0,
+        "test_accuracy": None if accuracy is None else float(accuracy),
+        "resumed_from_epoch": resumed or None,
+        "img_per_s": final.images_per_second if final is not None else None,
+        "device": getattr(run, "device", None),
+        "profile": getattr(run, "profile", None),
+    }

@@ -219,10 +219,24 @@ def torchrun_command(
     return [*cmd, "-m", *module_args]
 
 
+def launcher_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for torchrun: ``base`` (default: this process's) plus
+    ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``.
+
+    By default the workers reuse the rendezvous' TCP store, and after an elastic
+    restart they can read the previous attempt's addresses from it and fail to
+    connect ("Connection refused"; pytorch/pytorch#135712). A store of their own
+    per attempt avoids that; it costs nothing when nothing restarts.
+    """
+    env = dict(os.environ if base is None else base)
+    env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    return env
+
+
 def launch(module_args: Sequence[str], nproc: int, **kwargs: Any) -> int:
     """Run ``python -m MODULE_ARGS...`` in ``nproc`` local workers under torchrun.
 
     Blocks until the job ends and returns torchrun's exit code (non-zero when
     the workers failed more often than ``max_restarts`` allows).
     """
-    return subprocess.call(torchrun_command(module_args, nproc, **kwargs))
+    return subprocess.call(torchrun_command(module_args, nproc, **kwargs), env=launcher_env())

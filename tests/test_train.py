@@ -438,7 +438,8 @@ def test_exception_during_save_leaves_previous_checkpoint(tmp_path, monkeypatch)
     after = read_checkpoint(last)
     assert after["epoch"] == 1 and after["history"] == before["history"]
     assert same_state(after["model"], before["model"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "best.pt", "last.pt"]  # no temp file
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [".lock", "best.pt", "last.pt"]  # no temp file
 
     # a checkpoint already at `epochs` returns its history without training
     trained = []

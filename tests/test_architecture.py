@@ -54,6 +54,7 @@ CORE = frozenset(
         "provenance",
         "rocminfo",
         "runs",
+        "sharded",
         "system",
         "tables",
         "train",

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from rocm_dl_guide import distributed, runs, scaling, train
+from rocm_dl_guide import distributed, runs, scaling, sharded, train
 
 TIMEOUT = 240
 
@@ -244,3 +244,36 @@ def test_two_nodes_on_localhost_match_one_node(tmp_path, uninterrupted):
     assert [h["train_loss"] for h in history] == pytest.approx(
         [h["train_loss"] for h in expected], rel=1e-6
     )
+
+
+def test_fsdp_checkpoint_saved_by_two_ranks_resumes_on_one(tmp_path, uninterrupted):
+    """FSDP2 shards; DCP writes one file per rank and reshards when one rank loads them."""
+    _, expected = uninterrupted
+    first = scaling.train_cli(
+        "cifar10", tmp_path, nproc=2, extra=("--fsdp", "--epochs", "1"), timeout=TIMEOUT
+    )
+    assert first.returncode == 0, first.log[-3000:]
+    assert first.lines("fully sharded (FSDP2): 2 processes")
+    folder = tmp_path / f"{train.SHARDED_PREFIX}1"
+    assert sorted(p.name for p in folder.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    layout = sharded.layout(folder)
+    assert set(layout["file"]) == {"__0_0.distcp", "__1_0.distcp"}  # each rank holds a part
+    fc1 = layout[layout["tensor"] == "fc1.weight"]
+    assert list(fc1["offsets"]) == [(0, 0), (60, 0)] and fc1["shape"].iloc[0] == (120, 400)
+    ckpt = torch.load(tmp_path / train.CHECKPOINT_NAME, weights_only=True)
+    assert ckpt["sharded"] == folder.name and ckpt["model"] is None
+
+    second = scaling.train_cli(
+        "cifar10",
+        tmp_path,
+        nproc=1,
+        extra=("--fsdp", "--resume", "--epochs", "2"),
+        timeout=TIMEOUT,
+    )
+    assert second.returncode == 0, second.log[-3000:]
+    assert second.record["world_size"] == 1 and second.record["resumed_from_epoch"] == 1
+    history = torch.load(tmp_path / train.CHECKPOINT_NAME, weights_only=True)["history"]
+    assert [h["epoch"] for h in history] == [1, 2]
+    # FSDP computes what DDP computes: epoch 1 matches the DDP run's
+    assert history[0]["train_loss"] == pytest.approx(expected[0]["train_loss"], rel=1e-6)
+    assert not folder.exists() and (tmp_path / f"{train.SHARDED_PREFIX}2").is_dir()

@@ -248,6 +248,7 @@ def train(
     progress: bool = True,
     amp: bool = False,
     channels_last: bool = False,
+    fsdp: bool = False,
     seed: int = 0,
 ) -> CifarRun:
     """Train the guide's CIFAR-10 network with the shared loop; evaluate it per class.
@@ -278,6 +279,7 @@ def train(
         resume=resume,
         amp=amp,
         channels_last=channels_last,
+        fsdp=fsdp,
         progress=progress,
         final_weights="cifar_net.pt",
     )

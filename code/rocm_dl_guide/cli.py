@@ -69,13 +69,23 @@ def _cmd_compat(args: argparse.Namespace) -> int:
 
     if args.framework == "gpus":
         table = compat.gpu_table()
+    elif args.framework == "apus":
+        table = compat.apu_table()
     elif args.framework == "driver":
         table = compat.kernel_driver_table()
     else:
         table = compat.framework_table(args.framework)
     print(table.to_string(index=False))
+    keys = set(table.get("Source", []))
+    if args.framework in compat.FRAMEWORKS:
+        # The rows' other source fields: the framework's field source and the
+        # sources of disagreeing values (shown inside the cells).
+        for rocm in table["ROCm"]:
+            rel = compat.find_release(rocm) or {}
+            keys.add(compat.field_source(rel, args.framework))
+            keys.update(a.get("source") for a in compat.alternatives(rel, args.framework))
     print("\nSources:")
-    for key in sorted(set(table.get("Source", []))):
+    for key in sorted(k for k in keys if k):
         src = compat.sources().get(key, {})
         print(f"  {key}: {src.get('title', '?')} <{src.get('url', '?')}>")
     return 0
@@ -119,6 +129,7 @@ def _train_kwargs(args: argparse.Namespace, profile) -> dict | str:
         "--channels-last": args.channels_last,
         "--nproc": args.nproc is not None,
         "--max-restarts": args.max_restarts,
+        "--fsdp": args.fsdp,
     }
     used = [flag for flag, value in pytorch_only.items() if value]
     if used and framework != "pytorch":
@@ -128,7 +139,7 @@ def _train_kwargs(args: argparse.Namespace, profile) -> dict | str:
         ckpt = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
         kwargs.update(checkpoint_dir=ckpt, resume=args.resume)
     accepted = inspect.signature(getattr(importlib.import_module(module), func)).parameters
-    for flag, name in (("--amp", "amp"), ("--channels-last", "channels_last")):
+    for flag, name in (("--amp", "amp"), ("--channels-last", "channels_last"), ("--fsdp", "fsdp")):
         if getattr(args, name):
             if name not in accepted:
                 return f"{args.example} does not support {flag}"
@@ -459,6 +470,12 @@ def _add_train(sub) -> None:
         "they resume from the last checkpoint",
     )
     p.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="with --nproc: shard the model with FSDP2 instead of replicating it (DDP); "
+        "checkpoints become sharded (torch.distributed.checkpoint)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print the result as one JSON object (the last line of standard output)",
@@ -563,7 +580,7 @@ def _add_compat(sub) -> None:
     p = sub.add_parser("compat", help="print the sourced ROCm compatibility tables")
     p.add_argument(
         "framework",
-        choices=["pytorch", "tensorflow", "onnxruntime", "migraphx", "gpus", "driver"],
+        choices=["pytorch", "tensorflow", "onnxruntime", "migraphx", "gpus", "apus", "driver"],
         help="which table",
     )
     p.set_defaults(func=_cmd_compat)
@@ -607,7 +624,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+        return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`... | head`): no traceback. Point stdout at
+        # devnull so the interpreter's final flush cannot fail again, and exit
+        # 141 (128 + SIGPIPE), as a shell tool killed by SIGPIPE would.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141

@@ -525,6 +525,7 @@ def train(
     progress: bool = True,
     amp: bool = False,
     channels_last: bool = False,
+    fsdp: bool = False,
     image_size: int | None = None,
     batch_size: int = BATCH_SIZE,
     lr: float | None = None,
@@ -572,6 +573,7 @@ def train(
         resume=resume,
         amp=amp,
         channels_last=channels_last,
+        fsdp=fsdp,
         progress=progress,
         final_weights="trained_inception_v3.pt",
     )

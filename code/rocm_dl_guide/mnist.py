@@ -49,8 +49,11 @@ def train_pytorch(
     resume: bool = False,
     progress: bool = True,
     seed: int = 1,
+    fsdp: bool = False,
 ) -> MnistRun:
-    """Train the MNIST CNN with the shared training loop and evaluate it on the test set."""
+    """Train the MNIST CNN with the shared training loop and evaluate it on the test set.
+
+    ``fsdp``: shard the model with FSDP2 (only when started by torchrun)."""
     import torch
     from torch.utils.data import DataLoader
     from torchvision import datasets as tv_datasets
@@ -88,6 +91,7 @@ def train_pytorch(
         checkpoint_dir=checkpoint_dir,
         resume=resume,
         progress=progress,
+        fsdp=fsdp,
     )
     test_loss, test_acc = train.evaluate(model, test_loader, dev)
     return MnistRun(

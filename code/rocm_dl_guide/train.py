@@ -33,6 +33,7 @@ import contextlib
 import math
 import os
 import random
+import shutil
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from rocm_dl_guide import distributed, files
+from rocm_dl_guide import distributed, files, sharded
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -52,6 +53,8 @@ CHECKPOINT_NAME = "last.pt"
 """File name of the checkpoint written at every epoch end."""
 BEST_NAME = "best.pt"
 """File name of the weights of the best epoch by validation accuracy."""
+SHARDED_PREFIX = "sharded-epoch-"
+"""FSDP runs: the DCP folder of epoch N is ``sharded-epoch-N`` next to ``last.pt``."""
 _FORMAT = "rocm_dl_guide.checkpoint/1"
 _REQUIRED_KEYS = ("format", "epoch", "model", "optimizer", "history", "rng")
 
@@ -307,13 +310,17 @@ def _write_checkpoint(
     history: list[EpochMetrics],
     best_val_accuracy: float | None,
     loader: Any = None,
+    shards: Path | None = None,
 ) -> None:
+    """``last.pt``: everything to resume. With ``shards`` (an FSDP run) the model and
+    optimizer state live in that DCP folder next to it, and ``last.pt`` names it."""
     _atomic_torch_save(
         {
             "format": _FORMAT,
             "epoch": history[-1].epoch,
-            "model": loop.module.state_dict(),
-            "optimizer": loop.optimizer.state_dict(),
+            "model": None if shards else loop.module.state_dict(),
+            "optimizer": None if shards else loop.optimizer.state_dict(),
+            "sharded": shards.name if shards else None,
             "scheduler": loop.scheduler.state_dict() if loop.scheduler is not None else None,
             "scaler": loop.scaler.state_dict() if loop.scaler.is_enabled() else None,
             "history": [asdict(m) for m in history],
@@ -522,6 +529,9 @@ class FitOptions:
     """Step the scheduler once per ``"epoch"`` or after every ``"batch"``."""
     final_weights: str | None = None
     """Save the trained weights under this file name in ``checkpoint_dir`` at the end."""
+    fsdp: bool = False
+    """Under torchrun: shard the model with FSDP2 instead of replicating it with DDP,
+    and checkpoint through ``torch.distributed.checkpoint`` (see :mod:`rocm_dl_guide.sharded`)."""
 
     def __post_init__(self) -> None:
         if self.scheduler_interval not in ("epoch", "batch"):
@@ -587,7 +597,14 @@ def _make_loop(model, optimizer, loss_fn, scheduler, ctx, options, say) -> _Loop
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     loss_fn = _loss_on(loss_fn, device)
     trained = model
-    if ctx.distributed:
+    if options.fsdp:
+        if not ctx.distributed:
+            raise ValueError(
+                "fsdp=True needs several processes: start the run with torchrun "
+                "(python -m rocm_dl_guide train EXAMPLE --nproc N --fsdp)"
+            )
+        sharded.shard(model, optimizer)
+    elif ctx.distributed:
         from torch.nn.parallel import DistributedDataParallel
 
         ids = [ctx.local_rank] if device.type == "cuda" else None
@@ -618,8 +635,7 @@ def restore_checkpoint(loop: _Loop) -> _Start:
         return _Start(path, lock=lock)
     ckpt = _read_checkpoint(path)
     try:
-        loop.module.load_state_dict(ckpt["model"])
-        loop.optimizer.load_state_dict(ckpt["optimizer"])
+        _load_model_and_optimizer(loop, ckpt, path)
         if loop.scheduler is not None and ckpt.get("scheduler") is not None:
             loop.scheduler.load_state_dict(ckpt["scheduler"])
         if loop.scaler.is_enabled() and ckpt.get("scaler"):
@@ -632,6 +648,19 @@ def restore_checkpoint(loop: _Loop) -> _Start:
         raise CheckpointError(path, f"has an unknown history format: {exc}") from exc
     best = ckpt.get("best_val_accuracy")
     return _Start(path, ckpt["epoch"], history, best, ckpt["rng"], lock)
+
+
+def _load_model_and_optimizer(loop: _Loop, ckpt: Mapping[str, Any], path: Path) -> None:
+    if ckpt.get("sharded"):  # an FSDP run's DCP folder; DCP reshards it for this job
+        folder = path.parent / ckpt["sharded"]
+        if not (folder / ".metadata").is_file():
+            raise CheckpointError(path, f"names {folder.name}, which is missing or incomplete")
+        sharded.load(folder, loop.module, loop.optimizer)
+    elif loop.options.fsdp:
+        raise CheckpointError(path, "was written without fsdp; resume it without --fsdp")
+    else:
+        loop.module.load_state_dict(ckpt["model"])
+        loop.optimizer.load_state_dict(ckpt["optimizer"])
 
 
 def _take_checkpoint_dir(loop: _Loop, path: Path) -> Any:
@@ -775,10 +804,19 @@ def save_checkpoint(loop: _Loop, start: _Start, history: list[EpochMetrics], loa
     is_best = loop.options.keep_best and val_acc is not None and (best is None or val_acc > best)
     if is_best:
         start.best_val_accuracy = val_acc
+    folder = start.checkpoint.parent
+    shards = None
+    if loop.options.fsdp:  # collective: every rank writes its own shard
+        name = f"{SHARDED_PREFIX}{history[-1].epoch}"
+        shards = sharded.save(folder / name, loop.module, loop.optimizer)
+    best_state = sharded.full_state_dict(loop.module) if is_best else None  # collective
     if loop.ctx.is_main:  # one writer; the others wait until the files are complete
         if is_best:
-            save_weights(loop.module, start.checkpoint.parent / BEST_NAME)
-        _write_checkpoint(start.checkpoint, loop, history, start.best_val_accuracy, loader)
+            _atomic_torch_save(best_state, folder / BEST_NAME)
+        _write_checkpoint(start.checkpoint, loop, history, start.best_val_accuracy, loader, shards)
+        for old in folder.glob(f"{SHARDED_PREFIX}*"):
+            if shards is None or old.name != shards.name:
+                shutil.rmtree(old, ignore_errors=True)  # last.pt no longer names it
     distributed.barrier()
 
 
@@ -791,8 +829,9 @@ def _finish(loop: _Loop, start: _Start, history: list[EpochMetrics]) -> TrainRes
     name = loop.options.final_weights
     if name and start.checkpoint is not None:
         result.weights = start.checkpoint.parent / name
+        state = sharded.full_state_dict(loop.module)  # collective for a sharded model
         if ctx.is_main:
-            save_weights(loop.module, result.weights)
+            _atomic_torch_save(state, result.weights)
         distributed.barrier()
     return result
 
@@ -863,7 +902,8 @@ def fit(
     ctx = distributed.setup(device)
     say = log if log is not None and ctx.is_main else (lambda _msg: None)
     if ctx.distributed:
-        say(f"data parallel: {ctx.world_size} processes, {ctx.backend} backend")
+        kind = "fully sharded (FSDP2)" if opts.fsdp else "data parallel (DDP)"
+        say(f"{kind}: {ctx.world_size} processes, {ctx.backend} backend")
         train_loader = distributed.shard_train_loader(train_loader, ctx)
         if val_loader is not None:
             val_loader = distributed.shard_eval_loader(val_loader, ctx)

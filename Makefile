@@ -30,7 +30,7 @@ STAMP := $(VENV)/.installed-$(notdir $(REQUIREMENTS))
 # kernels and subprocesses use the venv's python.
 RUN := PATH="$(BIN):$$PATH"
 
-.PHONY: book test check book-rocm test-rocm env lint clean lock browser linkcheck
+.PHONY: book test check book-rocm test-rocm env lint clean lock browser linkcheck check-sources
 
 env: $(STAMP)
 
@@ -73,6 +73,16 @@ browser:
 # External links of the whole book (needs network; not part of `make test`).
 linkcheck: $(STAMP)
 	$(RUN) $(BIN)/jupyter-book build . --builder linkcheck
+
+# The compatibility data's sources (needs network; not part of `make test`):
+# do the pages code/rocm_dl_guide/data/compatibility.json cites still hold the
+# facts it recorded, and has AMD or PyTorch published anything newer than it
+# knows? Exit 0 current, 1 stale, 3 offline. The check uses only the standard
+# library, so it runs on the source tree with the venv's python when there is
+# one (else $(PYTHON)) and needs no installed environment.
+CHECK_SOURCES_PYTHON = $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+check-sources:
+	PYTHONPATH="$(CURDIR)/code" $(CHECK_SOURCES_PYTHON) -m rocm_dl_guide check-sources $(CHECK_SOURCES_ARGS)
 
 book-rocm:
 	$(MAKE) book VENV=.venv-rocm REQUIREMENTS=requirements-rocm.txt VENV_FLAGS=--system-site-packages INHERIT_SITE=1 REMOVE_AFTER_INSTALL= ROCM_DL_GUIDE_PROFILE=$${ROCM_DL_GUIDE_PROFILE:-gpu}

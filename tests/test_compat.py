@@ -21,7 +21,7 @@ _REPO = Path(__file__).resolve().parents[1]
 def test_json_is_valid_and_has_the_expected_shape():
     raw = resources.files("rocm_dl_guide").joinpath("data/compatibility.json").read_text("utf-8")
     doc = json.loads(raw)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     for key in ("sources", "releases", "kernel_driver", "gpus"):
         assert doc[key], f"{key} is empty"
     assert compat.data() == doc
@@ -44,6 +44,8 @@ def _all_entries():
     yield from doc["kernel_driver"]
     yield from doc["gpus"]
     yield doc["kernel_driver_policy"]
+    yield doc["known_latest"]
+    yield from doc["streams"].values()
 
 
 def test_every_entry_names_an_existing_source():
@@ -53,6 +55,7 @@ def test_every_entry_names_an_existing_source():
         assert entry["source"] in srcs, entry
         assert srcs[entry["source"]]["url"].startswith("https://")
         used.add(entry["source"])
+    used |= {sid for _, sid in compat._source_refs(compat.data())}  # field and stream sources
     assert used == set(srcs), f"unused sources: {set(srcs) - used}"
 
 
@@ -112,24 +115,29 @@ def test_find_release_rule():
 # ----------------------------------------------------------------------- verdicts
 
 
+def _newest_with(field: str) -> str:
+    """The newest release whose source gives ``field`` (Core SDK entries may not)."""
+    return next(r for r in compat.rocm_releases() if compat.find_release(r).get(field))
+
+
 def test_supported_framework_from_newest_release():
-    newest = compat.rocm_releases()[0]
+    newest = _newest_with("pytorch")
     rel = compat.find_release(newest)
     torch = rel["pytorch"][0]
     v = compat.check_framework("pytorch", torch + "+rocm" + newest, newest)
     assert v.status == "supported"
-    assert v.sources == (rel["source"],)
+    assert v.sources == (compat.field_source(rel, "pytorch"),)
     assert newest in v.message
 
 
 def test_pytorch_compares_major_minor():
-    newest = compat.rocm_releases()[0]
+    newest = _newest_with("pytorch")
     major_minor = ".".join(compat.find_release(newest)["pytorch"][0].split(".")[:2])
     assert compat.check_framework("PyTorch", major_minor + ".99", newest).status == "supported"
 
 
 def test_unsupported_framework_version():
-    newest = compat.rocm_releases()[0]
+    newest = _newest_with("pytorch")
     v = compat.check_framework("pytorch", "1.0", newest)
     assert v.status == "unsupported"
     assert v.sources
@@ -194,7 +202,7 @@ def test_non_string_inputs_do_not_raise():
 
 
 def test_check_gpu():
-    newest = compat.rocm_releases()[0]
+    newest = _newest_with("gfx")
     ok = compat.check_gpu("gfx942", newest)
     assert ok.status == "supported"
     assert "MI300X" in ok.message
@@ -231,7 +239,8 @@ def test_check_kernel_driver():
 def test_framework_table_one_row_per_release(fw):
     table = compat.framework_table(fw)
     assert list(table["ROCm"]) == compat.rocm_releases()
-    assert list(table.columns) == ["ROCm", compat.FRAMEWORKS[fw], "Source"]
+    assert list(table.columns) == ["ROCm", "Stream", compat.FRAMEWORKS[fw], "Source"]
+    assert set(table["Stream"]) <= set(compat.streams())
     assert set(table["Source"]) <= set(compat.sources())
 
 
@@ -239,7 +248,7 @@ def test_gpu_and_driver_tables():
     gpus = compat.gpu_table()
     assert len(gpus) == len(compat.data()["gpus"])
     row = gpus[gpus["gfx target"] == "gfx942"].iloc[0]
-    assert compat.rocm_releases()[0] in row["ROCm releases"]
+    assert _newest_with("gfx") in row["ROCm releases"]
     kd = compat.kernel_driver_table()
     assert len(kd) == len(compat.data()["kernel_driver"])
     assert set(kd["Source"]) <= set(compat.sources())

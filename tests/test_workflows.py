@@ -19,7 +19,9 @@ Three kinds of check, none of which needs the network or a GPU:
    actions/deploy-pages and nothing more than ``pages: write`` and
    ``id-token: write``, the ROCm job runs ``make test-rocm``/``make book-rocm``
    in a pinned rocm/pytorch container with /dev/kfd and /dev/dri and never for
-   forks' pull requests.
+   forks' pull requests; a matrix runs it on both ROCm streams (a legacy
+   ROCm 7.2.x image and a ROCm Core SDK 10.0.x image). freshness.yml runs
+   ``make check-sources`` weekly on a schedule.
 
 check-jsonschema and zizmor come from requirements-tools.txt; they are looked
 up next to the running Python first (the project's venv), then on PATH. A test
@@ -45,6 +47,10 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS_DIR = ROOT / ".github" / "workflows"
 WORKFLOW_FILES = sorted([*WORKFLOWS_DIR.glob("*.yml"), *WORKFLOWS_DIR.glob("*.yaml")])
 BOOK_WORKFLOW = WORKFLOWS_DIR / "book.yml"
+FRESHNESS_WORKFLOW = WORKFLOWS_DIR / "freshness.yml"
+# The ROCm streams of compatibility.json (its releases' `stream` field) and the
+# ROCm line each stream's container must carry.
+ROCM_STREAMS = {"legacy": "rocm7.2", "core-sdk": "rocm10.0"}
 ZIZMOR_CONFIG = ROOT / ".github" / "zizmor.yml"
 
 SCHEMA_ARGS = ["--builtin-schema", "vendor.github-workflows"]
@@ -378,11 +384,11 @@ def test_rocm_job(jobs: dict) -> None:
     assert "self-hosted" in labels and "rocm" in labels, labels
 
     container = job["container"]
-    image = container["image"] if isinstance(container, dict) else container
-    repo, _, tag = image.partition(":")
-    assert repo == "rocm/pytorch", image
-    assert tag and not tag.startswith("latest"), f"pin a real tag, not {image!r}"
-    assert re.match(r"rocm\d", tag), image
+    for image in _rocm_images(job).values():
+        repo, _, tag = image.partition(":")
+        assert repo == "rocm/pytorch", image
+        assert tag and not tag.startswith("latest"), f"pin a real tag, not {image!r}"
+        assert re.match(r"rocm\d", tag), image
 
     options = container.get("options", "")
     for option in ("--device=/dev/kfd", "--device=/dev/dri", "--group-add video"):
@@ -396,6 +402,63 @@ def test_rocm_job(jobs: dict) -> None:
     # The HTML is an ordinary artifact; only the CPU build goes to Pages.
     assert _uses(job, "actions/upload-artifact"), job["steps"]
     assert not _uses(job, "actions/upload-pages-artifact")
+
+
+def _rocm_images(job: dict) -> dict[str, str]:
+    """stream -> container image of the ROCm job (``{"": image}`` without a matrix)."""
+    container = job["container"]
+    image = container["image"] if isinstance(container, dict) else container
+    if "matrix." not in image:
+        return {"": image}
+    assert image.replace(" ", "") == "${{matrix.image}}", image
+    include = job["strategy"]["matrix"]["include"]
+    return {entry["stream"]: entry["image"] for entry in include}
+
+
+def test_rocm_job_matrix_covers_both_streams(jobs: dict) -> None:
+    job = jobs["rocm"]
+    images = _rocm_images(job)
+    assert set(images) == set(ROCM_STREAMS), images
+    for stream, line in ROCM_STREAMS.items():
+        tag = images[stream].partition(":")[2]
+        assert re.match(rf"{re.escape(line)}[._]", tag), (stream, images[stream])
+    # One stream failing must not cancel the other; the artifacts must not collide.
+    assert job["strategy"].get("fail-fast") is False, job["strategy"]
+    (upload,) = _uses(job, "actions/upload-artifact")
+    assert "matrix.stream" in upload["with"]["name"], upload
+    assert "matrix.stream" in job["name"], job["name"]
+
+
+def test_rocm_matrix_tags_cite_amds_docs() -> None:
+    text = BOOK_WORKFLOW.read_text(encoding="utf-8")
+    assert "projects/install-on-linux/en/latest/install/3rd-party/pytorch-install.html" in text
+    assert "projects/ai-ecosystem/en/latest/frameworks/pytorch/install.html" in text
+
+
+def test_weekly_job_runs_check_sources() -> None:
+    assert FRESHNESS_WORKFLOW in WORKFLOW_FILES, WORKFLOW_FILES
+    workflow = _load(FRESHNESS_WORKFLOW)
+    on = _triggers(workflow)
+    crons = [entry["cron"] for entry in on.get("schedule") or []]
+    assert crons, on
+    for cron in crons:
+        fields = cron.split()
+        # minute hour * * weekday: once a week
+        assert len(fields) == 5 and fields[2:4] == ["*", "*"] and fields[4] != "*", cron
+    assert "pull_request_target" not in on and "push" not in on, on
+    assert workflow["permissions"] == {"contents": "read"}, workflow["permissions"]
+    runners = [job for job in workflow["jobs"].values() if _runs_command(job, "make check-sources")]
+    assert runners, "no job runs make check-sources"
+    for job in workflow["jobs"].values():
+        assert "permissions" not in job or "write" not in str(job["permissions"]), job
+        for step in _uses(job, "actions/checkout"):
+            assert (step.get("with") or {}).get("persist-credentials") is False, step
+    # Not part of `make test`: the target exists, is phony, and is no prerequisite of test.
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^\.PHONY:.*\bcheck-sources\b", makefile, re.MULTILINE), "PHONY"
+    assert re.search(r"^check-sources:", makefile, re.MULTILINE), "no check-sources target"
+    test_rule = re.search(r"^test:(.*)$", makefile, re.MULTILINE).group(1)
+    assert "check-sources" not in test_rule, test_rule
 
 
 def test_rocm_job_never_runs_for_forks(jobs: dict) -> None:

@@ -6,6 +6,12 @@ compatibility matrix, system requirements and AMD GPU Driver documentation);
 a field a source does not give is simply absent. Nothing here guesses: a
 combination the data does not cover gives the verdict ``"unknown"``.
 
+Every release carries a ``stream``: ``legacy`` (the classic ``rocm-N.N.N``
+line, installed under ``/opt/rocm``) or ``core-sdk`` (the ROCm Core SDK built
+with TheRock, from 7.14.0 on: ``amdrocm-*`` packages under ``/opt/rocm/core``
+or ``/opt/rocm/core-N.N``, and pip wheels). :func:`consistency_problems` says
+what in the data does not hold together.
+
 Matching rules (the same everywhere in this module):
 
 * Versions are first cleaned with :func:`normalize_version`: the first run of
@@ -83,6 +89,37 @@ def rocm_releases() -> list[str]:
     """The ROCm releases the data covers, newest first."""
     names = [r["rocm"] for r in _releases()]
     return sorted(names, key=lambda v: _key(v) or (0, 0, 0), reverse=True)
+
+
+def streams() -> dict[str, dict]:
+    """Release stream id (``legacy``, ``core-sdk``) -> what the sources say about it."""
+    return copy.deepcopy(_load().get("streams", {}))
+
+
+def field_source(rel: dict, key: str) -> str:
+    """The source id for one field of a release entry: its ``field_sources``
+    entry if it has one, else the release's own ``source``."""
+    return (rel.get("field_sources") or {}).get(key, rel.get("source", ""))
+
+
+def stream_of(rocm_version) -> str | None:
+    """The release stream of a ROCm version: the release's ``stream`` when the
+    data has the release; else ``core-sdk`` from the Core SDK's first release
+    on, ``legacy`` up to the newest legacy release in the data; else None
+    (for example the 7.9 to 7.13 technology previews)."""
+    rel = find_release(rocm_version)
+    if rel is not None:
+        return rel.get("stream")
+    key = _key(normalize_version(rocm_version))
+    if key is None:
+        return None
+    first = _key(_load().get("streams", {}).get("core-sdk", {}).get("first_release", ""))
+    if first is not None and key >= first:
+        return "core-sdk"
+    legacy = [_key(r["rocm"]) for r in _releases() if r.get("stream") == "legacy"]
+    if legacy and key <= max(legacy):
+        return "legacy"
+    return None
 
 
 # ----------------------------------------------------------------------- versions
@@ -184,6 +221,12 @@ def _listed(rel: dict, key: str) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
+def alternatives(rel: dict, key: str) -> list[dict]:
+    """Values another source gives for a release's field where the sources
+    disagree: ``[{"value": ..., "source": ...}]`` (``[]`` when they agree)."""
+    return list(rel.get(f"{key}_alternatives") or [])
+
+
 def _matches(framework: str, installed: str, listed: str) -> bool:
     have = _parts(installed)
     want = _parts(listed)
@@ -209,7 +252,7 @@ def check_framework(framework: str, framework_version: str, rocm_version: str) -
     if rel is None:
         return _no_release(rocm_version)
     rocm = rel["rocm"]
-    src = (rel["source"],)
+    src = (field_source(rel, key),)
     listed = _listed(rel, key)
     if not listed:
         return Verdict(
@@ -233,6 +276,14 @@ def check_framework(framework: str, framework_version: str, rocm_version: str) -
             "supported",
             f"{name} {norm} is listed for ROCm {rocm} (as {hits[0]}){how}.",
             src,
+        )
+    alt = next((a for a in alternatives(rel, key) if _matches(key, norm, a["value"])), None)
+    if alt is not None:
+        return Verdict(
+            "supported",
+            f"{name} {norm} is listed for ROCm {rocm} by {alt['source']}; AMD's "
+            f"compatibility matrix lists {', '.join(listed)} instead.",
+            src + (alt["source"],),
         )
     return Verdict(
         "unsupported",
@@ -272,7 +323,7 @@ def check_gpu(gfx: str, rocm_version: str) -> Verdict:
     if rel is None:
         return _no_release(rocm_version)
     rocm = rel["rocm"]
-    src = [rel["source"]]
+    src = [field_source(rel, "gfx")]
     if not target:
         return Verdict(
             "unknown",
@@ -280,10 +331,12 @@ def check_gpu(gfx: str, rocm_version: str) -> Verdict:
             tuple(src),
         )
     listed = rel.get("gfx") or []
-    if not listed:
+    added = rel.get("gfx_added") or []
+    if not listed and target not in added:
+        what = "only the GPU architectures it adds" if added else "no GPU architectures"
         return Verdict(
             "unknown",
-            f"The guide's source for ROCm {rocm} does not list GPU architectures.",
+            f"The guide's source for ROCm {rocm} lists {what}, so {target} cannot be confirmed.",
             tuple(src),
         )
     entry = _gpu_entry(target)
@@ -292,7 +345,7 @@ def check_gpu(gfx: str, rocm_version: str) -> Verdict:
         names = f" ({', '.join(entry['names'])})"
         if entry.get("source") and entry["source"] not in src:
             src.append(entry["source"])
-    if target in listed:
+    if target in listed or target in added:
         return Verdict(
             "supported",
             f"{target}{names} is a supported GPU architecture for ROCm {rocm} on Linux.",
@@ -388,9 +441,21 @@ def check_kernel_driver(rocm_version: str, driver_version: str) -> Verdict:
 # -------------------------------------------------------------------------- tables
 
 
+def _framework_cell(rel: dict, key: str) -> str:
+    listed = _listed(rel, key)
+    text = ", ".join(listed) if listed else "not listed"
+    alts = alternatives(rel, key)
+    if not alts:
+        return text
+    own = f"{text} ({field_source(rel, key)})"
+    return "; ".join([own] + [f"{a['value']} ({a['source']})" for a in alts])
+
+
 def framework_table(framework: str):
-    """One row per ROCm release (newest first): ROCm, the framework's listed
-    versions joined by ', ', and the source id. For rendering on a book page."""
+    """One row per ROCm release (newest first): ROCm, its release stream, the
+    framework's listed versions joined by ', ', and the source id. Where sources
+    disagree on a release's versions, the cell gives each value with the id of
+    the source that states it. For rendering on a book page."""
     import pandas as pd
 
     key = _framework_key(framework)
@@ -398,15 +463,15 @@ def framework_table(framework: str):
     rows = []
     for rocm in rocm_releases():
         rel = find_release(rocm)
-        listed = _listed(rel, key)
         rows.append(
             {
                 "ROCm": rocm,
-                name: ", ".join(listed) if listed else "not listed",
-                "Source": rel["source"],
+                "Stream": rel.get("stream", ""),
+                name: _framework_cell(rel, key),
+                "Source": field_source(rel, key) if _listed(rel, key) else rel["source"],
             }
         )
-    return pd.DataFrame(rows, columns=["ROCm", name, "Source"])
+    return pd.DataFrame(rows, columns=["ROCm", "Stream", name, "Source"])
 
 
 def _release_span(supported: list[str], order: list[str]) -> str:
@@ -420,27 +485,69 @@ def _release_span(supported: list[str], order: list[str]) -> str:
     return ", ".join(supported)
 
 
+def _gpu_releases(gfx: str, order: list[str]) -> list[str]:
+    out = []
+    for r in order:
+        rel = find_release(r) or {}
+        if gfx in (rel.get("gfx") or []) or gfx in (rel.get("gfx_added") or []):
+            out.append(r)
+    return out
+
+
 def gpu_table():
-    """One row per gfx target: its architecture, product names, the ROCm releases
-    in the data that list it, and the source of the names."""
+    """One row per gfx target: its architecture, product names, whether it is an
+    integrated GPU (an APU), the ROCm releases in the data that list it, and
+    the source of the names."""
     import pandas as pd
 
     order = rocm_releases()
     rows = []
     for e in _load().get("gpus", []):
-        supported = [r for r in order if e["gfx"] in ((find_release(r) or {}).get("gfx") or [])]
+        span = _release_span(_gpu_releases(e["gfx"], order), order)
+        if e.get("added_in"):
+            span = f"added in {e['added_in']} ({e.get('stream', '')}); " + span
         rows.append(
             {
                 "gfx target": e["gfx"],
                 "Architecture": e.get("architecture", ""),
                 "Names": ", ".join(e.get("names", [])),
-                "ROCm releases": _release_span(supported, order),
+                "Integrated (APU)": "yes" if e.get("integrated") else "",
+                "ROCm releases": span,
                 "Source": e["source"],
             }
         )
-    return pd.DataFrame(
-        rows, columns=["gfx target", "Architecture", "Names", "ROCm releases", "Source"]
-    )
+    columns = ["gfx target", "Architecture", "Names", "Integrated (APU)", "ROCm releases"]
+    return pd.DataFrame(rows, columns=columns + ["Source"])
+
+
+def apus(stream: str | None = None) -> list[dict]:
+    """The integrated GPUs (APUs) in the data, optionally only those of one
+    release stream: ``[{"gfx", "names", "added_in", "source"}]``."""
+    out = []
+    for e in _load().get("gpus", []):
+        if e.get("integrated") and (stream is None or e.get("stream") == stream):
+            out.append({k: copy.deepcopy(e.get(k)) for k in ("gfx", "names", "added_in", "source")})
+    return out
+
+
+def apu_table():
+    """One row per integrated GPU (APU) target in the data: its product names,
+    release stream, the release that added it (where a source says) and the
+    source of the names."""
+    import pandas as pd
+
+    rows = [
+        {
+            "gfx target": e["gfx"],
+            "Names": ", ".join(e.get("names") or []),
+            "Stream": e.get("stream") or "",
+            "Added in": e.get("added_in") or "",
+            "Source": e["source"],
+        }
+        for e in _load().get("gpus", [])
+        if e.get("integrated")
+    ]
+    return pd.DataFrame(rows, columns=["gfx target", "Names", "Stream", "Added in", "Source"])
 
 
 def kernel_driver_table():
@@ -463,3 +570,113 @@ def kernel_driver_table():
 def source_links() -> dict[str, dict[str, str]]:
     """``{"Source": {source id: url}}``, for :func:`rocm_dl_guide.tables.show`."""
     return {"Source": {key: src.get("url", "") for key, src in sources().items()}}
+
+
+# --------------------------------------------------------------------- consistency
+
+MAX_CHECKS = 5
+MAX_CHECK_CHARS = 60
+
+
+def _source_refs(doc: dict):
+    """Every (where, source id) pair the data cites."""
+    for rel in doc.get("releases", []):
+        yield f"release {rel.get('rocm')}", rel.get("source")
+        for field, sid in (rel.get("field_sources") or {}).items():
+            yield f"release {rel.get('rocm')} field {field}", sid
+        for key in FRAMEWORKS:
+            for alt in rel.get(f"{key}_alternatives") or []:
+                yield f"release {rel.get('rocm')} {key} alternative", alt.get("source")
+    for what in ("kernel_driver", "gpus"):
+        for entry in doc.get(what, []):
+            yield f"{what} {entry.get('amdgpu') or entry.get('gfx')}", entry.get("source")
+    for name, stream in (doc.get("streams") or {}).items():
+        for field, sid in stream.items():
+            if field == "source" or field.endswith("_source"):
+                yield f"stream {name} {field}", sid
+    for what in ("kernel_driver_policy", "known_latest"):
+        if what in doc:
+            yield what, doc[what].get("source")
+            for field, sid in doc[what].items():
+                if field.endswith("_source"):
+                    yield f"{what} {field}", sid
+
+
+def _source_problems(doc: dict) -> list[str]:
+    srcs = doc.get("sources", {})
+    problems = [
+        f"{where}: unknown source {sid!r}" for where, sid in _source_refs(doc) if sid not in srcs
+    ]
+    for sid, rec in srcs.items():
+        checks = rec.get("checks")
+        if not isinstance(checks, list) or len(checks) > MAX_CHECKS:
+            problems.append(f"source {sid}: 'checks' must be a list of at most {MAX_CHECKS}")
+            continue
+        for c in checks:
+            if not isinstance(c, str) or not c.strip() or len(c) > MAX_CHECK_CHARS:
+                problems.append(f"source {sid}: check {c!r} is not a short string")
+    return problems
+
+
+def _release_problems(doc: dict) -> list[str]:
+    problems = []
+    rels = doc.get("releases", [])
+    valid = set(doc.get("streams") or {})
+    keys = [_key(r.get("rocm", "")) for r in rels]
+    if keys != sorted(keys, key=lambda k: k or (0, 0, 0), reverse=True):
+        problems.append("releases are not sorted newest first")
+    if len(set(keys)) != len(keys):
+        problems.append("a ROCm release is listed twice")
+    gpu_gfx = {g.get("gfx") for g in doc.get("gpus", [])}
+    drivers = [r["amdgpu"] for r in doc.get("kernel_driver", [])]
+    for rel in rels:
+        rocm = rel.get("rocm")
+        if rel.get("stream") not in valid:
+            problems.append(f"release {rocm}: stream {rel.get('stream')!r} not in {sorted(valid)}")
+        for gfx in (rel.get("gfx") or []) + (rel.get("gfx_added") or []):
+            if gfx not in gpu_gfx:
+                problems.append(f"release {rocm}: {gfx} has no entry in 'gpus'")
+        for drv in rel.get("amdgpu") or []:
+            v = _key(drv.replace(".x", ""))
+            if v is None or not any(_series_match(d, v) for d in drivers):
+                problems.append(f"release {rocm}: driver {drv} is not in the driver table")
+    return problems
+
+
+def _cross_problems(doc: dict) -> list[str]:
+    problems = []
+    rels = doc.get("releases", [])
+    rel_keys = [_key(r.get("rocm", "")) for r in rels]
+    oldest = min((k for k in rel_keys if k), default=None)
+    for row in doc.get("kernel_driver", []):
+        for pattern in row.get("rocm", []):
+            head = _key(pattern.replace(".x", ""))
+            if head is None:
+                problems.append(f"driver {row.get('amdgpu')}: unreadable ROCm {pattern!r}")
+            elif oldest is not None and head >= oldest[:2] + (0,):
+                if not any(k and _series_match(pattern, k) for k in rel_keys):
+                    problems.append(f"driver {row.get('amdgpu')}: ROCm {pattern} is not a release")
+    in_release = {g for r in rels for g in (r.get("gfx") or []) + (r.get("gfx_added") or [])}
+    for gpu in doc.get("gpus", []):
+        if gpu.get("gfx") not in in_release and not gpu.get("note"):
+            problems.append(f"gpu {gpu.get('gfx')}: in no release and has no note saying why")
+    latest = (doc.get("known_latest") or {}).get("rocm")
+    if latest and rels and latest != rels[0].get("rocm"):
+        problems.append(f"known_latest.rocm {latest} is not the newest release")
+    return problems
+
+
+def consistency_problems(doc: dict | None = None) -> list[str]:
+    """Everything in the data file (or in ``doc``, a parsed copy of it) that
+    does not hold together, one sentence each; ``[]`` when all is well.
+
+    Checked: every cited source exists and every source's ``checks`` is a list
+    of at most five short strings; releases are unique, sorted newest first and
+    have a valid ``stream``; every gfx target a release names has a ``gpus``
+    entry, and every ``gpus`` entry is in a release or says why not; every
+    driver a release lists is in the driver table; every ROCm version the
+    driver table names from the oldest release on is a release; and
+    ``known_latest.rocm`` is the newest release.
+    """
+    doc = _load() if doc is None else doc
+    return _source_problems(doc) + _release_problems(doc) + _cross_problems(doc)

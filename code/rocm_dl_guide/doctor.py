@@ -68,6 +68,34 @@ def _hip_version(sysrep: SystemReport) -> str | None:
     return (torch_info.details.get("hip") if torch_info and torch_info.installed else None) or None
 
 
+STREAM_NAMES = {"legacy": "legacy release stream", "core-sdk": "ROCm Core SDK stream"}
+
+
+def rocm_stream(sysrep: SystemReport) -> str | None:
+    """The release stream of the ROCm found: the data's, else the layout's."""
+    return compat.stream_of(sysrep.rocm.version or "") or sysrep.rocm.stream
+
+
+def _found_rocm_check(sysrep: SystemReport) -> Check:
+    """ROCm found with a version: where, which stream, and whether the data knows it."""
+    info = sysrep.rocm
+    stream = rocm_stream(sysrep)
+    how = "installed with pip" if info.layout == "pip" else f"found at {info.path}"
+    text = f"ROCm {info.version} {how}"
+    if stream:
+        text += f" ({STREAM_NAMES.get(stream, stream)})"
+    rel = compat.find_release(info.version)
+    if rel is not None:
+        return Check("ROCm", OK, text, (rel["source"],))
+    latest = (compat.data().get("known_latest") or {}).get("rocm")
+    return Check(
+        "ROCm",
+        UNKNOWN,
+        f"{text}; the guide's data has no entry for this release (newest it knows: "
+        f"{latest or compat.rocm_releases()[0]}), so checks against it are unknown",
+    )
+
+
 def _rocm_check(sysrep: SystemReport) -> tuple[Check, str | None]:
     """ROCm itself, and the ROCm version the other checks compare against.
 
@@ -76,7 +104,7 @@ def _rocm_check(sysrep: SystemReport) -> tuple[Check, str | None]:
     """
     rocm_ver = sysrep.rocm.version
     if rocm_ver:
-        return Check("ROCm", OK, f"ROCm {rocm_ver} found at {sysrep.rocm.path}"), rocm_ver
+        return _found_rocm_check(sysrep), rocm_ver
     hip = _hip_version(sysrep)
     if hip:
         rocm_ver = _major_minor(hip)
@@ -195,7 +223,8 @@ def _migraphx_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     if mgx is None or not mgx.installed:
         message = (
             f"MIGraphX: {mgx.error if mgx else 'not checked'} (on ROCm, install the "
-            "migraphx package and add /opt/rocm/lib to PYTHONPATH)"
+            "migraphx package and add the ROCm lib directory, /opt/rocm/lib or "
+            "/opt/rocm/core-N.N/lib, to PYTHONPATH)"
         )
         return [Check("MIGraphX", INFO, message)]
     checks = [Check("MIGraphX", OK, f"MIGraphX {mgx.version or '(version unknown)'} imports")]
@@ -260,6 +289,7 @@ class DoctorReport:
         out = {"guide_version": __version__}
         out.update(self.system.to_dict())
         out["rocm_version_checked"] = self.rocm_version_checked
+        out["rocm_stream"] = rocm_stream(self.system)
         out["checks"] = [asdict(c) for c in self.checks]
         out["verdict"] = self.verdict
         try:
@@ -308,6 +338,12 @@ class DoctorReport:
         return "\n".join(lines)
 
 
+def check_system(sysrep: SystemReport) -> DoctorReport:
+    """Check already-collected facts (for example a saved or made-up report)."""
+    checks, rocm_ver = _checks(sysrep)
+    return DoctorReport(sysrep, checks, rocm_ver, _verdict(sysrep, checks))
+
+
 def run(
     rocminfo_text: str | None = None,
     rocminfo_source: str | None = None,
@@ -315,5 +351,4 @@ def run(
 ) -> DoctorReport:
     """Collect the facts and check them. Never raises on odd system state."""
     sysrep = collect(rocminfo_text=rocminfo_text, rocminfo_source=rocminfo_source, python=python)
-    checks, rocm_ver = _checks(sysrep)
-    return DoctorReport(sysrep, checks, rocm_ver, _verdict(sysrep, checks))
+    return check_system(sysrep)

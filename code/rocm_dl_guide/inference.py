@@ -4,9 +4,10 @@ The optimisation chapter exports Inception v3 to ONNX (:func:`export_onnx`) and
 hands the file to a *backend* that compiles it for the hardware:
 
 - ``migraphx``: AMD's graph compiler, used whenever ``import migraphx`` works
-  (:func:`migraphx_status` also looks in ``$ROCM_PATH/lib``, where the ROCm
-  packages put the module). ``parse_onnx``, ``compile`` for the ``gpu`` target,
-  ``run``; compiled programs are saved as ``.mxr`` files.
+  (:func:`migraphx_status` also looks in ``$ROCM_PATH/lib``,
+  ``/opt/rocm/core-N.N/lib`` and ``/opt/rocm/lib``, where the ROCm packages put
+  the module). ``parse_onnx``, ``compile`` for the ``gpu`` target, ``run``;
+  compiled programs are saved as ``.mxr`` files.
 - ``onnxruntime``: ONNX Runtime on the same ONNX file, with its
   ``MIGraphXExecutionProvider`` when the installed build has one, else on the
   CPU. The provider reported is the one the session really uses
@@ -99,10 +100,18 @@ _MIGRAPHX: MigraphxStatus | None = None
 
 
 def _rocm_lib_dirs() -> list[Path]:
+    """``lib`` of every ROCm tree to look in: ``$ROCM_PATH``, then the Core SDK's
+    ``/opt/rocm/core-N.N`` (newest first) and ``/opt/rocm/core``, then the
+    legacy ``/opt/rocm`` (see :func:`rocm_dl_guide.system.rocm_roots`)."""
+    from rocm_dl_guide import system
+
+    roots = system.rocm_roots()
+    if os.environ.get("ROCM_PATH"):
+        roots += system.rocm_roots(env={})
     dirs = []
-    for root in (os.environ.get("ROCM_PATH"), "/opt/rocm"):
-        if root and (Path(root) / "lib") not in dirs:
-            dirs.append(Path(root) / "lib")
+    for root in roots:
+        if root / "lib" not in dirs:
+            dirs.append(root / "lib")
     return dirs
 
 
@@ -124,8 +133,10 @@ def _try_import_migraphx() -> tuple[Any, str]:
 def migraphx_status(refresh: bool = False) -> MigraphxStatus:
     """Import MIGraphX's Python module if this machine has it.
 
-    First a plain ``import migraphx``; if that fails and ``$ROCM_PATH/lib`` (or
-    ``/opt/rocm/lib``) holds the module, that directory is appended to
+    First a plain ``import migraphx`` (a pip-installed MIGraphX wheel is found
+    this way); if that fails and ``$ROCM_PATH/lib``, a Core SDK's
+    ``/opt/rocm/core-N.N/lib`` or ``/opt/rocm/core/lib``, or ``/opt/rocm/lib``
+    holds the module, that directory is appended to
     ``sys.path``, as ``PYTHONPATH=/opt/rocm/lib`` would, and the import retried.
     The result is cached; ``refresh=True`` looks again.
     """

@@ -166,10 +166,43 @@ def probe_framework(
 _VERSION_RE = re.compile(r"\d+\.\d+(?:\.\d+)?")
 
 
+OPT_ROOT = Path("/opt")
+"""Where the ROCm trees are looked for (``<OPT_ROOT>/rocm``, ``.../rocm/core-N.N``)."""
+
+_CORE_DIR_RE = re.compile(r"core(?:-(\d+(?:\.\d+){0,2}))?$")
+
+
 def rocm_root(env: dict | None = None) -> Path:
     """``$ROCM_PATH`` or ``/opt/rocm``."""
     env = os.environ if env is None else env
     return Path(env.get("ROCM_PATH") or "/opt/rocm")
+
+
+def _core_key(path: Path) -> tuple[int, ...]:
+    m = _CORE_DIR_RE.match(path.name)
+    return tuple(int(x) for x in m.group(1).split(".")) if m and m.group(1) else ()
+
+
+def rocm_roots(env: dict | None = None, opt_root: str | os.PathLike | None = None) -> list[Path]:
+    """The ROCm trees to look at, in order: ``$ROCM_PATH`` alone when it is set;
+    else the ROCm Core SDK's ``/opt/rocm/core-N.N`` (newest first) and
+    ``/opt/rocm/core``, then the legacy ``/opt/rocm``."""
+    env = os.environ if env is None else env
+    if env.get("ROCM_PATH"):
+        return [Path(env["ROCM_PATH"])]
+    base = Path(OPT_ROOT if opt_root is None else opt_root) / "rocm"
+    try:
+        cores = [p for p in base.glob("core-*") if _CORE_DIR_RE.match(p.name)]
+    except OSError:
+        cores = []
+    cores.sort(key=_core_key, reverse=True)
+    return cores + [base / "core", base]
+
+
+def stream_hint(root: Path) -> str | None:
+    """``core-sdk`` for a Core SDK directory (``core`` or ``core-N.N``); else None
+    (``/opt/rocm`` can hold either stream: the Core SDK links its files there)."""
+    return "core-sdk" if _CORE_DIR_RE.match(Path(root).name) else None
 
 
 @dataclass
@@ -178,32 +211,100 @@ class RocmInfo:
     version: str | None = None
     source: str | None = None
     error: str | None = None
+    layout: str | None = None
+    """``ROCM_PATH``, ``/opt/rocm``, ``core-sdk`` (``/opt/rocm/core*``) or ``pip``."""
+    stream: str | None = None
+    """``core-sdk`` where the layout shows it; the doctor fills in the rest from the data."""
 
 
-def rocm_version(env: dict | None = None) -> RocmInfo:
-    """The installed ROCm version, read from ``<root>/.info/version``."""
-    root = rocm_root(env)
-    info = RocmInfo(path=str(root))
-    candidates = [root / ".info" / "version", root / ".info" / "version-dev"]
-    for candidate in candidates:
+def _read_version_file(root: Path, info: RocmInfo) -> bool:
+    """Fill ``info`` from ``<root>/.info/version``; True when that settled it."""
+    for candidate in (root / ".info" / "version", root / ".info" / "version-dev"):
         try:
             text = candidate.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             continue
         except OSError as exc:
             info.error = f"could not read {candidate}: {exc.strerror or exc}"
-            return info
+            return True
         match = _VERSION_RE.search(text)
         if match:
             info.version, info.source = match.group(0), str(candidate)
-            return info
-        info.error = f"{candidate} does not contain a version number: {_short(text, 80)!r}"
+        else:
+            info.error = f"{candidate} does not contain a version number: {_short(text, 80)!r}"
+        return True
+    return False
+
+
+def _rocm_tree(root: Path, layout: str) -> RocmInfo:
+    info = RocmInfo(path=str(root), layout=layout, stream=stream_hint(root))
+    if _read_version_file(root, info):
+        return info
+    key = _core_key(root)
+    if key and root.is_dir():
+        info.version = ".".join(map(str, key))
+        info.source = f"directory name {root.name}"
         return info
     if root.exists():
         info.error = f"{root} exists but has no .info/version file"
     else:
         info.error = f"ROCm is not installed at {root} (set ROCM_PATH if it lives elsewhere)"
     return info
+
+
+def pip_rocm(site_dirs: list | None = None) -> RocmInfo | None:
+    """ROCm installed with pip (the ``rocm`` distribution of TheRock's wheels, whose
+    ``rocm_sdk`` module and ``rocm-sdk version`` report the version) in
+    ``site_dirs`` (default: this interpreter's ``sys.path``), or None."""
+    for entry in sys.path if site_dirs is None else site_dirs:
+        try:
+            dists = sorted(Path(entry).glob("rocm-*.dist-info"))
+        except (OSError, TypeError):
+            continue
+        for dist in dists:
+            try:
+                meta = (dist / "METADATA").read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            name = re.search(r"^Name:\s*(\S+)", meta, re.M)
+            version = re.search(r"^Version:\s*(\S+)", meta, re.M)
+            if name and name.group(1).lower() == "rocm" and version:
+                return RocmInfo(
+                    path=str(Path(entry) / "rocm_sdk"),
+                    version=version.group(1),
+                    source=str(dist / "METADATA"),
+                    layout="pip",
+                )
+    return None
+
+
+def rocm_version(
+    env: dict | None = None,
+    opt_root: str | os.PathLike | None = None,
+    site_dirs: list | None = None,
+) -> RocmInfo:
+    """The installed ROCm: its path, version, layout and (where the layout shows
+    it) stream. Looks at :func:`rocm_roots` (reading ``.info/version``, or a
+    Core SDK directory's ``core-N.N`` name), then at a pip-installed ROCm."""
+    env = os.environ if env is None else env
+    roots = rocm_roots(env, opt_root)
+    for root in roots:
+        layout = "ROCM_PATH" if env.get("ROCM_PATH") else "/opt/rocm"
+        info = _rocm_tree(root, "core-sdk" if stream_hint(root) else layout)
+        if info.version or (info.error and root.exists()):
+            return info
+        if env.get("ROCM_PATH"):
+            return info
+    pip = pip_rocm(site_dirs)
+    if pip is not None:
+        return pip
+    base = roots[-1]
+    return RocmInfo(
+        path=str(base),
+        layout="/opt/rocm",
+        error=f"ROCm is not installed at {base}, {base}/core or {base}/core-N.N, nor with "
+        "pip in this Python (set ROCM_PATH if it lives elsewhere)",
+    )
 
 
 @dataclass
@@ -370,8 +471,11 @@ def _find_rocminfo(env: dict | None = None) -> str:
     found = shutil.which("rocminfo", path=env.get("PATH"))
     if found:
         return found
-    bundled = rocm_root(env) / "bin" / "rocminfo"
-    return str(bundled) if bundled.exists() else "rocminfo"
+    for root in rocm_roots(env):
+        bundled = root / "bin" / "rocminfo"
+        if bundled.exists():
+            return str(bundled)
+    return "rocminfo"
 
 
 # A reader-facing view of the GPUs ------------------------------------------

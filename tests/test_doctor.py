@@ -165,3 +165,69 @@ def test_doctor_on_this_machine_sees_the_frameworks():
     assert torch_report["installed"] and torch_report["version"] == torch.__version__
     assert torch_report["details"]["gpu_available"] == torch.cuda.is_available()
     assert isinstance(report["gpus"], list)
+
+
+# --------------------------------------------------------------------------- distributed
+
+
+def _torch_report(details: dict):
+    from rocm_dl_guide import system
+
+    return system.SystemReport(
+        rocm=system.rocm_version(env={"ROCM_PATH": "/nonexistent"}),
+        kernel_driver=system.KernelDriverInfo(loaded=False),
+        rocminfo_source="saved",
+        rocminfo=rocminfo.parse(rocminfo.load_sample("mi300x")),
+        pci_gpus=[],
+        frameworks={"pytorch": system.FrameworkInfo("pytorch", True, "2.9.1", details)},
+    )
+
+
+MI300X_TORCH = {
+    "hip": "7.2.0",
+    "gpu_available": True,
+    "devices": [{"name": "AMD Instinct MI300X", "gfx": "gfx942", "memory_gib": 192.0}] * 8,
+}
+
+
+@pytest.mark.parametrize(
+    "rccl, status, words",
+    [
+        (["/opt/rocm/lib/librccl.so.1"], "ok", "RCCL library: /opt/rocm/lib/librccl.so.1"),
+        ([], "warn", "the nccl backend (RCCL on ROCm) will fail"),
+    ],
+)
+def test_doctor_reports_what_distributed_training_uses(rccl, status, words):
+    from rocm_dl_guide import doctor
+
+    dist = {
+        "available": True,
+        "gloo": True,
+        "nccl": True,
+        "nccl_version": "2.26.6",
+        "visible_env": {"HIP_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"},
+        "rccl": rccl,
+    }
+    checks = doctor.distributed_checks(_torch_report({**MI300X_TORCH, "distributed": dist}))
+    by_name = {c.name: c for c in checks}
+    assert by_name["Distributed"].status == "ok"
+    message = by_name["Distributed"].message
+    assert "backends nccl, gloo" in message and "--nproc-per-node 8" in message
+    assert "RCCL/NCCL 2.26.6" in message and "HIP_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in message
+    assert by_name["RCCL"].status == status and words in by_name["RCCL"].message
+
+
+def test_doctor_distributed_on_a_cpu_machine_and_without_torch_distributed():
+    from rocm_dl_guide import doctor
+
+    cpu = {
+        "version": "2.14.1",
+        "gpu_available": False,
+        "devices": [],
+        "distributed": {"available": True, "gloo": True, "nccl": False, "visible_env": {}},
+    }
+    (check,) = doctor.distributed_checks(_torch_report(cpu))
+    assert check.status == "ok" and "gloo backend on the CPU" in check.message
+    cpu["distributed"] = {"available": False}
+    (check,) = doctor.distributed_checks(_torch_report(cpu))
+    assert check.status == "warn" and "built without torch.distributed" in check.message

@@ -183,6 +183,47 @@ def _pytorch_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     return checks
 
 
+def distributed_checks(sysrep: SystemReport) -> list[Check]:
+    """What multi-process training would use: the process-group backends in this
+    PyTorch, how many GPUs each torchrun rank could have, and on ROCm the RCCL library."""
+    torch_info = sysrep.frameworks.get("pytorch")
+    dist = torch_info.details.get("distributed") if torch_info and torch_info.installed else None
+    if not dist:
+        return []
+    if dist.get("error") or not dist.get("available"):
+        why = dist.get("error") or "this PyTorch was built without torch.distributed"
+        return [Check("Distributed", WARN, f"torch.distributed unavailable: {why}")]
+    backends = [b for b in ("nccl", "gloo") if dist.get(b)]
+    nccl = dist.get("nccl_version")
+    rccl_words = f" (RCCL/NCCL {nccl})" if nccl else ""
+    gpus = len(torch_info.details.get("devices") or [])
+    env = ", ".join(f"{k}={v}" for k, v in (dist.get("visible_env") or {}).items())
+    if gpus:
+        plan = (
+            f"torchrun --nproc-per-node {gpus} gives each rank one of the {gpus} visible "
+            f"GPU(s) with the nccl backend{rccl_words}"
+        )
+    else:
+        plan = "no GPU visible: distributed runs use the gloo backend on the CPU"
+    status = OK if "gloo" in backends or (gpus and "nccl" in backends) else WARN
+    message = f"backends {', '.join(backends) or 'none'}; {plan}" + (f" ({env})" if env else "")
+    checks = [Check("Distributed", status, message)]
+    if torch_info.details.get("hip") and gpus:
+        found = dist.get("rccl") or []
+        if found:
+            checks.append(Check("RCCL", OK, f"RCCL library: {found[0]}"))
+        else:
+            checks.append(
+                Check(
+                    "RCCL",
+                    WARN,
+                    "no librccl.so found next to PyTorch or in "
+                    "/opt/rocm*/lib: the nccl backend (RCCL on ROCm) will fail",
+                )
+            )
+    return checks
+
+
 def _tensorflow_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     """TensorFlow: its build, the GPUs it sees, and a ROCm build's release against ROCm's."""
     tf_info = sysrep.frameworks.get("tensorflow")
@@ -241,6 +282,7 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
     checks += _kernel_driver_checks(sysrep, rocm_ver)
     checks += _rocminfo_checks(sysrep, rocm_ver)
     checks += _pytorch_checks(sysrep, rocm_ver)
+    checks += distributed_checks(sysrep)
     checks += _tensorflow_checks(sysrep, rocm_ver)
     checks += _onnxruntime_checks(sysrep, rocm_ver)
     checks += _migraphx_checks(sysrep, rocm_ver)

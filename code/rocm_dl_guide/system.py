@@ -40,6 +40,26 @@ try:
     info["devices"] = devices
 except Exception as exc:
     info["gpu_error"] = f"{type(exc).__name__}: {exc}"
+try:  # what distributed training (torchrun, DDP, FSDP) can use
+    import glob, os
+    import torch.distributed as dist
+    d = {"available": dist.is_available()}
+    if d["available"]:
+        d["gloo"] = dist.is_gloo_available()
+        d["nccl"] = dist.is_nccl_available()
+    if d.get("nccl") and info.get("gpu_available"):
+        d["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+    d["visible_env"] = {k: os.environ[k] for k in
+                        ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+                        if k in os.environ}
+    if info.get("hip"):
+        roots = [os.path.join(os.path.dirname(torch.__file__), "lib")]
+        roots += [os.path.join(os.environ.get("ROCM_PATH", "/opt/rocm"), "lib")]
+        roots += sorted(glob.glob("/opt/rocm*/lib")) + sorted(glob.glob("/opt/rocm/core*/lib"))
+        d["rccl"] = sorted({p for r in roots for p in glob.glob(os.path.join(r, "librccl.so*"))})
+    info["distributed"] = d
+except Exception as exc:
+    info["distributed"] = {"error": f"{type(exc).__name__}: {exc}"}
 print(json.dumps(info))
 """,
     "tensorflow": r"""

@@ -22,39 +22,53 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 #
 # The tests never write into the user's home or the repository: every cache and
 # output directory the package, the frameworks and Jupyter would put under ``~``
-# points into one temporary folder for the whole session. It is set here, when
-# pytest imports this file (before any test module imports the package, Keras or
-# matplotlib, which read some of these once), and in os.environ, so that child
-# processes (command-line tests, Jupyter kernels, the book build) inherit it.
+# points into one folder for the whole session, ``session/`` in pytest's
+# temporary directory (pruned by pytest like every basetemp; removed at the end
+# of a session that finishes). pytest_configure sets it in os.environ, before
+# any test module is imported (and with it the package, Keras or matplotlib,
+# which read some of these once), so that child processes (command-line tests,
+# Jupyter kernels, the book build) inherit it.
 #
 # Tests share the one data cache, so each offline fixture is generated once per
 # session. A test that needs an empty cache, or data nobody else has changed,
 # takes ``private_data_cache``: the shared cache's IMDB, for one, may have lost
 # ``train/unsup``, which ``imdb.train`` (and the book's IMDB page) removes.
 
-SESSION_DIR = Path(tempfile.mkdtemp(prefix="rocm-dl-guide-tests-"))
-
-ISOLATED_ENV = {
-    "ROCM_DL_GUIDE_DATA": SESSION_DIR / "data",  # datasets.cache_dir()
-    "ROCM_DL_GUIDE_RUNS": SESSION_DIR / "runs",  # train.runs_dir()
-    "TORCH_HOME": SESSION_DIR / "torch",  # torch.hub weights (Inception v3, ...)
-    "KERAS_HOME": SESSION_DIR / "keras",  # keras.json, keras.datasets downloads
-    "MPLCONFIGDIR": SESSION_DIR / "matplotlib",  # matplotlib's config and font cache
-    "IPYTHONDIR": SESSION_DIR / "ipython",  # kernels' IPython profile and history
-    "JUPYTER_CONFIG_DIR": SESSION_DIR / "jupyter" / "config",
-    "JUPYTER_DATA_DIR": SESSION_DIR / "jupyter" / "data",
-    "JUPYTER_RUNTIME_DIR": SESSION_DIR / "jupyter" / "runtime",  # kernel connection files
-    "XDG_CACHE_HOME": SESSION_DIR / "cache",  # pooch's default cache, pip, zizmor, ...
-    "XDG_CONFIG_HOME": SESSION_DIR / "config",
-    "XDG_DATA_HOME": SESSION_DIR / "share",
+ISOLATED_DIRS = {
+    "ROCM_DL_GUIDE_DATA": "data",  # datasets.cache_dir()
+    "ROCM_DL_GUIDE_RUNS": "runs",  # train.runs_dir()
+    "TORCH_HOME": "torch",  # torch.hub weights (Inception v3, ...)
+    "KERAS_HOME": "keras",  # keras.json, keras.datasets downloads
+    "MPLCONFIGDIR": "matplotlib",  # matplotlib's config and font cache
+    "IPYTHONDIR": "ipython",  # kernels' IPython profile and history
+    "JUPYTER_CONFIG_DIR": "jupyter/config",
+    "JUPYTER_DATA_DIR": "jupyter/data",
+    "JUPYTER_RUNTIME_DIR": "jupyter/runtime",  # kernel connection files
+    "XDG_CACHE_HOME": "cache",  # pooch's default cache, pip, zizmor, ...
+    "XDG_CONFIG_HOME": "config",
+    "XDG_DATA_HOME": "share",
 }
-for _name, _path in ISOLATED_ENV.items():
-    _path.mkdir(parents=True, exist_ok=True)
-    os.environ[_name] = str(_path)
+SESSION_DIR: Path | None = None  # set by pytest_configure
+
+
+@pytest.hookimpl(trylast=True)  # after the tmp_path plugin has made its factory
+def pytest_configure(config):
+    global SESSION_DIR
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is not None:
+        SESSION_DIR = factory.getbasetemp() / "session"
+        SESSION_DIR.mkdir()
+    else:  # pragma: no cover - a pytest without the attribute
+        SESSION_DIR = Path(tempfile.mkdtemp(prefix="rocm-dl-guide-tests-"))
+    for name, sub in ISOLATED_DIRS.items():
+        path = SESSION_DIR / sub
+        path.mkdir(parents=True, exist_ok=True)
+        os.environ[name] = str(path)
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(SESSION_DIR, ignore_errors=True)
+    if SESSION_DIR is not None:
+        shutil.rmtree(SESSION_DIR, ignore_errors=True)
 
 
 @pytest.fixture

@@ -175,6 +175,7 @@ FIGURES = {
     # first image + colour bar, 25-image grid, curves, single predictions, batch
     "book/training/fashion-mnist": 7,
     "book/training/imdb": 1,  # loss and accuracy curves
+    "book/distributed/tensorflow": 1,  # multi-worker and one-worker training curves
     "book/optimization/benchmark": 1,  # latency and throughput by batch size
 }
 

@@ -197,7 +197,7 @@ def test_the_shared_loop_under_torchrun_equals_one_process(tmp_path):
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     ckpt = tmp_path_factory.mktemp("uninterrupted")
-    run = scaling.train_cli("cifar10", ckpt, nproc=2, extra=("--epochs", "3"), timeout=TIMEOUT)
+    run = scaling.train_cli("cifar10", ckpt, nproc=2, extra=("--epochs", "2"), timeout=TIMEOUT)
     assert run.returncode == 0, run.log[-3000:]
     return run, torch.load(ckpt / train.CHECKPOINT_NAME, weights_only=True)["history"]
 
@@ -206,10 +206,10 @@ def test_train_nproc_2_json(uninterrupted):
     run, history = uninterrupted
     rec = run.record
     assert rec["example"] == "cifar10" and rec["world_size"] == 2 and rec["backend"] == "gloo"
-    assert rec["epochs_completed"] == 3 and rec["resumed_from_epoch"] is None
+    assert rec["epochs_completed"] == 2 and rec["resumed_from_epoch"] is None
     assert rec["test_accuracy"] > 0.2  # chance is 0.1
     assert rec["img_per_s"] > 0
-    assert len(run.lines("epoch 3/3")) == 1  # only rank 0 logs
+    assert len(run.lines("epoch 2/2")) == 1  # only rank 0 logs
 
 
 def test_killed_worker_is_restarted_and_resumes_without_loss(tmp_path, uninterrupted):
@@ -227,9 +227,9 @@ def test_killed_worker_is_restarted_and_resumes_without_loss(tmp_path, uninterru
     assert run.returncode == 0, run.log[-3000:]
     assert run.lines("exitcode: -9")  # torchrun saw the SIGKILL ...
     assert run.lines("resuming from")  # ... and the restarted group resumed
-    assert run.record["resumed_from_epoch"] == 1 and run.record["epochs_completed"] == 3
+    assert run.record["resumed_from_epoch"] == 1 and run.record["epochs_completed"] == 2
     history = torch.load(tmp_path / train.CHECKPOINT_NAME, weights_only=True)["history"]
-    assert [h["epoch"] for h in history] == [1, 2, 3]  # no epoch lost or repeated
+    assert [h["epoch"] for h in history] == [1, 2]  # no epoch lost or repeated
     for got, want in zip(history, expected, strict=True):
         for key in ("train_loss", "train_accuracy", "val_loss", "val_accuracy"):
             assert got[key] == pytest.approx(want[key], rel=1e-6), (key, got, want)
@@ -237,7 +237,7 @@ def test_killed_worker_is_restarted_and_resumes_without_loss(tmp_path, uninterru
 
 def test_two_nodes_on_localhost_match_one_node(tmp_path, uninterrupted):
     _, expected = uninterrupted
-    run = scaling.two_node_launch("cifar10", tmp_path, extra=("--epochs", "3"), timeout=TIMEOUT)
+    run = scaling.two_node_launch("cifar10", tmp_path, extra=("--epochs", "2"), timeout=TIMEOUT)
     assert run.returncode == 0, run.log[-3000:]
     assert run.record["world_size"] == 2
     history = torch.load(tmp_path / train.CHECKPOINT_NAME, weights_only=True)["history"]
@@ -246,11 +246,10 @@ def test_two_nodes_on_localhost_match_one_node(tmp_path, uninterrupted):
     )
 
 
-def test_fsdp_checkpoint_saved_by_two_ranks_resumes_on_one(tmp_path, uninterrupted):
+def test_fsdp_checkpoint_saved_by_two_ranks_resumes_on_one(tmp_path):
     """FSDP2 shards; DCP writes one file per rank and reshards when one rank loads them."""
-    _, expected = uninterrupted
     first = scaling.train_cli(
-        "cifar10", tmp_path, nproc=2, extra=("--fsdp", "--epochs", "1"), timeout=TIMEOUT
+        "mnist-pytorch", tmp_path, nproc=2, extra=("--fsdp", "--epochs", "1"), timeout=TIMEOUT
     )
     assert first.returncode == 0, first.log[-3000:]
     assert first.lines("fully sharded (FSDP2): 2 processes")
@@ -258,13 +257,13 @@ def test_fsdp_checkpoint_saved_by_two_ranks_resumes_on_one(tmp_path, uninterrupt
     assert sorted(p.name for p in folder.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
     layout = sharded.layout(folder)
     assert set(layout["file"]) == {"__0_0.distcp", "__1_0.distcp"}  # each rank holds a part
-    fc1 = layout[layout["tensor"] == "fc1.weight"]
-    assert list(fc1["offsets"]) == [(0, 0), (60, 0)] and fc1["shape"].iloc[0] == (120, 400)
+    dense = layout[layout["tensor"] == "7.weight"]  # Linear(9216, 128): 64 rows per rank
+    assert list(dense["offsets"]) == [(0, 0), (64, 0)] and dense["shape"].iloc[0] == (128, 9216)
     ckpt = torch.load(tmp_path / train.CHECKPOINT_NAME, weights_only=True)
     assert ckpt["sharded"] == folder.name and ckpt["model"] is None
 
     second = scaling.train_cli(
-        "cifar10",
+        "mnist-pytorch",
         tmp_path,
         nproc=1,
         extra=("--fsdp", "--resume", "--epochs", "2"),
@@ -272,8 +271,7 @@ def test_fsdp_checkpoint_saved_by_two_ranks_resumes_on_one(tmp_path, uninterrupt
     )
     assert second.returncode == 0, second.log[-3000:]
     assert second.record["world_size"] == 1 and second.record["resumed_from_epoch"] == 1
+    assert second.record["test_accuracy"] > 0.5  # chance is 0.1
     history = torch.load(tmp_path / train.CHECKPOINT_NAME, weights_only=True)["history"]
     assert [h["epoch"] for h in history] == [1, 2]
-    # FSDP computes what DDP computes: epoch 1 matches the DDP run's
-    assert history[0]["train_loss"] == pytest.approx(expected[0]["train_loss"], rel=1e-6)
     assert not folder.exists() and (tmp_path / f"{train.SHARDED_PREFIX}2").is_dir()

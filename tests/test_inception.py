@@ -225,9 +225,9 @@ def test_finetune_model_replaces_the_head():
 
 
 def test_smoke_training_runs_and_learns(tmp_path):
-    run = inception.train(profile="smoke", checkpoint_dir=tmp_path, progress=False)
+    run = inception.train(profile="smoke", epochs=2, checkpoint_dir=tmp_path, progress=False)
     hist = run.result.history
-    assert [m.epoch for m in hist] == [1, 2, 3]
+    assert [m.epoch for m in hist] == [1, 2]
     assert run.data.image_size == 75 and run.data.prepared.kind == "fixture"
     assert run.lr == inception.RANDOM_INIT_LR  # random weights: not the fine-tuning rate
     assert all(math.isfinite(m.train_loss) and math.isfinite(m.val_loss) for m in hist)
@@ -239,7 +239,9 @@ def test_smoke_training_runs_and_learns(tmp_path):
     assert len(run.data.names) == 10 and all(run.data.names)
 
 
-def test_cli_trains_with_amp_and_channels_last(tmp_path):
+def test_cli_passes_amp_and_channels_last_to_the_loop(tmp_path):
+    """The train command's --amp/--channels-last reach the shared loop (on the small
+    CIFAR-10 network, so the test stays fast; Inception's own training is tested above)."""
     import subprocess
     import sys
 
@@ -249,7 +251,7 @@ def test_cli_trains_with_amp_and_channels_last(tmp_path):
             "-m",
             "rocm_dl_guide",
             "train",
-            "inception-v3",
+            "cifar10",
             "--profile",
             "smoke",
             "--epochs",
@@ -265,6 +267,13 @@ def test_cli_trains_with_amp_and_channels_last(tmp_path):
         env={**os.environ, "ROCM_DL_GUIDE_PROGRESS": "0"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Inception v3 on tiny-imagenet-200" in proc.stdout
+    assert "amp on the CPU uses bfloat16 autocast" in proc.stdout  # the loop's own note
     assert "epoch 1/1:" in proc.stdout and "Traceback" not in proc.stderr
-    assert (tmp_path / "trained_inception_v3.pt").is_file()
+    assert (tmp_path / "cifar_net.pt").is_file()
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocm_dl_guide", "train", "mnist-pytorch", "--amp"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 2 and "does not support --amp" in proc.stderr

@@ -219,7 +219,7 @@ def test_killed_worker_is_restarted_and_resumes_without_loss(tmp_path, uninterru
         tmp_path,
         nproc=2,
         max_restarts=1,
-        extra=("--epochs", "3"),
+        extra=("--epochs", "2"),
         kill_rank_after_epoch=(1, 1),
         timeout=TIMEOUT,
     )

@@ -275,3 +275,16 @@ def test_fsdp_checkpoint_saved_by_two_ranks_resumes_on_one(tmp_path):
     history = torch.load(tmp_path / train.CHECKPOINT_NAME, weights_only=True)["history"]
     assert [h["epoch"] for h in history] == [1, 2]
     assert not folder.exists() and (tmp_path / f"{train.SHARDED_PREFIX}2").is_dir()
+
+
+def test_throughput_table_from_runs():
+    def run(n, ips, seconds):
+        record = {"backend": "gloo" if n > 1 else None, "img_per_s": ips}
+        return scaling.CliRun(record, 0, "", seconds=seconds)
+
+    frame = scaling.throughput_table({2: run(2, 150.0, 20.0), 1: run(1, 100.0, 10.0)})
+    assert list(frame["processes"]) == [1, 2]
+    assert list(frame["launcher"]) == ["plain python (no DDP)", "torchrun"]
+    assert list(frame["backend"]) == ["-", "gloo"]
+    assert list(frame["speed-up"]) == pytest.approx([1.0, 1.5])
+    assert list(frame["efficiency"]) == pytest.approx([1.0, 0.75])

@@ -80,6 +80,13 @@ def setup(device: str | torch.device | None = None) -> Context:
         return Context(0, 1, 0, None, torch.device(device) if device is not None else pick())
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
+        if local_rank >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"local rank {local_rank} has no GPU of its own: only "
+                f"{torch.cuda.device_count()} visible; start at most that many processes per "
+                "node, or hide the GPUs (HIP_VISIBLE_DEVICES= CUDA_VISIBLE_DEVICES=) to train "
+                "on the CPU with gloo"
+            )
         torch.cuda.set_device(local_rank)
         backend, dev = "nccl", torch.device("cuda", local_rank)
     else:

@@ -167,7 +167,7 @@ def run_equivalence(
         cfg_path = Path(tmp) / "config.json"
         cfg_path.write_text(json.dumps(config))
         cmd = distributed.torchrun_command(["rocm_dl_guide.scaling", str(cfg_path)], nproc)
-        proc = _run(cmd, timeout, env=_quiet_env())
+        proc = _run(cmd, timeout, env=_job_env(nproc))
         out = Path(config["out"])
         if proc.returncode != 0 or not out.exists():
             raise RuntimeError(f"the {mode} workers failed:\n{proc.stderr[-2000:]}")
@@ -218,7 +218,7 @@ def train_cli(
     if max_restarts is not None:
         cmd += ["--max-restarts", str(max_restarts)]
     tag = uuid.uuid4().hex
-    env = _quiet_env(ROCM_DL_GUIDE_JOB=tag)
+    env = _job_env(nproc, ROCM_DL_GUIDE_JOB=tag)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = []
@@ -297,6 +297,22 @@ def _last_json(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _job_env(nproc: int | None, **extra: str) -> dict[str, str]:
+    """The environment of a job of ``nproc`` local processes: on a machine with fewer
+    GPUs than that (but some), the GPUs are hidden so the job runs on the CPU with
+    gloo instead of failing; :func:`gpus_hidden` says when."""
+    env = _quiet_env(**extra)
+    if gpus_hidden(nproc):
+        env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def gpus_hidden(nproc: int | None) -> bool:
+    """Whether a job of ``nproc`` local processes runs with the GPUs hidden (there are
+    some GPUs here, but fewer than processes)."""
+    return bool(nproc) and 0 < torch.cuda.device_count() < nproc
+
+
 def _quiet_env(**extra: str) -> dict[str, str]:
     env = distributed.launcher_env()
     env.update(TF_CPP_MIN_LOG_LEVEL="3", ROCM_DL_GUIDE_PROGRESS="0", **extra)
@@ -328,7 +344,7 @@ def two_node_launch(
     """
     endpoint = f"127.0.0.1:{free_port()}"
     args = ["rocm_dl_guide", "train", example, "--json", "--checkpoint-dir", str(checkpoint_dir)]
-    env = _quiet_env(ROCM_DL_GUIDE_JOB=uuid.uuid4().hex)
+    env = _job_env(2, ROCM_DL_GUIDE_JOB=uuid.uuid4().hex)
     procs = []
     start = time.monotonic()
     try:
@@ -358,37 +374,45 @@ def two_node_launch(
 # --------------------------------------------------------------------------- throughput
 
 
-def throughput_table(
-    example: str = "cifar10",
-    nprocs: tuple[int, ...] = (1, 2),
-    epochs: int = 1,
-    workdir: str | os.PathLike | None = None,
-) -> pandas.DataFrame:
-    """Training images/s of ``train EXAMPLE`` with 1, 2, ... processes, one after another.
+def demo_nprocs() -> list[int]:
+    """Process counts worth measuring here: 2 up to every local GPU (at least 2)."""
+    return list(range(2, max(2, torch.cuda.device_count()) + 1))
 
-    One row per process count: world size, backend, images/s (summed over ranks,
-    last epoch), wall time of the whole command (start-up included), the speed-up
-    over one process and the scaling efficiency (speed-up / processes).
-    """
+
+def throughput_runs(
+    example: str, folder: str | os.PathLike, nprocs: list[int] | None = None, epochs: int = 1
+) -> dict[int, CliRun]:
+    """``train EXAMPLE --epochs E --json`` as one plain process (no torchrun, no DDP)
+    and with ``--nproc N`` for each N in ``nprocs`` (default :func:`demo_nprocs`),
+    one after another; checkpoints under ``folder/nN``."""
+    extra = ("--epochs", str(epochs))
+    runs = {1: train_cli(example, Path(folder) / "n1", extra=extra)}
+    for n in nprocs or demo_nprocs():
+        runs[n] = train_cli(example, Path(folder) / f"n{n}", nproc=n, extra=extra)
+    for n, run in runs.items():
+        if run.record is None:
+            raise RuntimeError(f"{example} with {n} process(es) failed:\n{run.log[-2000:]}")
+    return runs
+
+
+def throughput_table(runs: dict[int, CliRun]) -> pandas.DataFrame:
+    """One row per process count: launcher, backend, images/s (summed over ranks, last
+    epoch), wall time of the whole command (start-up included), the speed-up over
+    one process and the scaling efficiency (speed-up / processes)."""
     import pandas as pd
 
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="rocm-dl-guide-scaling-", dir=workdir) as tmp:
-        for n in nprocs:
-            run = train_cli(example, Path(tmp) / f"n{n}", nproc=n, extra=("--epochs", str(epochs)))
-            if run.record is None:
-                raise RuntimeError(f"{n} process(es) failed:\n{run.log[-2000:]}")
-            rows.append(
-                {
-                    "processes": n,
-                    "backend": run.record["backend"] or "-",
-                    "images/s": run.record["img_per_s"],
-                    "wall s": run.seconds,
-                }
-            )
-    frame = pd.DataFrame(rows)
-    frame["speedup"] = frame["images/s"] / frame["images/s"].iloc[0]
-    frame["efficiency"] = frame["speedup"] / frame["processes"]
+    frame = pd.DataFrame(
+        {
+            "processes": n,
+            "launcher": "torchrun" if n > 1 else "plain python (no DDP)",
+            "backend": run.record["backend"] or "-",
+            "images/s": run.record["img_per_s"],
+            "wall s": run.seconds,
+        }
+        for n, run in sorted(runs.items())
+    )
+    frame["speed-up"] = frame["images/s"] / frame["images/s"].iloc[0]
+    frame["efficiency"] = frame["speed-up"] / frame["processes"]
     return frame
 
 

@@ -611,3 +611,25 @@ def test_fit_keras_learns_and_reports(capsys):
     devices = tensorflow_devices()
     assert isinstance(devices["built_with_rocm"], bool)
     assert isinstance(devices["gpus"], list) and devices["version"] == tf.__version__
+
+
+def test_native_bf16_detection_from_cpu_flags():
+    from rocm_dl_guide import device
+
+    assert device.cpu_has_native_bf16({"avx2", "avx512f", "avx512_bf16"})
+    assert device.cpu_has_native_bf16({"amx_bf16", "amx_tile"})
+    assert not device.cpu_has_native_bf16({"avx2", "fma", "avx512f"})
+
+
+def test_compare_precision_skips_emulated_bf16_and_says_why(monkeypatch):
+    import rocm_dl_guide.train as loop
+
+    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: False)
+    loader = DataLoader(make_data(64, seed=5), batch_size=32)
+    result = compare_precision(make_model, loader, "cpu", steps=1, warmup=0, repeats=1)
+    rows = result.frame.set_index("variant")
+    for variant in ("amp", "amp+channels_last"):
+        assert math.isnan(rows.loc[variant, "images_per_second"])
+        assert rows.loc[variant, "note"].startswith("skipped: this CPU has no native bfloat16")
+    assert rows.loc["float32", "images_per_second"] > 0
+    assert result.fastest()[0] in ("float32", "channels_last")

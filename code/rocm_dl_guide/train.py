@@ -45,6 +45,7 @@ import torch
 from torch import nn
 
 from rocm_dl_guide import distributed, files, sharded
+from rocm_dl_guide.device import cpu_has_native_bf16
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -590,9 +591,10 @@ def _make_loop(model, optimizer, loss_fn, scheduler, ctx, options, say) -> _Loop
     if options.amp and amp_dtype is None:
         say(f"note: autocast is not available on {device}; training in float32")
     elif options.amp and device.type == "cpu":
+        slow = "" if cpu_has_native_bf16() else "; this CPU has neither, so expect it much slower"
         say(
             "note: amp on the CPU uses bfloat16 autocast; it is only faster on CPUs "
-            "with native bf16 (AVX512-BF16/AMX)"
+            f"with native bf16 (AVX512-BF16/AMX){slow}"
         )
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     loss_fn = _loss_on(loss_fn, device)
@@ -1010,6 +1012,13 @@ def _measure_variant(
     dtype = _amp_dtype(device) if use_amp else None
     if use_amp and dtype is None:
         row["note"] = f"skipped: autocast is not available on {device.type}"
+        return
+    if use_amp and device.type == "cpu" and not cpu_has_native_bf16():
+        row["dtype"] = "bfloat16"
+        row["note"] = (
+            "skipped: this CPU has no native bfloat16 (AVX512-BF16/AMX), so autocast would "
+            "be emulated and many times slower; the gain is a GPU's"
+        )
         return
     if use_amp:
         row["dtype"] = str(dtype).replace("torch.", "")

@@ -84,7 +84,7 @@ def cpu_has_native_bf16(flags: set[str] | None = None) -> bool:
     """Whether the CPU computes bfloat16 in hardware (AVX512-BF16 or AMX-BF16).
 
     Without either, PyTorch emulates bfloat16 on the CPU, and autocast runs many
-    times slower than float32 (measured here on an AVX2-only CPU: about 25x).
+    times slower than float32.
     """
     flags = cpu_flags() if flags is None else flags
     return bool(flags & {"avx512_bf16", "amx_bf16"})

@@ -267,7 +267,9 @@ def test_imdb_bag_of_words_learns() -> None:
 # --------------------------------------------------------------------------- Tiny ImageNet
 
 
-def test_tiny_imagenet_layout_and_imagefolder() -> None:
+def test_tiny_imagenet_layout_and_imagefolder(private_data_cache) -> None:
+    """The upstream layout, val/images included (a cache of its own: the Inception
+    pages and tests reorganise the shared cache's val/ into val/<wnid>/images)."""
     from torchvision.datasets import ImageFolder
 
     root = smoke("tiny-imagenet-200").root / "tiny-imagenet-200"

@@ -49,6 +49,7 @@ CORE = frozenset(
         "keras_train",
         "messages",
         "plots",
+        "ports",
         "profiles",
         "progress",
         "provenance",

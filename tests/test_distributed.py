@@ -288,3 +288,25 @@ def test_throughput_table_from_runs():
     assert list(frame["backend"]) == ["-", "gloo"]
     assert list(frame["speed-up"]) == pytest.approx([1.0, 1.5])
     assert list(frame["efficiency"]) == pytest.approx([1.0, 0.75])
+
+
+def test_jobs_hide_the_gpus_only_when_there_are_fewer_than_processes(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert scaling.gpus_hidden(2) and not scaling.gpus_hidden(1)
+    env = scaling._job_env(2)  # noqa: SLF001 - the environment the demo jobs get
+    assert env["CUDA_VISIBLE_DEVICES"] == env["HIP_VISIBLE_DEVICES"] == ""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    assert not scaling.gpus_hidden(2)  # a CPU machine: gloo anyway, nothing to hide
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert not scaling.gpus_hidden(2) and "CUDA_VISIBLE_DEVICES" not in scaling._job_env(2)
+
+
+def test_setup_refuses_a_local_rank_without_a_gpu_of_its_own(monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(RuntimeError, match="local rank 1 has no GPU of its own: only 1 visible"):
+        distributed.setup()

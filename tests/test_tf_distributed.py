@@ -14,6 +14,7 @@ import matplotlib
 import pytest
 
 from rocm_dl_guide import tf_distributed
+from rocm_dl_guide.ports import free_ports
 
 matplotlib.use("Agg")
 
@@ -37,7 +38,7 @@ def _says_fixture(run):
 
 
 def test_free_ports_are_distinct_and_bindable():
-    ports = tf_distributed.free_ports(3)
+    ports = free_ports(3)
     assert len(set(ports)) == 3 and all(p > 0 for p in ports)
     for port in ports:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

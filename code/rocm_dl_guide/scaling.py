@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from rocm_dl_guide import distributed
+from rocm_dl_guide import distributed, ports
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -327,13 +326,6 @@ def _run(cmd: list[str], timeout: float, env: dict[str, str]) -> subprocess.Comp
 # --------------------------------------------------------------------------- two nodes
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def two_node_launch(
     example: str, checkpoint_dir: str | os.PathLike, extra: tuple[str, ...] = (), timeout=600
 ) -> CliRun:
@@ -342,7 +334,7 @@ def two_node_launch(
 
     Returns the run as node 0 saw it (its JSON record) with both agents' logs.
     """
-    endpoint = f"127.0.0.1:{free_port()}"
+    endpoint = f"127.0.0.1:{ports.free_ports(1)[0]}"
     args = ["rocm_dl_guide", "train", example, "--json", "--checkpoint-dir", str(checkpoint_dir)]
     env = _job_env(2, ROCM_DL_GUIDE_JOB=uuid.uuid4().hex)
     procs = []

@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocm_dl_guide import datasets, fashion_mnist, profiles
+from rocm_dl_guide import ports as ports_mod  # (``ports`` is a local name below)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -169,24 +169,6 @@ class KnownIssue:
 
 
 # --------------------------------------------------------------------------- processes
-
-
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct free TCP ports on ``host``, found by binding to port 0.
-
-    All sockets stay open until every port is picked, so the ports differ; a
-    port can still be taken by someone else between this call and its use.
-    """
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def tf_config(ports: list[int], index: int, host: str = "127.0.0.1") -> dict[str, Any]:
@@ -401,7 +383,7 @@ def multiworker_custom_loop(
     n_epochs = prof.epochs(FULL_EPOCHS, epochs)
     start = time.perf_counter()
     task = _task(prof, "multiworker_loop", n_epochs, seed, workers=workers)
-    ports = free_ports(workers)
+    ports = ports_mod.free_ports(workers)
     reports = _run_children(task, [tf_config(ports, i) for i in range(workers)], timeout)
     wall = time.perf_counter() - start
     strategy = "MultiWorkerMirroredStrategy"
@@ -439,7 +421,7 @@ def keras_fit_multiworker_known_issue(
     prof = profiles.current(profile)
     start = time.perf_counter()
     task = _task(prof, "keras_fit_multiworker", 1, seed, workers=workers)
-    ports = free_ports(workers)
+    ports = ports_mod.free_ports(workers)
     configs = [tf_config(ports, i) for i in range(workers)]
     reports = _run_children(task, configs, timeout, need_all=False)
     errors = [r["error"] for r in reports if r.get("error")]

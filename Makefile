@@ -30,7 +30,7 @@ STAMP := $(VENV)/.installed-$(notdir $(REQUIREMENTS))
 # kernels and subprocesses use the venv's python.
 RUN := PATH="$(BIN):$$PATH"
 
-.PHONY: book test check book-rocm test-rocm env lint clean lock browser linkcheck check-sources
+.PHONY: book test check book-rocm test-rocm env lint clean lock browser linkcheck check-sources gpu-check wheelhouse
 
 env: $(STAMP)
 
@@ -89,6 +89,47 @@ book-rocm:
 
 test-rocm:
 	$(MAKE) test VENV=.venv-rocm REQUIREMENTS=requirements-rocm.txt VENV_FLAGS=--system-site-packages INHERIT_SITE=1 REMOVE_AFTER_INSTALL= ROCM_DL_GUIDE_PROFILE=$${ROCM_DL_GUIDE_PROFILE:-gpu} BROWSER_TESTS=0 PYTEST_ARGS='-m "not browser"' 
+
+# `make gpu-check`: the book's PyTorch path on this machine's GPU, offline, in one
+# command (python -m rocm_dl_guide selfcheck --gpu; see code/rocm_dl_guide/selfcheck.py).
+# It needs only a Python that has PyTorch and torchvision (AMD's rocm/pytorch or
+# NVIDIA's PyTorch container): the rest comes from $(WHEELHOUSE)/ when it is there
+# (no network; `make wheelhouse` prepares it on a machine with the package
+# registry), else from the registry. It refuses at once where PyTorch sees no GPU,
+# and writes its report to $(GPU_CHECK_REPORT)/. GPU_CHECK_FLAGS=--record writes
+# the verification record the book shows when every check passed.
+WHEELHOUSE ?= wheelhouse
+WHEEL_PYTHONS ?= 3.10 3.11 3.12
+WHEEL_PLATFORMS ?= manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64
+GPU_CHECK_VENV ?= .venv-gpu-check
+GPU_CHECK_REPORT ?= gpu-check-report
+GPU_CHECK_FLAGS ?=
+GPU_CHECK_RUN := PYTHONPATH="$(CURDIR)/code" ROCM_DL_GUIDE_DATA_SOURCE=fixtures
+gpu-check:
+	@$(GPU_CHECK_RUN) $(PYTHON) -m rocm_dl_guide selfcheck --gpu --preflight
+	$(PYTHON) -m venv --system-site-packages $(GPU_CHECK_VENV)
+	@if [ -d "$(WHEELHOUSE)" ]; then \
+	  echo "Installing the selfcheck's requirements from $(WHEELHOUSE)/ (offline) ..."; \
+	  $(GPU_CHECK_VENV)/bin/python -m pip install --quiet --no-index --find-links "$(WHEELHOUSE)" -r requirements-gpu-check.txt; \
+	else \
+	  echo "No $(WHEELHOUSE)/ here: installing the selfcheck's requirements from the package registry ..."; \
+	  $(GPU_CHECK_VENV)/bin/python -m pip install --quiet -r requirements-gpu-check.txt; \
+	fi
+	$(GPU_CHECK_RUN) $(GPU_CHECK_VENV)/bin/python -m rocm_dl_guide selfcheck --gpu --report "$(GPU_CHECK_REPORT)" $(GPU_CHECK_FLAGS)
+
+# Wheels of requirements-gpu-check.txt for CPython $(WHEEL_PYTHONS) on x86-64 Linux
+# (binary wheels only, no dependencies resolved beyond the list), into $(WHEELHOUSE)/.
+# Needs the package registry; carry the folder to an offline GPU machine.
+wheelhouse:
+	rm -rf "$(WHEELHOUSE).partial" && mkdir -p "$(WHEELHOUSE).partial"
+	@for v in $(WHEEL_PYTHONS); do \
+	  echo "wheels for CPython $$v ..."; \
+	  $(PYTHON) -m pip download --quiet --disable-pip-version-check --only-binary=:all: --no-deps \
+	    --python-version $$v --implementation cp $(foreach p,$(WHEEL_PLATFORMS),--platform $(p)) \
+	    -r requirements-gpu-check.txt -d "$(WHEELHOUSE).partial" || exit 1; \
+	done
+	rm -rf "$(WHEELHOUSE)" && mv "$(WHEELHOUSE).partial" "$(WHEELHOUSE)"
+	@echo "$(WHEELHOUSE)/: $$(ls "$(WHEELHOUSE)" | wc -l) wheels, $$(du -sh "$(WHEELHOUSE)" | cut -f1)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check code tests _ext

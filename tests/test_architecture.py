@@ -63,7 +63,7 @@ CORE = frozenset(
 )
 CASE_STUDIES = frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"})
 INFERENCE_CHAPTER = frozenset({"inference", "bench"})
-OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling"})
+OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling", "selfcheck"})
 ENTRY_POINTS = frozenset({"cli", "__main__"})
 PARSER_MODULE = "cli"
 PARSER_CALLS = frozenset({"add_parser", "add_subparsers", "ArgumentParser"})
@@ -73,6 +73,8 @@ ALLOWED_EXTRA = {
     "inference": frozenset({"inception"}),
     "bench": frozenset({"inception", "inference"}),
     "tf_distributed": frozenset({"fashion_mnist"}),
+    # selfcheck runs the PyTorch case studies, the inference chapter and a DDP job.
+    "selfcheck": frozenset({"mnist", "cifar10", "inception", "inference", "scaling"}),
 }
 
 

@@ -18,13 +18,14 @@ import numpy as np
 import pytest
 import requests
 
-from rocm_dl_guide import cli, datasets, fixtures
+from rocm_dl_guide import cli, datasets, fixtures, profiles
 
 
 @pytest.fixture(autouse=True)
 def cache(private_data_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh, empty data cache per test, and no real downloader."""
     path = private_data_cache
+    monkeypatch.delenv(profiles.DATA_SOURCE_VAR, raising=False)
 
     def no_network(url: str, output_file: str, pooch: object) -> None:
         raise AssertionError(f"test tried to download {url}")
@@ -335,7 +336,7 @@ def test_fetch_offline_raises_with_advice(monkeypatch: pytest.MonkeyPatch, cache
     with pytest.raises(datasets.DataUnavailableError) as err:
         datasets.fetch("mnist")
     message = str(err.value)
-    assert "smoke" in message and "ROCM_DL_GUIDE_PROFILE" in message
+    assert "--data-source fixtures" in message and "ROCM_DL_GUIDE_DATA_SOURCE" in message
     assert "python -m rocm_dl_guide data import mnist" in message
     assert "ConnectionError" in message
     assert len(tried) == 2  # both mirrors of the first file
@@ -348,20 +349,40 @@ def test_fetch_offline_raises_with_advice(monkeypatch: pytest.MonkeyPatch, cache
     assert tried == ["https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"]
 
 
-def test_prepare_falls_back_to_fixture_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prepare_never_falls_back_to_the_fixture(monkeypatch: pytest.MonkeyPatch) -> None:
     offline(monkeypatch)
-    prepared = datasets.prepare("mnist", profile="gpu")
-    assert prepared.kind == "fixture"
-    assert "not the real MNIST" in prepared.note
-    assert "could not be downloaded" in prepared.note
+    for name in ("gpu", "full"):
+        with pytest.raises(datasets.DataUnavailableError) as err:
+            datasets.prepare("mnist", profile=name)
+        message = str(err.value)
+        assert "cannot download MNIST" in message and "Two ways out" in message
+        assert "data import mnist" in message and "--data-source fixtures" in message
+    assert not (datasets.cache_dir() / "fixtures" / "mnist").exists()
+
+
+def test_data_source_is_independent_of_the_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    offline(monkeypatch)
+    monkeypatch.setenv(profiles.DATA_SOURCE_VAR, "fixtures")
+    prof = profiles.current("gpu")
+    assert prof.name == "gpu" and prof.max_epochs == 5  # the gpu profile's sizes
+    assert prof.use_fixtures and not prof.pretrained and prof.data_source_explicit
+    prepared = datasets.prepare("mnist", profile=prof)
+    assert prepared.kind == "fixture" and "not the real MNIST" in prepared.note
+    assert "data source fixtures" in prepared.note and "asked for" in prepared.note
     assert (prepared.root / "MNIST" / "raw" / "train-images-idx3-ubyte").is_file()
-    assert prepared.root == datasets.cache_dir() / "fixtures" / "mnist"
+    # and the other way round: the smoke profile's sizes on the real data (no network here)
+    monkeypatch.setenv(profiles.DATA_SOURCE_VAR, "real")
+    with pytest.raises(datasets.DataUnavailableError, match="cannot download MNIST"):
+        datasets.prepare("mnist", profile="smoke")
+    monkeypatch.setenv(profiles.DATA_SOURCE_VAR, "synthetic")
+    with pytest.raises(profiles.ProfileError, match="unknown data source 'synthetic'"):
+        profiles.current("smoke")
 
 
 def test_prepare_smoke_never_downloads() -> None:
     # The autouse fixture makes any download attempt fail the test.
     prepared = datasets.prepare("imdb", profile="smoke")
-    assert prepared.kind == "fixture" and "smoke profile" in prepared.note
+    assert prepared.kind == "fixture" and "the smoke profile's default" in prepared.note
     assert (prepared.root / "aclImdb" / "train" / "pos").is_dir()
 
 
@@ -563,7 +584,7 @@ def test_python_m_data_commands_end_to_end(tmp_path):
     fetch = _module_cli("fetch", "mnist", env=env)
     assert fetch.returncode == 1
     assert "Traceback" not in fetch.stderr
-    assert "data import mnist" in fetch.stderr and "smoke" in fetch.stderr
+    assert "data import mnist" in fetch.stderr and "--data-source fixtures" in fetch.stderr
     unknown = _module_cli("fetch", "imagenet-22k", env=env)
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
     wrong = tmp_path / "not-cifar.tar.gz"

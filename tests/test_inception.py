@@ -1,5 +1,5 @@
 """Inception v3: the pretrained evaluation (weights API, preprocessing, top-5,
-offline fallback), the tiny-imagenet-200 validation reorganisation (correct,
+no silent fallback offline), the tiny-imagenet-200 validation reorganisation (correct,
 idempotent, safe when interrupted) and fine-tuning in the smoke profile."""
 
 from __future__ import annotations
@@ -32,17 +32,22 @@ def test_smoke_profile_uses_random_weights_and_says_so():
     assert not loaded.model.training
 
 
-def test_offline_download_falls_back_to_random_weights(monkeypatch):
+def test_offline_weights_are_an_error_not_random_weights(monkeypatch):
     import torchvision.models._api as api
 
     def offline(*args, **kwargs):
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
 
     monkeypatch.setattr(api, "load_state_dict_from_url", offline)
-    loaded = inception.load_pretrained("smoke", pretrained=True)
-    assert not loaded.pretrained
-    assert "could not be downloaded" in loaded.note and "name resolution" in loaded.note
-    assert inception.weights_enum().url in loaded.note
+    for call in (
+        lambda: inception.load_pretrained("smoke", pretrained=True),
+        lambda: inception.load_pretrained("gpu"),
+    ):
+        with pytest.raises(datasets.DataUnavailableError) as err:
+            call()
+        message = str(err.value)
+        assert "name resolution" in message and inception.weights_enum().url in message
+        assert "Two ways out" in message and "--data-source fixtures" in message
 
 
 def test_a_corrupt_weights_file_is_not_hidden(monkeypatch):

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from rocm_dl_guide import profiles
@@ -53,3 +55,89 @@ def test_progress_bars_only_where_someone_watches(monkeypatch):
     assert progress.enabled(True) is True and progress.enabled(False) is False
     monkeypatch.setenv(progress.ENV_VAR, "off")
     assert progress.enabled(True) is False
+
+
+# --------------------------------------------------------------------------- data source
+
+
+def _train_cli(args, tmp_path, **env):
+    import subprocess
+    import sys
+
+    full_env = {**os.environ, **env}
+    if profiles.DATA_SOURCE_VAR not in env:
+        full_env.pop(profiles.DATA_SOURCE_VAR, None)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rocm_dl_guide",
+            "train",
+            *args,
+            "--checkpoint-dir",
+            str(tmp_path / "ckpt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=full_env,
+        cwd=tmp_path,
+    )
+
+
+def _closed_port_proxy():
+    """An HTTP(S) proxy on a free local port nobody listens on: every download
+    is refused at once, as on a machine without network."""
+    from rocm_dl_guide.ports import free_ports
+
+    url = f"http://127.0.0.1:{free_ports(1)[0]}"
+    return {k: url for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")} | {
+        "NO_PROXY": "",
+        "no_proxy": "",
+    }
+
+
+def test_full_profile_offline_fails_fast_before_training(tmp_path, private_data_cache):
+    import time
+
+    start = time.monotonic()
+    done = _train_cli(
+        ["inception-v3", "--profile", "full", "--json"],
+        tmp_path,
+        ROCM_DL_GUIDE_DATA=str(private_data_cache),
+        **_closed_port_proxy(),
+    )
+    elapsed = time.monotonic() - start
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "epoch" not in done.stderr.lower()
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("train: cannot download") and "Two ways out" in last
+    assert "data import" in last and "--data-source fixtures" in last
+    assert done.stdout == ""  # no result line: nothing was trained
+    assert not (tmp_path / "ckpt").exists() or not any((tmp_path / "ckpt").iterdir())
+    assert elapsed < 120, f"took {elapsed:.0f} s to refuse"
+
+
+def test_gpu_profile_on_fixtures_runs_offline_and_says_so(tmp_path, private_data_cache):
+    import json
+
+    done = _train_cli(
+        [
+            "mnist-pytorch",
+            "--profile",
+            "gpu",
+            "--data-source",
+            "fixtures",
+            "--epochs",
+            "1",
+            "--json",
+        ],
+        tmp_path,
+        ROCM_DL_GUIDE_DATA=str(private_data_cache),
+        **_closed_port_proxy(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "data source fixtures" in done.stderr
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record["profile"] == "gpu" and record["data_source"] == "fixtures"
+    assert record["epochs_completed"] == 1 and record["test_accuracy"] > 0.2  # 10 classes

@@ -404,6 +404,25 @@ def test_rocm_job(jobs: dict) -> None:
     assert not _uses(job, "actions/upload-pages-artifact")
 
 
+def test_rocm_job_runs_gpu_check_and_uploads_its_report(jobs: dict) -> None:
+    job = jobs["rocm"]
+    steps = _steps(job)
+    runs = [i for i, step in enumerate(steps) if "make gpu-check" in step.get("run", "")]
+    assert runs, _run_text(job)
+    run = steps[runs[0]]["run"]
+    report = re.search(r"GPU_CHECK_REPORT=(\S+)", run)
+    assert report, run
+    uploads = [
+        step
+        for step in steps[runs[0] + 1 :]
+        if str(step.get("uses", "")).startswith("actions/upload-artifact")
+        and step.get("with", {}).get("path") == report.group(1)
+    ]
+    assert uploads, "the gpu-check report is not uploaded"
+    # uploaded also when a check failed, so the failure can be read
+    assert "cancelled()" in str(uploads[0].get("if", "")), uploads[0]
+
+
 def _rocm_images(job: dict) -> dict[str, str]:
     """stream -> container image of the ROCm job (``{"": image}`` without a matrix)."""
     container = job["container"]
@@ -424,8 +443,10 @@ def test_rocm_job_matrix_covers_both_streams(jobs: dict) -> None:
         assert re.match(rf"{re.escape(line)}[._]", tag), (stream, images[stream])
     # One stream failing must not cancel the other; the artifacts must not collide.
     assert job["strategy"].get("fail-fast") is False, job["strategy"]
-    (upload,) = _uses(job, "actions/upload-artifact")
-    assert "matrix.stream" in upload["with"]["name"], upload
+    uploads = _uses(job, "actions/upload-artifact")
+    assert len(uploads) == 2, uploads  # the book and the gpu-check report
+    for upload in uploads:
+        assert "matrix.stream" in upload["with"]["name"], upload
     assert "matrix.stream" in job["name"], job["name"]
 
 

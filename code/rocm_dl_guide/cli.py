@@ -55,12 +55,17 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     try:
         current = profiles.current().name
     except profiles.ProfileError as exc:
-        print(f"profiles: {exc} (from ${profiles.ENV_VAR})", file=sys.stderr)
+        where = f"${profiles.ENV_VAR} or ${profiles.DATA_SOURCE_VAR}"
+        print(f"profiles: {exc} (from {where})", file=sys.stderr)
         return 2
     for p in profiles.PROFILES.values():
         mark = "*" if p.name == current else " "
         print(f"{mark} {p.name:<6} {p.description}")
     print(f"\nSelect one with {profiles.ENV_VAR}=NAME (now: {current}).")
+    print(
+        f"Data: {profiles.current().source_note()}; choose with "
+        f"{profiles.DATA_SOURCE_VAR}=real|fixtures or --data-source."
+    )
     return 0
 
 
@@ -207,7 +212,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
             f"checkpoints go to {ckpt} (continue an interrupted run with --resume)", file=sys.stderr
         )
     if main:
-        print(f"Training {args.example} with the {profile.name} profile ...", file=sys.stderr)
+        print(
+            f"Training {args.example} with the {profile.name} profile, {profile.source_note()} ...",
+            file=sys.stderr,
+        )
     module, func, _, _ = TRAINERS[args.example]
     try:
         run = getattr(importlib.import_module(module), func)(**kwargs)
@@ -218,7 +226,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         if distributed.active():
             distributed.shutdown()
     if main:
-        print(json.dumps(runs.run_record(args.example, run)) if args.json else run.summary())
+        record = runs.run_record(args.example, run, profile.data_source)
+        print(json.dumps(record) if args.json else run.summary())
     return 0
 
 
@@ -414,9 +423,56 @@ def _cmd_check_sources(args: argparse.Namespace) -> int:
     return 1
 
 
+def _cmd_selfcheck(args: argparse.Namespace) -> int:
+    """Exit 0: every check passed (or was skipped with a reason); 1: a check failed
+    or the record was refused; 2: a usage error; 3: --gpu and PyTorch sees no GPU."""
+    from rocm_dl_guide import selfcheck
+
+    only = [name.strip() for name in args.only.split(",")] if args.only else None
+    if args.preflight:
+        try:
+            device = selfcheck.preflight(args.gpu)
+        except selfcheck.NoGPUError as exc:
+            return _fail("selfcheck --gpu" if args.gpu else "selfcheck", exc, 3)
+        print(f"selfcheck: {selfcheck.device_facts(device)['name']} is usable", file=sys.stderr)
+        return 0
+    try:
+        report = selfcheck.run(
+            args.gpu,
+            args.report,
+            steps=args.steps,
+            only=only,
+            log=lambda line: print(line, file=sys.stderr),
+        )
+    except selfcheck.NoGPUError as exc:
+        return _fail("selfcheck --gpu", exc, 3)
+    except ValueError as exc:
+        return _fail("selfcheck", exc, 2)
+    json_path, text_path = report.write(args.report)
+    print(json.dumps(report.to_dict(), default=str) if args.json else report.summary())
+    print(f"report: {json_path} and {text_path}", file=sys.stderr)
+    if args.record:
+        try:
+            path = selfcheck.write_record(report)
+        except selfcheck.RecordError as exc:
+            return _fail("selfcheck --record", exc)
+        print(f"verification record written to {path}", file=sys.stderr)
+    return 0 if report.passed else 1
+
+
 # --------------------------------------------------------------------------- the parser
 
 PROFILE_HELP = "smoke, gpu or full (default: $ROCM_DL_GUIDE_PROFILE or auto)"
+DATA_SOURCE_HELP = (
+    "real (real data sets, pretrained weights; downloads) or fixtures (generated offline "
+    "fixtures, random weights); default: $ROCM_DL_GUIDE_DATA_SOURCE or the profile's own"
+)
+
+
+def _add_profile_args(p) -> None:
+    """``--profile`` and ``--data-source``, for the commands that load data or weights."""
+    p.add_argument("--profile", help=PROFILE_HELP)
+    p.add_argument("--data-source", choices=("real", "fixtures"), help=DATA_SOURCE_HELP)
 
 
 def _add_doctor_and_profiles(sub) -> None:
@@ -445,7 +501,7 @@ def _add_train(sub) -> None:
         choices=sorted(TRAINERS),
         help="; ".join(f"{name}: {TRAINERS[name][3]}" for name in sorted(TRAINERS)),
     )
-    p.add_argument("--profile", help=PROFILE_HELP)
+    _add_profile_args(p)
     p.add_argument("--epochs", type=int, help="number of epochs (default: the profile's)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--checkpoint-dir", help="where checkpoints go (default: checkpoints/EXAMPLE)")
@@ -561,7 +617,7 @@ def _add_bench_and_export(sub) -> None:
     )
     p.add_argument("--threads", type=int, help="CPU threads for both runtimes (default: all)")
     p.add_argument("--tuning", action="store_true", help="also time untuned against tuned")
-    p.add_argument("--profile", help=PROFILE_HELP)
+    _add_profile_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_bench)
 
@@ -572,7 +628,7 @@ def _add_bench_and_export(sub) -> None:
         "float32 1x3x299x299) and expected.bin (PyTorch's logits, float32 1x1000) into DIR.",
     )
     p.add_argument("--output", required=True, metavar="DIR", help="directory to write into")
-    p.add_argument("--profile", help=PROFILE_HELP)
+    _add_profile_args(p)
     p.set_defaults(func=_cmd_export)
 
 
@@ -599,6 +655,42 @@ def _add_check_sources(sub) -> None:
     p.set_defaults(func=_cmd_check_sources)
 
 
+def _add_selfcheck(sub) -> None:
+    from rocm_dl_guide import selfcheck
+
+    p = sub.add_parser(
+        "selfcheck",
+        help="verify the PyTorch path here: training, AMP, loaders, resume, ONNX, DDP",
+        description="Run every PyTorch case study for a bounded number of steps, float32 "
+        "against AMP and channels-last, loader workers with pinned memory, a checkpoint and "
+        "resume, the ONNX export with the inference backends here and DDP over the local "
+        "GPUs, offline on generated fixtures; write a report. `make gpu-check` runs it "
+        "with --gpu.",
+    )
+    p.add_argument(
+        "--gpu",
+        action="store_true",
+        help="check the GPU path (gpu-profile sizes); exits 3 at once if PyTorch sees no GPU",
+    )
+    p.add_argument("--steps", type=int, default=20, help="training batches per epoch (default 20)")
+    p.add_argument(
+        "--only", metavar="CHECKS", help="comma-separated: " + ", ".join(selfcheck.CHECK_NAMES)
+    )
+    p.add_argument(
+        "--report", default="selfcheck-report", metavar="DIR", help="where the report goes"
+    )
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="with --gpu, when every check passed: write the verification record the book shows",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument(
+        "--preflight", action="store_true", help="only check that the device is usable, then exit"
+    )
+    p.set_defaults(func=_cmd_selfcheck)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m rocm_dl_guide",
@@ -613,6 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_and_export(sub)
     _add_compat(sub)
     _add_check_sources(sub)
+    _add_selfcheck(sub)
     return parser
 
 
@@ -623,6 +716,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if getattr(args, "data_source", None):
+        # Through the environment, so that torchrun's workers and every
+        # profiles.current() in this process see it too.
+        from rocm_dl_guide import profiles
+
+        os.environ[profiles.DATA_SOURCE_VAR] = args.data_source
     try:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit

@@ -713,8 +713,9 @@ def _advice(spec: DatasetInfo) -> str:
             f"`python -m rocm_dl_guide data import {spec.name} {f.filename}`"
         )
     return (
-        "Either use the smoke profile (ROCM_DL_GUIDE_PROFILE=smoke), which runs on generated "
-        f"offline fixtures in the same format, or {where}."
+        f"Two ways out: for an air-gapped machine, {where}; or run on generated offline "
+        "fixtures in the same format with --data-source fixtures "
+        f"({profiles.DATA_SOURCE_VAR}=fixtures)."
     )
 
 
@@ -777,8 +778,8 @@ def fetch(name: str, profile: profiles.ProfileLike = None) -> Path:
     Always the real data, whatever the profile (``profile`` is accepted for
     symmetry with :func:`prepare` and does not change that). Raises
     :class:`DataUnavailableError` when it cannot be downloaded (no network),
-    with what to do instead (the smoke profile's fixtures, or ``data import``
-    of a file downloaded elsewhere), and
+    with what to do instead (``data import`` of a file downloaded elsewhere, or
+    the fixtures with ``--data-source fixtures``), and
     :class:`ChecksumError` when a download does not match the registry.
     """
     spec = info(name)
@@ -929,23 +930,21 @@ def prepare_fixture(name: str, reason: str = "fixture requested") -> PreparedDat
 def prepare(name: str, profile: profiles.ProfileLike = None) -> PreparedData:
     """The data set ``name`` ready for its loaders: real data, or the fixture.
 
-    With a profile whose ``use_fixtures`` is true (``smoke``) the fixture is
-    generated into the cache once and reused. Otherwise the real data is
-    fetched (see :func:`fetch`); if it cannot be downloaded here the fixture is
-    used instead and ``note`` says why.
+    The profile's data source decides (see :mod:`rocm_dl_guide.profiles`):
+    ``fixtures`` generates the fixture into the cache once and reuses it;
+    ``real`` fetches the real data (see :func:`fetch`) and raises
+    :class:`DataUnavailableError` if it cannot be downloaded here. There is no
+    silent fallback from one to the other; ``note`` says which was used.
     """
 
     spec = info(name)
     prof = profiles.current(profile)
     if prof.use_fixtures:
-        return prepare_fixture(spec.name, f"the {prof.name} profile uses fixtures")
-    try:
-        root = fetch(spec.name, prof)
-    except DataUnavailableError as exc:
-        reason = f"the real data could not be downloaded ({str(exc).split(' [')[0]})"
-        return prepare_fixture(spec.name, reason)
+        return prepare_fixture(spec.name, prof.source_note())
+    root = fetch(spec.name, prof)
     marker = _read_marker(root) or {}
-    return PreparedData(spec.name, root, "real", marker.get("note") or _real_note(spec, "cached"))
+    note = marker.get("note") or _real_note(spec, "cached")
+    return PreparedData(spec.name, root, "real", f"{note}; {prof.source_note()}")
 
 
 # --------------------------------------------------------------------------- loader helpers

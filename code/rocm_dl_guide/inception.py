@@ -4,9 +4,9 @@
    Inception v3 through the weights API (``Inception_V3_Weights.IMAGENET1K_V1``,
    which also carries the 1,000 ImageNet category names), :func:`preprocess`
    applies the guide's preprocessing and :func:`classify` returns the top-5
-   classes of a photo. Where the weights cannot be downloaded (offline), or the
-   profile does not use pretrained weights, the model keeps random weights and
-   :attr:`LoadedModel.note` says so.
+   classes of a photo. With the ``fixtures`` data source the model keeps random
+   weights and :attr:`LoadedModel.note` says so; with ``real`` weights that
+   cannot be downloaded are an error, never a silent switch to random ones.
 2. **Fine-tuning on tiny-imagenet-200**: :func:`reorganize_val` gives the
    validation images the class-per-folder layout ``ImageFolder`` expects (safe
    to run twice, nothing half-moved if interrupted), :func:`tiny_imagenet_loaders`
@@ -116,10 +116,11 @@ def load_pretrained(
 ) -> LoadedModel:
     """Inception v3 with ImageNet weights from torchvision's weights API, in eval mode.
 
-    ``pretrained`` defaults to the profile's choice (``smoke``: no). The weights
-    are downloaded once into torch's hub cache (``$TORCH_HOME``) and their hash
-    is checked. If they cannot be downloaded, the model keeps random weights and
-    the note says so; any other failure (a corrupt cached file, say) raises.
+    ``pretrained`` defaults to the profile's data source (``real``: pretrained,
+    ``fixtures``: random weights). The weights are downloaded once into torch's
+    hub cache (``$TORCH_HOME``) and their hash is checked. If they cannot be
+    downloaded, :class:`~rocm_dl_guide.datasets.DataUnavailableError` says so
+    and what to do instead: there is no silent fallback to random weights.
     """
     prof = profiles.current(profile)
     want = prof.pretrained if pretrained is None else pretrained
@@ -133,21 +134,29 @@ def load_pretrained(
         except Exception as exc:
             if not datasets.is_network_error(exc):
                 raise
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            note = (
-                f"RANDOM weights: the pretrained weights ({weights.url}) could not be "
-                f"downloaded here ({reason}), so the predictions below are meaningless"
-            )
-            return LoadedModel(_random_inception().eval(), False, note, cats)
+            raise datasets.DataUnavailableError(_weights_advice(weights, exc)) from None
         acc = weights.meta["_metrics"]["ImageNet-1K"]["acc@1"]
         note = f"pretrained weights {weights} (ImageNet-1k top-1 accuracy {acc}%)"
         return LoadedModel(model.eval(), True, note, cats)
     note = (
-        f"RANDOM weights: the {prof.name} profile does not download pretrained weights, "
-        "so the predictions below are meaningless (run with ROCM_DL_GUIDE_PROFILE=gpu "
-        "or full, with network, for the real ones)"
+        f"RANDOM weights ({prof.source_note()}), so the predictions below are "
+        "meaningless (the real ones need the real data source: "
+        f"{profiles.DATA_SOURCE_VAR}=real, with network)"
     )
     return LoadedModel(_random_inception().eval(), False, note, cats)
+
+
+def _weights_advice(weights, exc: BaseException) -> str:
+    import torch
+
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    hub = Path(torch.hub.get_dir()) / "checkpoints"
+    return (
+        f"cannot download the pretrained Inception v3 weights {weights.url} ({reason}). "
+        f"Two ways out: for an air-gapped machine, download that file elsewhere and copy "
+        f"it into {hub}/; or use random weights and generated fixtures with "
+        f"--data-source fixtures ({profiles.DATA_SOURCE_VAR}=fixtures)."
+    )
 
 
 def sample_photo() -> Path:

@@ -42,6 +42,29 @@ class MnistRun(ClassifierRun):
     """What :func:`train_pytorch` and :func:`train_keras` return."""
 
 
+def torch_loaders(profile: profiles.ProfileLike = None, device=None):
+    """``(train_loader, test_loader, prepared)``: torchvision's ``MNIST`` over the
+    data the profile's source gives, normalised as in the upstream example; on a
+    GPU with two loader workers and pinned memory."""
+    from torch.utils.data import DataLoader
+    from torchvision import datasets as tv_datasets
+    from torchvision import transforms
+
+    from rocm_dl_guide import device as devices
+
+    data = datasets.prepare("mnist", profile=profiles.current(profile))
+    # The mean and standard deviation of the MNIST training images, as in the
+    # upstream example.
+    tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
+    train_set = tv_datasets.MNIST(data.root, train=True, download=False, transform=tf)
+    test_set = tv_datasets.MNIST(data.root, train=False, download=False, transform=tf)
+    dev = device if device is not None else devices.pick()
+    loader_kw = {"num_workers": 2, "pin_memory": True} if dev.type == "cuda" else {}
+    train_loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True, **loader_kw)
+    test_loader = DataLoader(test_set, batch_size=TEST_BATCH_SIZE, **loader_kw)
+    return train_loader, test_loader, data
+
+
 def train_pytorch(
     profile: profiles.ProfileLike = None,
     epochs: int | None = None,
@@ -55,9 +78,6 @@ def train_pytorch(
 
     ``fsdp``: shard the model with FSDP2 (only when started by torchrun)."""
     import torch
-    from torch.utils.data import DataLoader
-    from torchvision import datasets as tv_datasets
-    from torchvision import transforms
 
     from rocm_dl_guide import device as devices
     from rocm_dl_guide import train
@@ -65,16 +85,8 @@ def train_pytorch(
     prof = profiles.current(profile)
     n_epochs = prof.epochs(FULL_EPOCHS_TORCH, epochs)
     torch.manual_seed(seed)
-    data = datasets.prepare("mnist", profile=prof)
-    # The mean and standard deviation of the MNIST training images, as in the
-    # upstream example.
-    tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
-    train_set = tv_datasets.MNIST(data.root, train=True, download=False, transform=tf)
-    test_set = tv_datasets.MNIST(data.root, train=False, download=False, transform=tf)
     dev = devices.pick()
-    loader_kw = {"num_workers": 2, "pin_memory": True} if dev.type == "cuda" else {}
-    train_loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True, **loader_kw)
-    test_loader = DataLoader(test_set, batch_size=TEST_BATCH_SIZE, **loader_kw)
+    train_loader, test_loader, data = torch_loaders(prof, dev)
 
     model = mnist_cnn()
     optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)

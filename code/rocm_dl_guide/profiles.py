@@ -11,14 +11,25 @@ profile; without it, the default is ``gpu`` when a GPU is visible to PyTorch and
   page on one Instinct-class GPU.
 - ``full``: the guide's own hyperparameters (e.g. 90 epochs). Never used by the
   book build; run it from the command line.
+
+The **data source** is a second, independent switch: ``real`` (the real data
+sets and pretrained weights, downloaded once) or ``fixtures`` (generated
+offline fixtures in the upstream formats, and random weights). Each profile
+has a default (``smoke``: fixtures; ``gpu`` and ``full``: real);
+``ROCM_DL_GUIDE_DATA_SOURCE`` (or the command line's ``--data-source``)
+overrides it, so that, say, a GPU machine without network can run the ``gpu``
+profile's sizes on fixtures. With ``real``, nothing falls back to fixtures or
+random weights: what cannot be downloaded is an error.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 ENV_VAR = "ROCM_DL_GUIDE_PROFILE"
+DATA_SOURCE_VAR = "ROCM_DL_GUIDE_DATA_SOURCE"
+DATA_SOURCES = ("real", "fixtures")
 
 
 @dataclass(frozen=True)
@@ -27,10 +38,9 @@ class Profile:
 
     name: str
     description: str
-    use_fixtures: bool
-    """Use the generated offline fixtures instead of downloading real data."""
-    pretrained: bool
-    """Try to load pretrained weights (falls back to random weights offline)."""
+    data_source: str
+    """``real`` (real data, pretrained weights) or ``fixtures`` (generated data,
+    random weights): the profile's default, or what was asked for."""
     max_epochs: int | None
     """Upper bound on epochs; ``None`` means the guide's own number."""
     max_train_batches: int | None
@@ -42,6 +52,33 @@ class Profile:
     short_benchmarks: bool
     """Benchmarks use few timed runs at large batches (two CPU cores, a page under a
     minute) instead of a GPU's 10 warm-up and 100 timed runs at every batch size."""
+
+    data_source_explicit: bool = False
+    """True when the data source was asked for (environment or command line)
+    rather than taken from the profile's default."""
+
+    @property
+    def use_fixtures(self) -> bool:
+        """Use the generated offline fixtures instead of downloading real data."""
+        return self.data_source == "fixtures"
+
+    @property
+    def pretrained(self) -> bool:
+        """Load pretrained weights (never falls back to random ones)."""
+        return self.data_source == "real"
+
+    def source_note(self) -> str:
+        """One line: which data source, and whether it was asked for or the default."""
+        if self.data_source_explicit:
+            how = f"asked for with {DATA_SOURCE_VAR} or --data-source"
+        else:
+            how = f"the {self.name} profile's default"
+        what = (
+            "real data sets and pretrained weights"
+            if self.pretrained
+            else "generated fixtures and random weights"
+        )
+        return f"data source {self.data_source} ({what}; {how})"
 
     def epochs(self, full: int, override: int | None = None) -> int:
         """How many epochs to train: ``override`` if given, else the example's
@@ -57,8 +94,7 @@ PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke",
         description="offline fixtures, a few short epochs, small inputs (CPU default)",
-        use_fixtures=True,
-        pretrained=False,
+        data_source="fixtures",
         max_epochs=3,
         max_train_batches=20,
         image_size=75,
@@ -68,8 +104,7 @@ PROFILES: dict[str, Profile] = {
     "gpu": Profile(
         name="gpu",
         description="real data sets and pretrained weights, bounded epochs (GPU default)",
-        use_fixtures=False,
-        pretrained=True,
+        data_source="real",
         max_epochs=5,
         max_train_batches=None,
         image_size=None,
@@ -79,8 +114,7 @@ PROFILES: dict[str, Profile] = {
     "full": Profile(
         name="full",
         description="the guide's own hyperparameters (command line only)",
-        use_fixtures=False,
-        pretrained=True,
+        data_source="real",
         max_epochs=None,
         max_train_batches=None,
         image_size=None,
@@ -96,7 +130,7 @@ ProfileLike = Profile | str | None
 
 
 class ProfileError(ValueError):
-    """An unknown profile name."""
+    """An unknown profile name or data source."""
 
 
 def get(name: str) -> Profile:
@@ -126,4 +160,17 @@ def current(override: Profile | str | None = None) -> Profile:
     if isinstance(override, Profile):
         return override
     name = override or os.environ.get(ENV_VAR) or default_name()
-    return get(name)
+    return with_data_source(get(name), os.environ.get(DATA_SOURCE_VAR) or None)
+
+
+def with_data_source(profile: Profile, source: str | None) -> Profile:
+    """``profile`` with the data source ``source`` (``real`` or ``fixtures``)
+    asked for explicitly; ``None`` keeps the profile's default."""
+    if source is None:
+        return profile
+    key = source.strip().lower()
+    if key not in DATA_SOURCES:
+        raise ProfileError(
+            f"unknown data source {source!r}: choose one of {', '.join(DATA_SOURCES)}"
+        )
+    return replace(profile, data_source=key, data_source_explicit=True)

@@ -39,7 +39,7 @@ class ClassifierRun:
         return self.result.plot(ax=ax, title=title)
 
 
-def run_record(example: str, run: object) -> dict:
+def run_record(example: str, run: object, data_source: str | None = None) -> dict:
     """The facts of a finished training run as one JSON-ready dict.
 
     Keys: ``example``, ``world_size``, ``backend`` (the process group's, ``None``
@@ -47,7 +47,8 @@ def run_record(example: str, run: object) -> dict:
     else its last validation accuracy), ``resumed_from_epoch`` (``None`` when it
     started from scratch), ``img_per_s`` (training throughput of the last epoch,
     summed over ranks; ``None`` where the framework does not report it),
-    ``device`` and ``profile``. Works for every case study's run object.
+    ``device``, ``profile`` and ``data_source`` (``real`` or ``fixtures``, as the
+    caller resolved it). Works for every case study's run object.
     """
     result = getattr(run, "result", None)
     history = getattr(result, "history", None)
@@ -67,4 +68,5 @@ def run_record(example: str, run: object) -> dict:
         "img_per_s": final.images_per_second if final is not None else None,
         "device": getattr(run, "device", None),
         "profile": getattr(run, "profile", None),
+        "data_source": data_source,
     }

@@ -949,11 +949,20 @@ def _train_epochs(
 
 
 _VARIANTS = (
-    ("float32", False, False),
-    ("channels_last", False, True),
-    ("amp", True, False),
-    ("amp+channels_last", True, True),
+    ("float32", None, False),
+    ("channels_last", None, True),
+    ("amp", "auto", False),
+    ("amp+channels_last", "auto", True),
 )
+"""``(name, autocast dtype, channels_last)``: the rows :func:`compare_precision`
+measures by default (``auto``: bfloat16 where supported, else float16)."""
+_EXTRA_VARIANTS = (
+    ("amp-bfloat16", "bfloat16", False),
+    ("amp-float16", "float16", False),
+    ("amp-float16+channels_last", "float16", True),
+)
+"""Rows measured only when asked for by name: autocast with a fixed dtype
+(float16 trains with a gradient scaler)."""
 
 
 @dataclass
@@ -1005,15 +1014,33 @@ def _time_variant(loop: _Loop, data: list, steps: int, warmup: int, repeats: int
     return statistics.median(rates)
 
 
+def _variant_dtype(device: torch.device, amp: str | None) -> tuple[torch.dtype | None, str]:
+    """The autocast dtype of a variant on ``device``, or ``(None, why not)``."""
+    if amp is None:
+        return None, ""
+    auto = _amp_dtype(device)
+    if auto is None:
+        return None, f"skipped: autocast is not available on {device.type}"
+    if amp == "auto":
+        return auto, ""
+    dtype = getattr(torch, amp)
+    if dtype == torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return None, "skipped: this GPU does not support bfloat16"
+    if dtype == torch.float16 and device.type == "cpu":
+        return None, "skipped: float16 autocast with a grad scaler is a GPU's recipe"
+    return dtype, ""
+
+
 def _measure_variant(
-    row: dict, use_amp: bool, model_fn, batches, device, loss_fn, lr, aux_logits_weight, timing
+    row: dict, amp: str | None, model_fn, batches, device, loss_fn, lr, aux_logits_weight, timing
 ) -> None:
     """Fill ``row`` with one variant's images/s, or a note saying why it has none."""
-    dtype = _amp_dtype(device) if use_amp else None
+    use_amp = amp is not None
+    dtype, why_not = _variant_dtype(device, amp)
     if use_amp and dtype is None:
-        row["note"] = f"skipped: autocast is not available on {device.type}"
+        row["note"] = why_not
         return
-    if use_amp and device.type == "cpu" and not cpu_has_native_bf16():
+    if dtype == torch.bfloat16 and device.type == "cpu" and not cpu_has_native_bf16():
         row["dtype"] = "bfloat16"
         row["note"] = (
             "skipped: this CPU has no native bfloat16 (AVX512-BF16/AMX), so autocast would "
@@ -1059,12 +1086,17 @@ def compare_precision(
     with SGD on a few batches taken once from ``loader`` and kept on the device,
     so data loading is not measured: ``warmup`` steps first, then ``repeats``
     timed runs of ``steps`` steps each, with the device synchronised around each.
+    ``variants`` picks rows by name: the default four, and also ``amp-bfloat16``,
+    ``amp-float16`` and ``amp-float16+channels_last`` (a fixed autocast dtype).
     """
     import pandas as pd
 
     device = torch.device(device) if device is not None else _default_device()
     loss_fn = _loss_on(loss_fn, device)
     wanted = set(variants) if variants is not None else None
+    known = [v[0] for v in _VARIANTS + _EXTRA_VARIANTS]
+    if wanted and wanted - set(known):
+        raise ValueError(f"unknown variant(s) {sorted(wanted - set(known))}: choose from {known}")
     batches = []
     for batch in loader:
         batches.append(_split_batch(batch))
@@ -1073,8 +1105,8 @@ def compare_precision(
     if not batches:
         raise ValueError("compare_precision: the loader produced no batches")
     rows = []
-    for name, use_amp, cl in _VARIANTS:
-        if wanted is None or name in wanted:
+    for name, use_amp, cl in _VARIANTS + _EXTRA_VARIANTS:
+        if (wanted is None and (name, use_amp, cl) in _VARIANTS) or (wanted and name in wanted):
             row = {
                 "variant": name,
                 "dtype": "float32",

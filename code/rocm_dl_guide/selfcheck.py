@@ -1,0 +1,696 @@
+"""``selfcheck``: verify the guide's PyTorch path on this machine in one command.
+
+``python -m rocm_dl_guide selfcheck --gpu`` (``make gpu-check``) refuses at once
+where PyTorch sees no GPU; on a GPU machine it runs, offline, on generated
+fixtures at the ``gpu`` profile's sizes (``--data-source fixtures``; random
+weights):
+
+- every PyTorch case study (MNIST, CIFAR-10, Inception v3) for a bounded number
+  of steps per epoch through the shared loop, checking that the work ran on the
+  GPU (the loop's device, and the memory the GPU allocated);
+- float32 against autocast in bfloat16 and in float16 with a gradient scaler,
+  and channels-last, per case study (:func:`rocm_dl_guide.train.compare_precision`);
+  for Inception v3 also the achieved FLOP/s as a fraction of the device's peak;
+- DataLoader workers with pinned memory, a checkpoint and a resume;
+- the ONNX export and the inference backends that are importable (MIGraphX,
+  ONNX Runtime with its execution providers), compared with PyTorch;
+- DDP over every local GPU when there are several (``nccl``, RCCL on ROCm).
+
+It writes a report (``selfcheck.json`` and a readable ``selfcheck.txt``). Without
+``--gpu`` the same checks run on the CPU at the ``smoke`` sizes, the GPU-only
+ones reported as skipped with the reason. ``--record`` writes the verification
+record the book shows ("Last verified on a GPU"), and only from a GPU run in
+which every check passed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rocm_dl_guide import __version__, profiles
+from rocm_dl_guide.files import atomic_write
+from rocm_dl_guide.messages import one_line
+
+REPORT_FORMAT = 1
+DATA_DIR = Path(__file__).parent / "data"
+RECORD_FILE = DATA_DIR / "gpu-verification.json"
+"""The tracked verification record: written only by ``selfcheck --gpu --record``."""
+PEAK_FILE = DATA_DIR / "peak_matrix_throughput.json"
+EXAMPLES = ("mnist", "cifar10", "inception")
+AMP_TARGET = 2.0
+"""Inception v3 fine-tuning with AMP and channels-last: the speed-up over
+float32 that a GPU should reach (a benchmark figure, not a pass/fail check)."""
+
+
+class NoGPUError(RuntimeError):
+    """``--gpu`` on a machine whose PyTorch sees no GPU."""
+
+
+class RecordError(RuntimeError):
+    """A verification record asked for from a run that cannot vouch for a GPU."""
+
+
+@dataclass
+class Check:
+    """One check's outcome: ``pass``, ``fail`` or ``skip`` (with the reason)."""
+
+    name: str
+    status: str
+    detail: str
+    seconds: float | None = None
+    """Wall time (set by :func:`run` when the check does not measure its own)."""
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    """What every check gets: where to run, at what sizes, where to write."""
+
+    device: Any
+    profile: profiles.Profile
+    out_dir: Path
+    steps: int
+    gpu: bool
+
+    @property
+    def gpu_count(self) -> int:
+        import torch
+
+        return torch.cuda.device_count() if self.device.type == "cuda" else 0
+
+
+# --------------------------------------------------------------------------- report
+
+
+@dataclass
+class Report:
+    """The whole run: the machine, the versions and every check."""
+
+    mode: str
+    device: dict[str, Any]
+    versions: dict[str, str]
+    profile: str
+    data_source: str
+    steps: int
+    started: str
+    checks: list[Check]
+    commit: str | None = None
+    format: int = REPORT_FORMAT
+
+    @property
+    def passed(self) -> bool:
+        """No check failed, and at least one ran."""
+        statuses = [c.status for c in self.checks]
+        return "fail" not in statuses and "pass" in statuses
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def figures(self) -> dict[str, Any]:
+        """The summary figures: images/s per example and precision, the speed-ups,
+        peak GPU memory and the Inception v3 target."""
+        out: dict[str, Any] = {}
+        for example in EXAMPLES:
+            check = self.check(f"precision:{example}")
+            if check and check.figures:
+                out[example] = check.figures
+        peaks = [c.figures.get("peak_memory_mib") for c in self.checks]
+        peaks = [p for p in peaks if isinstance(p, (int, float))]
+        out["peak_memory_mib"] = max(peaks) if peaks else None
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["passed"] = self.passed
+        data["figures"] = self.figures()
+        return data
+
+    def summary(self) -> str:
+        dev = self.device
+        lines = [
+            f"selfcheck ({self.mode}) on {dev.get('name')}"
+            + (f" ({dev['arch']})" if dev.get("arch") else "")
+            + f": {'PASSED' if self.passed else 'FAILED'}",
+            f"profile {self.profile} sizes, data source {self.data_source}, "
+            f"{self.steps} steps per epoch; "
+            + ", ".join(f"{k} {v}" for k, v in self.versions.items()),
+        ]
+        for c in self.checks:
+            lines.append(f"  [{c.status:<4}] {c.name:<22} {c.detail} ({c.seconds or 0:.1f} s)")
+        for example, figs in self.figures().items():
+            if isinstance(figs, dict):
+                lines.append(f"  {example}: " + _figure_line(figs))
+        return "\n".join(lines)
+
+    def write(self, out_dir: str | os.PathLike) -> tuple[Path, Path]:
+        """``selfcheck.json`` and ``selfcheck.txt`` in ``out_dir``, written atomically."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = out / "selfcheck.json", out / "selfcheck.txt"
+        with atomic_write(paths[0], "w") as f:
+            json.dump(self.to_dict(), f, indent=1, default=str)
+        with atomic_write(paths[1], "w") as f:
+            f.write(self.summary() + "\n")
+        return paths
+
+
+def _figure_line(figs: dict[str, Any]) -> str:
+    parts = []
+    for key in ("float32", "amp-bfloat16", "amp-float16", "amp+channels_last"):
+        value = figs.get(f"{key}_img_per_s")
+        if isinstance(value, (int, float)):
+            parts.append(f"{key} {value:,.0f} img/s")
+    for key in ("amp_speedup", "channels_last_speedup"):
+        if isinstance(figs.get(key), (int, float)):
+            parts.append(f"{key.replace('_', ' ')} {figs[key]:.2f}x")
+    if isinstance(figs.get("fraction_of_peak"), (int, float)):
+        parts.append(f"{100 * figs['fraction_of_peak']:.1f}% of peak")
+    return "; ".join(parts) or "no figures"
+
+
+def load_report(path: str | os.PathLike) -> Report:
+    """Read a ``selfcheck.json``; raises ``ValueError`` with one clear message."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if data.get("format") != REPORT_FORMAT:
+            raise ValueError(f"report format {data.get('format')!r}, not {REPORT_FORMAT}")
+        data.pop("passed", None)
+        data.pop("figures", None)
+        data["checks"] = [Check(**c) for c in data["checks"]]
+        return Report(**data)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{path}: not a selfcheck report ({one_line(exc)})") from None
+
+
+# --------------------------------------------------------------------------- machine facts
+
+
+def preflight(gpu: bool):
+    """The device to check: the GPU (``gpu``; :class:`NoGPUError` when PyTorch sees
+    none, with the likely reason) or the CPU."""
+    import sys
+
+    try:
+        import torch
+    except ImportError:
+        raise NoGPUError(
+            f"no GPU usable: this Python ({sys.executable}) has no PyTorch; run inside AMD's "
+            "rocm/pytorch container, or point PYTHON at a Python with a ROCm PyTorch"
+        ) from None
+    if not gpu:
+        return torch.device("cpu")
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return torch.device("cuda")
+    hip, cuda = getattr(torch.version, "hip", None), torch.version.cuda
+    build = f"ROCm/HIP {hip}" if hip else f"CUDA {cuda}" if cuda else "CPU-only"
+    why = (
+        "this is a CPU-only build of PyTorch: install a ROCm build (see the guide's "
+        "PyTorch page) or run inside AMD's rocm/pytorch container"
+        if build == "CPU-only"
+        else "the build has GPU support but no GPU is visible (driver, /dev/kfd and "
+        "/dev/dri permissions, HIP_VISIBLE_DEVICES): run `python -m rocm_dl_guide doctor`"
+    )
+    raise NoGPUError(f"no GPU: PyTorch {torch.__version__} ({build} build) sees no GPU; {why}")
+
+
+def device_facts(device) -> dict[str, Any]:
+    """Name, architecture, count, memory and the peak matrix throughput if known."""
+    import torch
+
+    from rocm_dl_guide import device as devices
+
+    if device.type != "cuda":
+        return {"type": "cpu", "name": str(devices.describe()), "arch": None, "count": 0}
+    props = torch.cuda.get_device_properties(0)
+    hip = getattr(torch.version, "hip", None)
+    arch = getattr(props, "gcnArchName", None) if hip else f"sm_{props.major}{props.minor}"
+    peak = peak_throughput(props.name)
+    return {
+        "type": "cuda",
+        "name": props.name,
+        "arch": arch.split(":")[0] if arch else None,
+        "count": torch.cuda.device_count(),
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "runtime": f"ROCm/HIP {hip}" if hip else f"CUDA {torch.version.cuda}",
+        "peak_bf16_tflops": peak["bf16_tflops"] if peak else None,
+        "peak_source": peak["source"] if peak else None,
+    }
+
+
+def peak_throughput(name: str) -> dict[str, Any] | None:
+    """The peak dense 16-bit matrix throughput entry for a device name, if known."""
+    table = json.loads(PEAK_FILE.read_text(encoding="utf-8"))["devices"]
+    lowered = name.lower()
+    for entry in table:
+        if all(word.lower() in lowered for word in entry["match"]):
+            return entry
+    return None
+
+
+def versions() -> dict[str, str]:
+    import torch
+    import torchvision
+
+    out = {
+        "Python": platform.python_version(),
+        "PyTorch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "rocm_dl_guide": __version__,
+    }
+    for name in ("onnxruntime", "onnx"):
+        try:
+            out[name] = __import__(name).__version__
+        except ImportError:
+            continue
+    return out
+
+
+def git_commit() -> str | None:
+    """The repository's commit, when run from a clone (``None`` otherwise)."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            cwd=Path(__file__).parent,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _peak_mib(device) -> float | None:
+    import torch
+
+    if device.type != "cuda":
+        return None
+    return round(torch.cuda.max_memory_allocated() / 2**20, 1)
+
+
+def _on_gpu_detail(ctx: Context, result) -> str:
+    """Why we believe the loop trained on the GPU (raises if it did not)."""
+    if ctx.device.type != "cuda":
+        return f"on {result.device}"
+    import torch
+
+    allocated = torch.cuda.max_memory_allocated()
+    if not str(result.device).startswith("cuda") or allocated == 0:
+        raise AssertionError(
+            f"the loop trained on {result.device} and the GPU allocated {allocated} bytes"
+        )
+    return f"on {result.device} ({allocated / 2**20:,.0f} MiB of GPU memory at peak)"
+
+
+def check_case_study(ctx: Context, example: str) -> Check:
+    """Train one case study for one bounded epoch through its own ``train`` function."""
+    from rocm_dl_guide import cifar10, inception, mnist
+
+    trainer = {"mnist": mnist.train_pytorch, "cifar10": cifar10.train, "inception": inception.train}
+    run = trainer[example](
+        profile=ctx.profile,
+        epochs=1,
+        checkpoint_dir=ctx.out_dir / "checkpoints" / example,
+        progress=False,
+    )
+    final = run.result.final
+    where = _on_gpu_detail(ctx, run.result)
+    accuracy = getattr(run, "test_accuracy", None)
+    accuracy = final.val_accuracy if accuracy is None else accuracy
+    return Check(
+        f"train:{example}",
+        "pass",
+        f"1 epoch of {ctx.steps} steps {where}; accuracy {100 * accuracy:.1f}% on fixtures",
+        figures={"img_per_s": final.images_per_second, "peak_memory_mib": _peak_mib(ctx.device)},
+    )
+
+
+def _model_and_loader(ctx: Context, example: str):
+    from rocm_dl_guide import cifar10, inception, mnist
+
+    if example == "mnist":
+        return mnist.mnist_cnn, mnist.torch_loaders(ctx.profile, ctx.device)[0], None
+    if example == "cifar10":
+        return cifar10.Net, cifar10.load(ctx.profile, device=ctx.device).train_loader, None
+    data = inception.tiny_imagenet_loaders(ctx.profile, device=ctx.device)
+    classes = len(data.classes)
+
+    def model_fn():
+        return inception.finetune_model(classes, ctx.profile)[0]
+
+    return model_fn, data.train_loader, data.image_size
+
+
+PRECISION_VARIANTS = (
+    "float32",
+    "channels_last",
+    "amp-bfloat16",
+    "amp-float16",
+    "amp+channels_last",
+)
+
+
+def check_precision(ctx: Context, example: str) -> Check:
+    """float32 against autocast (bfloat16; float16 with a grad scaler) and channels-last."""
+    from rocm_dl_guide import train
+
+    model_fn, loader, image_size = _model_and_loader(ctx, example)
+    steps, warmup, repeats = (20, 5, 3) if ctx.device.type == "cuda" else (3, 1, 1)
+    comparison = train.compare_precision(
+        model_fn,
+        loader,
+        ctx.device,
+        steps=steps,
+        warmup=warmup,
+        repeats=repeats,
+        variants=PRECISION_VARIANTS,
+    )
+    frame = comparison.frame
+    failed = frame[frame["note"].str.startswith("failed")]
+    if len(failed):
+        raise AssertionError("; ".join(f"{r.variant}: {r.note}" for r in failed.itertuples()))
+    figs: dict[str, Any] = {
+        f"{r.variant}_img_per_s": None
+        if r.images_per_second != r.images_per_second
+        else round(float(r.images_per_second), 1)
+        for r in frame.itertuples()
+    }
+    amp_rows = frame[frame["variant"].str.startswith("amp") & frame["images_per_second"].notna()]
+    figs["amp_speedup"] = float(amp_rows["speedup"].max()) if len(amp_rows) else None
+    figs["channels_last_speedup"] = comparison.speedup("channels_last")
+    reasons: dict[str, list[str]] = {}
+    for r in frame.itertuples():
+        if r.note.startswith("skipped: "):
+            reasons.setdefault(r.note.removeprefix("skipped: ").split(",")[0], []).append(r.variant)
+    skipped = [f"{', '.join(names)} ({why})" for why, names in reasons.items()]
+    if example == "inception":
+        figs.update(_inception_target(ctx, model_fn, image_size, comparison))
+    detail = ", ".join(
+        f"{r.variant} {r.images_per_second:,.0f}"
+        for r in frame.itertuples()
+        if r.images_per_second == r.images_per_second
+    )
+    detail = f"img/s: {detail}" + (f"; skipped: {'; '.join(skipped)}" if skipped else "")
+    figs["peak_memory_mib"] = _peak_mib(ctx.device)
+    return Check(f"precision:{example}", "pass", detail, figures=figs)
+
+
+def _inception_target(ctx: Context, model_fn, image_size, comparison) -> dict[str, Any]:
+    """The AMP + channels-last speed-up against the 2x target, and the achieved
+    FLOP/s as a fraction of the device's peak (FLOPs counted by PyTorch)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    speedup = comparison.speedup("amp+channels_last")
+    model = model_fn().to(ctx.device).train()
+    x = torch.randn(2, 3, image_size, image_size, device=ctx.device)
+    with FlopCounterMode(display=False) as counter:
+        out = model(x)
+        (out[0] if isinstance(out, tuple) else out).sum().backward()
+    flops_per_image = counter.get_total_flops() / 2
+    rows = comparison.frame.set_index("variant")["images_per_second"]
+    rate = rows.get("amp+channels_last")
+    achieved = flops_per_image * rate / 1e12 if rate == rate and rate is not None else None
+    peak = device_facts(ctx.device).get("peak_bf16_tflops") if ctx.device.type == "cuda" else None
+    return {
+        "target_speedup": AMP_TARGET,
+        "target_met": bool(speedup >= AMP_TARGET) if speedup == speedup else None,
+        "train_gflops_per_image": round(flops_per_image / 1e9, 2),
+        "achieved_tflops": None if achieved is None else round(achieved, 2),
+        "fraction_of_peak": round(achieved / peak, 4) if achieved and peak else None,
+    }
+
+
+def check_loader(ctx: Context) -> Check:
+    """DataLoader workers, and pinned memory with asynchronous copies on a GPU."""
+    from rocm_dl_guide import cifar10
+
+    loader = cifar10.load(ctx.profile, device=ctx.device).train_loader
+    x = y = None
+    for k, (x, y) in enumerate(loader):
+        if ctx.device.type == "cuda" and not x.is_pinned():
+            raise AssertionError("the loader's batches are not in pinned memory")
+        x, y = x.to(ctx.device, non_blocking=True), y.to(ctx.device, non_blocking=True)
+        if k >= 2:
+            break
+    if x is None or x.device.type != ctx.device.type:
+        raise AssertionError(f"batches did not reach {ctx.device}")
+    if ctx.device.type != "cuda":
+        return Check("dataloader", "skip", "pinned memory and workers are the GPU path (no GPU)")
+    return Check(
+        "dataloader",
+        "pass",
+        f"{loader.num_workers} workers, pinned batches, non-blocking copies to {x.device}",
+    )
+
+
+def check_resume(ctx: Context) -> Check:
+    """Checkpoint after one epoch, resume for a second; the checkpoint loads onto the device."""
+    import torch
+
+    from rocm_dl_guide import cifar10
+
+    folder = ctx.out_dir / "checkpoints" / "resume"
+    cifar10.train(ctx.profile, epochs=1, checkpoint_dir=folder, progress=False)
+    run = cifar10.train(ctx.profile, epochs=2, checkpoint_dir=folder, resume=True, progress=False)
+    if run.result.resumed_from_epoch != 1 or len(run.result.history) != 2:
+        raise AssertionError(
+            f"resumed from epoch {run.result.resumed_from_epoch} with "
+            f"{len(run.result.history)} epochs of history (expected 1 and 2)"
+        )
+    state = torch.load(run.result.checkpoint, map_location=ctx.device, weights_only=False)
+    tensor = next(iter(state["model"].values()))
+    if tensor.device.type != ctx.device.type:
+        raise AssertionError(f"the checkpoint loaded onto {tensor.device}")
+    return Check("checkpoint-resume", "pass", f"resumed after epoch 1, loaded onto {tensor.device}")
+
+
+def check_inference(ctx: Context) -> list[Check]:
+    """Export Inception v3 to ONNX; run it on every importable backend, against PyTorch."""
+    import importlib.util
+
+    from rocm_dl_guide import inference
+
+    if importlib.util.find_spec("onnx") is None:
+        why = "the onnx package is not installed (pip install onnx; not in the wheelhouse)"
+        return [Check("onnx-export", "skip", why, 0.0)]
+    start = time.perf_counter()
+    prepared = inference.prepare(ctx.profile, ctx.out_dir / "inception_v3.onnx")
+    model = prepared.model.to(ctx.device)
+    ops = inference.op_counts(prepared.onnx.path)
+    detail = f"{sum(ops.values())} nodes, {len(ops)} operator types; {prepared.loaded.note}"
+    checks = [Check("onnx-export", "pass", detail, round(time.perf_counter() - start, 1))]
+    x = inference.image_batch(batch_size=2)
+    mgx = inference.migraphx_status()
+    ort_version = inference.onnxruntime_version()
+    backends = {
+        "migraphx": (mgx.available, mgx.how),
+        "onnxruntime": (ort_version is not None, "not installed"),
+    }
+    for name, (available, why_not) in backends.items():
+        if not available:
+            checks.append(Check(f"inference:{name}", "skip", why_not, 0.0))
+            continue
+        start = time.perf_counter()
+        try:
+            compiled = inference.compile_model(prepared.onnx.path, name, batch_size=2)
+            agree = inference.agreement(compiled, model, x, ctx.device)
+            status = "pass" if agree.ok else "fail"
+            detail = f"{compiled.summary()}; {agree.summary()}"
+        except Exception as exc:  # noqa: BLE001 - one backend's failure is its check's
+            status, detail = "fail", one_line(exc)
+        checks.append(Check(f"inference:{name}", status, detail, time.perf_counter() - start))
+    return checks
+
+
+def check_ddp(ctx: Context) -> Check:
+    """``train cifar10 --nproc N`` over all local GPUs (nccl)."""
+    from rocm_dl_guide import scaling
+
+    if ctx.gpu_count < 2:
+        why = "one GPU" if ctx.gpu_count == 1 else "no GPU (the distributed chapter runs gloo)"
+        return Check("ddp", "skip", f"DDP over GPUs needs two or more: {why}")
+    extra = ("--epochs", "1", "--profile", ctx.profile.name, "--data-source", "fixtures")
+    run = scaling.train_cli(
+        "cifar10", ctx.out_dir / "checkpoints" / "ddp", nproc=ctx.gpu_count, extra=extra
+    )
+    record = run.record or {}
+    if run.returncode != 0 or record.get("world_size") != ctx.gpu_count:
+        raise AssertionError(f"exit {run.returncode}; {record or run.log[-300:]}")
+    return Check(
+        "ddp",
+        "pass",
+        f"{record['world_size']} ranks, backend {record['backend']}, test accuracy "
+        f"{100 * record['test_accuracy']:.1f}%",
+        figures={"img_per_s": record.get("img_per_s")},
+    )
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _plan(ctx: Context) -> list[tuple[str, Callable[[], Check | list[Check]]]]:
+    plan: list[tuple[str, Callable[[], Check | list[Check]]]] = []
+    for example in EXAMPLES:
+        plan.append((f"train:{example}", lambda e=example: check_case_study(ctx, e)))
+    for example in EXAMPLES:
+        plan.append((f"precision:{example}", lambda e=example: check_precision(ctx, e)))
+    plan += [
+        ("dataloader", lambda: check_loader(ctx)),
+        ("checkpoint-resume", lambda: check_resume(ctx)),
+        ("inference", lambda: check_inference(ctx)),
+        ("ddp", lambda: check_ddp(ctx)),
+    ]
+    return plan
+
+
+CHECK_NAMES = (
+    *(f"train:{e}" for e in EXAMPLES),
+    *(f"precision:{e}" for e in EXAMPLES),
+    "dataloader",
+    "checkpoint-resume",
+    "inference",
+    "ddp",
+)
+"""The checks in the order they run (``--only`` picks among them)."""
+
+
+def check_profile(gpu: bool, steps: int) -> profiles.Profile:
+    """The sizes to check at: the ``gpu`` profile's on a GPU, ``smoke``'s on the CPU;
+    always the fixtures (offline), with ``steps`` training batches per epoch."""
+    base = profiles.get("gpu" if gpu else "smoke")
+    sized = replace(base, max_train_batches=steps)
+    return profiles.with_data_source(sized, "fixtures")
+
+
+def run(
+    gpu: bool,
+    out_dir: str | os.PathLike,
+    steps: int = 20,
+    only: Iterable[str] | None = None,
+    log: Callable[[str], None] = print,
+) -> Report:
+    """Run the checks (all, or ``only`` these names) and return the report.
+
+    ``gpu=True`` raises :class:`NoGPUError` at once where PyTorch sees no GPU.
+    Each check's failure is recorded in the report, not raised.
+    """
+    import torch
+
+    device = preflight(gpu)
+    wanted = list(only) if only else list(CHECK_NAMES)
+    unknown = sorted(set(wanted) - set(CHECK_NAMES))
+    if unknown:
+        raise ValueError(f"unknown check(s) {unknown}: choose from {', '.join(CHECK_NAMES)}")
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    out = Path(out_dir)
+    ctx = Context(device, check_profile(gpu, steps), out, steps, gpu)
+    report = Report(
+        mode="gpu" if gpu else "cpu",
+        device=device_facts(device),
+        versions=versions(),
+        profile=ctx.profile.name,
+        data_source=ctx.profile.data_source,
+        steps=steps,
+        started=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        checks=[],
+        commit=git_commit(),
+    )
+    for name, step in _plan(ctx):
+        if name not in wanted:
+            continue
+        log(f"selfcheck: {name} ...")
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        try:
+            got = step()
+        except Exception as exc:  # noqa: BLE001 - a failed check is reported, not raised
+            got = Check(name, "fail", f"{type(exc).__name__}: {one_line(exc)}"[:400])
+        for check in got if isinstance(got, list) else [got]:
+            if check.seconds is None:
+                check.seconds = round(time.perf_counter() - start, 1)
+            report.checks.append(check)
+            log(f"  [{check.status}] {check.name}: {check.detail}")
+    return report
+
+
+# --------------------------------------------------------------------------- verification record
+
+
+def write_record(report: Report, path: str | os.PathLike = RECORD_FILE) -> Path:
+    """Write the "last verified on a GPU" record from a passed GPU run.
+
+    Refuses (:class:`RecordError`) a CPU run, a run with a failed check, or one
+    that skipped a case study: the record vouches for the book's GPU path.
+    """
+    if report.mode != "gpu" or report.device.get("type") != "cuda":
+        raise RecordError("a verification record comes only from `selfcheck --gpu` on a GPU")
+    if not report.passed:
+        failed = [c.name for c in report.checks if c.status == "fail"]
+        raise RecordError(f"not recording a failed run (failed: {', '.join(failed)})")
+    missing = [n for n in CHECK_NAMES[:6] if not (c := report.check(n)) or c.status != "pass"]
+    if missing:
+        raise RecordError(f"not recording a partial run (did not pass: {', '.join(missing)})")
+    record = {
+        "format": REPORT_FORMAT,
+        "date": report.started,
+        "commit": report.commit,
+        "device": report.device,
+        "versions": report.versions,
+        "figures": report.figures(),
+        "checks": {c.name: c.status for c in report.checks},
+    }
+    with atomic_write(Path(path), "w") as f:
+        json.dump(record, f, indent=1, default=str)
+        f.write("\n")
+    return Path(path)
+
+
+def latest_record(path: str | os.PathLike = RECORD_FILE) -> dict[str, Any] | None:
+    """The tracked verification record, or ``None`` when no GPU run has written one."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if record.get("format") != REPORT_FORMAT or "device" not in record:
+        raise ValueError(f"{path}: not a verification record of format {REPORT_FORMAT}")
+    return record
+
+
+def stamp(example: str | None = None, path: str | os.PathLike = RECORD_FILE) -> str:
+    """Markdown for the book: when the PyTorch path last passed ``selfcheck --gpu``,
+    on what, and (for ``example``) the figures of that run."""
+    record = latest_record(path)
+    if record is None:
+        return (
+            "**Last verified on a GPU:** not yet. Every example here has run on the CPU; "
+            "`make gpu-check` on a GPU machine runs the GPU path and writes the record "
+            "shown here."
+        )
+    dev = record["device"]
+    arch = f", {dev['arch']}" if dev.get("arch") else ""
+    commit = (record.get("commit") or "")[:10]
+    ver = record.get("versions", {})
+    text = (
+        f"**Last verified on a GPU:** {record['date']} on {dev.get('name')} ({dev.get('runtime')}"
+        f"{arch}), PyTorch {ver.get('PyTorch')}, commit `{commit or 'unknown'}`, "
+        "by `make gpu-check`."
+    )
+    figs = record.get("figures", {}).get(example) if example else None
+    if figs:
+        text += f" {example}: " + _figure_line(figs) + "."
+    return text

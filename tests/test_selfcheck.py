@@ -1,0 +1,248 @@
+"""selfcheck / `make gpu-check`: the refusal without a GPU, the checks on the CPU
+(GPU-only parts skipped with the reason), the report format, and the
+verification record that only a passed GPU run may write."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rocm_dl_guide import selfcheck, train  # noqa: E402
+
+NO_GPU = not torch.cuda.is_available()
+
+
+def _cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_dl_guide", "selfcheck", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.skipif(not NO_GPU, reason="this machine has a GPU: nothing to refuse")
+def test_gpu_check_refuses_at_once_without_a_gpu(tmp_path):
+    start = time.monotonic()
+    done = _cli("--gpu", "--report", str(tmp_path / "report"), cwd=tmp_path, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert time.monotonic() - start < 60
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("selfcheck --gpu: no GPU: PyTorch")
+    assert "sees no GPU" in lines[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "report").exists() and done.stdout == ""
+
+
+@pytest.mark.skipif(not NO_GPU, reason="this machine has a GPU")
+def test_make_gpu_check_refuses_clearly(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        ["make", "-s", "gpu-check", f"PYTHON={sys.executable}", f"GPU_CHECK_REPORT={tmp_path}/r"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+    )
+    assert done.returncode != 0
+    assert "no GPU" in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "r").exists()
+
+
+def test_cpu_run_passes_and_reports_the_gpu_parts_as_skipped(tmp_path):
+    only = ["train:cifar10", "precision:cifar10", "dataloader", "checkpoint-resume", "ddp"]
+    done = _cli(
+        "--steps",
+        "2",
+        "--only",
+        ",".join(only),
+        "--json",
+        "--report",
+        str(tmp_path / "report"),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    assert data["passed"] is True and data["mode"] == "cpu" and data["format"] == 1
+    assert data["data_source"] == "fixtures" and data["profile"] == "smoke"
+    assert data["device"]["type"] == "cpu" and data["versions"]["PyTorch"] == torch.__version__
+    checks = {c["name"]: c for c in data["checks"]}
+    assert list(checks) == only
+    assert checks["train:cifar10"]["status"] == "pass"
+    assert "1 epoch of 2 steps on cpu" in checks["train:cifar10"]["detail"]
+    assert checks["checkpoint-resume"]["status"] == "pass"
+    for name in ("dataloader", "ddp"):
+        assert checks[name]["status"] == "skip" and "GPU" in checks[name]["detail"]
+    figs = data["figures"]["cifar10"]
+    assert figs["float32_img_per_s"] > 0 and figs["amp-float16_img_per_s"] is None
+    assert "amp-float16" in checks["precision:cifar10"]["detail"]  # skipped, with the reason
+    # the written report reads back; the text report says the same
+    report = selfcheck.load_report(tmp_path / "report" / "selfcheck.json")
+    assert report.passed and [c.name for c in report.checks] == only
+    text = (tmp_path / "report" / "selfcheck.txt").read_text()
+    assert "PASSED" in text and "[skip] ddp" in text
+
+
+def test_a_failing_check_fails_the_run_and_is_reported(tmp_path, monkeypatch):
+    def broken(ctx):
+        raise RuntimeError("HIP error: invalid device function")
+
+    monkeypatch.setattr(selfcheck, "check_loader", broken)
+    report = selfcheck.run(False, tmp_path, steps=1, only=["dataloader"], log=lambda _l: None)
+    assert not report.passed
+    (check,) = report.checks
+    assert check.status == "fail" and "invalid device function" in check.detail
+    with pytest.raises(ValueError, match="unknown check"):
+        selfcheck.run(False, tmp_path, only=["train:alexnet"], log=lambda _l: None)
+
+
+def _gpu_report(status: str = "pass") -> selfcheck.Report:
+    checks = [selfcheck.Check(n, status, "ok", 1.0) for n in selfcheck.CHECK_NAMES[:6]]
+    checks[3].figures = {
+        "float32_img_per_s": 1000.0,
+        "amp+channels_last_img_per_s": 2500.0,
+        "amp_speedup": 2.5,
+    }
+    return selfcheck.Report(
+        mode="gpu",
+        device={
+            "type": "cuda",
+            "name": "AMD Instinct MI300X",
+            "arch": "gfx942",
+            "runtime": "ROCm/HIP 7.0",
+            "count": 8,
+        },
+        versions={"PyTorch": "2.9.0+rocm7.0"},
+        profile="gpu",
+        data_source="fixtures",
+        steps=20,
+        started="2026-11-23 10:00 UTC",
+        checks=checks,
+        commit="0123456789abcdef",
+    )
+
+
+def test_only_a_passed_gpu_run_writes_the_record(tmp_path):
+    path = tmp_path / "record.json"
+    assert "not yet" in selfcheck.stamp(path=path)
+    cpu = selfcheck.run(False, tmp_path, steps=1, only=["ddp"], log=lambda _l: None)
+    with pytest.raises(selfcheck.RecordError, match="only from `selfcheck --gpu` on a GPU"):
+        selfcheck.write_record(cpu, path)
+    with pytest.raises(selfcheck.RecordError, match="failed run"):
+        selfcheck.write_record(_gpu_report("fail"), path)
+    partial = _gpu_report()
+    partial.checks = partial.checks[:2]
+    with pytest.raises(selfcheck.RecordError, match="partial run"):
+        selfcheck.write_record(partial, path)
+    assert not path.exists()
+    selfcheck.write_record(_gpu_report(), path)
+    record = selfcheck.latest_record(path)
+    assert record["device"]["name"] == "AMD Instinct MI300X" and record["commit"]
+    text = selfcheck.stamp("mnist", path=path)
+    assert "2026-11-23 10:00 UTC on AMD Instinct MI300X (ROCm/HIP 7.0, gfx942)" in text
+    assert "amp+channels_last 2,500 img/s" in text and "amp speedup 2.50x" in text
+
+
+def test_the_tracked_record_if_any_is_a_gpu_runs():
+    record = selfcheck.latest_record()
+    if record is None:
+        pytest.skip("no GPU run has written the verification record yet")
+    assert record["device"]["type"] == "cuda"
+    assert all(record["checks"][n] == "pass" for n in selfcheck.CHECK_NAMES[:6])
+
+
+@pytest.mark.parametrize("content", ["", "{not json", '{"format": 99, "checks": []}', "[]"])
+def test_an_unreadable_report_is_one_clear_error(tmp_path, content):
+    path = tmp_path / "selfcheck.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match="not a selfcheck report") as err:
+        selfcheck.load_report(path)
+    assert "\n" not in str(err.value)
+
+
+def test_peak_throughput_table():
+    assert selfcheck.peak_throughput("AMD Instinct MI300X")["bf16_tflops"] == 1307.4
+    assert selfcheck.peak_throughput("NVIDIA H100 PCIe")["bf16_tflops"] == 756.5
+    assert selfcheck.peak_throughput("NVIDIA H100 80GB HBM3")["name"] == "NVIDIA H100 SXM"
+    assert selfcheck.peak_throughput("Radeon RX 7900 XTX") is None
+
+
+def test_compare_precision_fixed_dtypes_and_unknown_variants():
+    from torch import nn
+
+    batches = [(torch.randn(4, 3, 8, 8), torch.randint(0, 2, (4,)))]
+
+    def model_fn():
+        return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 36, 2))
+
+    got = train.compare_precision(
+        model_fn, batches, "cpu", steps=1, warmup=0, repeats=1, variants=["float32", "amp-float16"]
+    )
+    frame = got.frame.set_index("variant")
+    assert list(frame.index) == ["float32", "amp-float16"]
+    assert frame.loc["float32", "images_per_second"] > 0
+    assert frame.loc["amp-float16", "note"].startswith("skipped: float16 autocast")
+    with pytest.raises(ValueError, match="unknown variant"):
+        train.compare_precision(model_fn, batches, "cpu", variants=["fp8"])
+
+
+def test_wheelhouse_serves_every_python_offline(tmp_path):
+    """`make wheelhouse` (needs the package registry): every requirement of
+    requirements-gpu-check.txt resolves from the folder alone for CPython
+    3.10-3.12, and the folder stays under 60 MB."""
+    root = Path(__file__).resolve().parents[1]
+    house = tmp_path / "wheelhouse"
+    made = subprocess.run(
+        ["make", "-s", "wheelhouse", f"WHEELHOUSE={house}", f"PYTHON={sys.executable}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+    )
+    if made.returncode != 0 and any(
+        s in made.stderr for s in ("NewConnectionError", "Max retries", "Temporary failure")
+    ):
+        pytest.skip(f"the package registry is not reachable: {made.stderr[-300:]}")
+    assert made.returncode == 0, made.stderr[-2000:]
+    wheels = list(house.glob("*.whl"))
+    assert sum(w.stat().st_size for w in wheels) < 60e6
+    assert not any(w.name.startswith(("torch-", "tensorflow", "numpy-")) for w in wheels)
+    for version in ("3.10", "3.11", "3.12"):
+        again = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-index",
+                "--find-links",
+                str(house),
+                "--only-binary=:all:",
+                "--no-deps",
+                "--python-version",
+                version,
+                "--implementation",
+                "cp",
+                "--platform",
+                "manylinux_2_28_x86_64",
+                "-r",
+                str(root / "requirements-gpu-check.txt"),
+                "-d",
+                str(tmp_path / f"check-{version}"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={k: v for k, v in os.environ.items() if not k.startswith("PIP_")},
+        )
+        assert again.returncode == 0, (version, again.stderr[-1500:])
+        assert any((tmp_path / f"check-{version}").glob("pandas-*.whl"))

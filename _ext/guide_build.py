@@ -14,7 +14,10 @@
    (sphinx-book-theme copies the executed notebook when launch buttons are
    configured); this adds a first cell that says how to install the package,
    and a cell that checks it is importable.
-3. **Provenance table.** The ``{guide-provenance}`` directive (on the home
+3. **GPU verification stamp.** ``{guide-gpu-stamp}`` shows when the PyTorch
+   path last passed ``make gpu-check`` on a GPU (the tracked record that only
+   that command writes), with that run's figures.
+4. **Provenance table.** The ``{guide-provenance}`` directive (on the home
    page) becomes a table of every executed page with the profile and device
    its outputs came from, when it was executed, how long that took and whether
    this build ran it or took it from the cache. The table is built from data,
@@ -416,6 +419,34 @@ def _on_doctree_resolved(app, doctree, docname: str) -> None:
         node.replace_self(_table(app, docname, rows))
 
 
+# --------------------------------------------------------------------------- GPU verification stamp
+
+
+class GpuStampDirective(SphinxDirective):
+    """``{guide-gpu-stamp} [example]``: when the PyTorch path last passed
+    ``make gpu-check`` on a GPU, from the tracked verification record
+    (``rocm_dl_guide.selfcheck.stamp``), with that run's figures for ``example``
+    (``mnist``, ``cifar10`` or ``inception``)."""
+
+    optional_arguments = 1
+    has_content = False
+
+    def run(self):
+        from docutils.statemachine import StringList
+
+        from rocm_dl_guide import selfcheck
+
+        example = self.arguments[0] if self.arguments else None
+        if example is not None and example not in selfcheck.EXAMPLES:
+            raise self.error(f"unknown example {example!r}: one of {selfcheck.EXAMPLES}")
+        if selfcheck.RECORD_FILE.is_file():
+            self.env.note_dependency(str(selfcheck.RECORD_FILE))
+        node = nodes.container(classes=["guide-gpu-stamp"])
+        text = selfcheck.stamp(example)
+        self.state.nested_parse(StringList(text.splitlines()), self.content_offset, node)
+        return [node]
+
+
 # --------------------------------------------------------------------------- notebooks
 
 INSTALL_MD = """\
@@ -510,6 +541,7 @@ def setup(app):
         html=(lambda self, node: None, lambda self, node: None),
     )
     app.add_directive("guide-provenance", ProvenanceDirective)
+    app.add_directive("guide-gpu-stamp", GpuStampDirective)
     app.connect("env-before-read-docs", _on_env_before_read)
     app.connect("env-get-outdated", _on_get_outdated)
     app.connect("env-purge-doc", _on_purge)

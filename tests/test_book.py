@@ -146,6 +146,30 @@ def test_provenance_table_is_built_from_every_pages_record(build):
     assert all(row["device"] in text and row["executed"] in text for row in rows)
 
 
+def test_gpu_stamp_on_the_home_page_and_the_pytorch_case_studies(build):
+    """The stamp comes from the tracked verification record (or says there is
+    none yet); the PyTorch case studies show that run's figures for themselves."""
+    from rocm_dl_guide import selfcheck
+
+    pages = {
+        "book/index": None,
+        "book/frameworks/pytorch": "mnist",
+        "book/training/cifar10": "cifar10",
+        "book/training/inception-tiny-imagenet": "inception",
+        "book/training/inception-pretrained": None,
+    }
+    for page, example in pages.items():
+        body = (HTML / f"{page}.html").read_text(encoding="utf-8")
+        assert "guide-gpu-stamp" in body, page
+        expected = re.sub(r"[*`]", "", selfcheck.stamp(example))
+        text = re.sub(r"\s+", " ", " ".join(parse(page).text))
+        assert expected.split(":")[0] in text, page  # "Last verified on a GPU"
+        if selfcheck.latest_record() is None:
+            assert "not yet" in text, page
+        else:
+            assert selfcheck.latest_record()["date"] in text, page
+
+
 def test_no_page_contains_a_traceback(build):
     for page in toc_files():
         body = (HTML / f"{page}.html").read_text(encoding="utf-8")

@@ -74,12 +74,17 @@ class Provenance:
     device: str
     versions: dict[str, str] = field(default_factory=dict)
     executed_at: str = ""
+    data_source: str = ""
+    """``real`` or ``fixtures`` (see :mod:`rocm_dl_guide.profiles`)."""
 
     def markdown(self) -> str:
         parts = [f"{name} {ver}" for name, ver in self.versions.items()]
+        data = {"real": " on real data", "fixtures": " on generated fixtures"}.get(
+            self.data_source, ""
+        )
         return (
             f"**Provenance.** Outputs on this page were produced with the "
-            f"`{self.profile}` profile on {self.device}; "
+            f"`{self.profile}` profile{data} on {self.device}; "
             + ", ".join(parts)
             + f"; executed {self.executed_at}."
         )
@@ -90,6 +95,7 @@ class Provenance:
             "kind": RECORD_KIND,
             "version": RECORD_VERSION,
             "profile": self.profile,
+            "data_source": self.data_source,
             "device": self.device,
             "executed_at": self.executed_at,
             "versions": dict(self.versions),
@@ -120,7 +126,13 @@ def collect(framework: str = "pytorch", profile: profiles.ProfileLike = None) ->
         if ver:
             versions[name] = ver
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return Provenance(profile=prof.name, device=device, versions=versions, executed_at=when)
+    return Provenance(
+        profile=prof.name,
+        device=device,
+        versions=versions,
+        executed_at=when,
+        data_source=prof.data_source,
+    )
 
 
 class _Record:

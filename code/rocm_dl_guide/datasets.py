@@ -3,10 +3,11 @@
 Every case study gets its data through :func:`prepare`, which returns a
 :class:`PreparedData` whose ``root`` has exactly the layout the real loaders
 expect (``torchvision.datasets.MNIST(root)``, ``CIFAR10``, ``ImageFolder``,
-``tf.keras.utils.text_dataset_from_directory`` ...). With a profile that uses
-fixtures (``smoke``), or when the real data cannot be downloaded, ``root`` holds
-a generated fixture in the upstream format (:mod:`rocm_dl_guide.fixtures`) and
-``PreparedData.note`` says so plainly.
+``tf.keras.utils.text_dataset_from_directory`` ...). With the ``fixtures`` data
+source (the ``smoke`` profile's default, or asked for), ``root`` holds a
+generated fixture in the upstream format (:mod:`rocm_dl_guide.fixtures`) and
+``PreparedData.note`` says so plainly; with ``real``, data that cannot be
+downloaded is an error (:class:`DataUnavailableError`), never a fixture.
 
 Real downloads go through pooch with the registry's checksum and a progress
 bar; archives are extracted by :func:`extract_archive`, which refuses members

@@ -1,7 +1,8 @@
 """Small, learnable stand-ins for the guide's data sets, in the exact upstream formats.
 
-Without network access (and in the ``smoke`` profile) the case studies run on
-these generated fixtures instead of the real data. Each writer produces the
+With the ``fixtures`` data source (the ``smoke`` profile's default, or
+``--data-source fixtures`` on a machine without network) the case studies run
+on these generated fixtures instead of the real data. Each writer produces the
 same files, names, directory layout and binary formats as the real download,
 so the real loaders (torchvision, Keras, ``tf.keras.utils``) read them
 unchanged. The contents are synthetic: each class has its own fixed random

@@ -91,6 +91,12 @@ def test_cpu_run_passes_and_reports_the_gpu_parts_as_skipped(tmp_path):
     assert "PASSED" in text and "[skip] ddp" in text
 
 
+def test_record_without_gpu_is_a_usage_error_before_any_check(tmp_path):
+    done = _cli("--record", "--report", str(tmp_path / "r"), cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and "--record needs --gpu" in done.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_failing_check_fails_the_run_and_is_reported(tmp_path, monkeypatch):
     def broken(ctx):
         raise RuntimeError("HIP error: invalid device function")

@@ -429,6 +429,8 @@ def _cmd_selfcheck(args: argparse.Namespace) -> int:
     from rocm_dl_guide import selfcheck
 
     only = [name.strip() for name in args.only.split(",")] if args.only else None
+    if args.record and not args.gpu:
+        return _fail("selfcheck", "--record needs --gpu: the record vouches for a GPU run", 2)
     if args.preflight:
         try:
             device = selfcheck.preflight(args.gpu)

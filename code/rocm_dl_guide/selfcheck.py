@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -541,29 +542,15 @@ def check_ddp(ctx: Context) -> Check:
 # --------------------------------------------------------------------------- the run
 
 
-def _plan(ctx: Context) -> list[tuple[str, Callable[[], Check | list[Check]]]]:
-    plan: list[tuple[str, Callable[[], Check | list[Check]]]] = []
-    for example in EXAMPLES:
-        plan.append((f"train:{example}", lambda e=example: check_case_study(ctx, e)))
-    for example in EXAMPLES:
-        plan.append((f"precision:{example}", lambda e=example: check_precision(ctx, e)))
-    plan += [
-        ("dataloader", lambda: check_loader(ctx)),
-        ("checkpoint-resume", lambda: check_resume(ctx)),
-        ("inference", lambda: check_inference(ctx)),
-        ("ddp", lambda: check_ddp(ctx)),
-    ]
-    return plan
-
-
-CHECK_NAMES = (
-    *(f"train:{e}" for e in EXAMPLES),
-    *(f"precision:{e}" for e in EXAMPLES),
-    "dataloader",
-    "checkpoint-resume",
-    "inference",
-    "ddp",
+_CHECKS: tuple[tuple[str, Callable[[Context], Check | list[Check]]], ...] = (
+    *((f"train:{e}", partial(check_case_study, example=e)) for e in EXAMPLES),
+    *((f"precision:{e}", partial(check_precision, example=e)) for e in EXAMPLES),
+    ("dataloader", lambda ctx: check_loader(ctx)),
+    ("checkpoint-resume", lambda ctx: check_resume(ctx)),
+    ("inference", lambda ctx: check_inference(ctx)),
+    ("ddp", lambda ctx: check_ddp(ctx)),
 )
+CHECK_NAMES = tuple(name for name, _ in _CHECKS)
 """The checks in the order they run (``--only`` picks among them)."""
 
 
@@ -609,7 +596,7 @@ def run(
         checks=[],
         commit=git_commit(),
     )
-    for name, step in _plan(ctx):
+    for name, step in _CHECKS:
         if name not in wanted:
             continue
         log(f"selfcheck: {name} ...")
@@ -617,7 +604,7 @@ def run(
             torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
         try:
-            got = step()
+            got = step(ctx)
         except Exception as exc:  # noqa: BLE001 - a failed check is reported, not raised
             got = Check(name, "fail", f"{type(exc).__name__}: {one_line(exc)}"[:400])
         for check in got if isinstance(got, list) else [got]:
@@ -642,7 +629,8 @@ def write_record(report: Report, path: str | os.PathLike = RECORD_FILE) -> Path:
     if not report.passed:
         failed = [c.name for c in report.checks if c.status == "fail"]
         raise RecordError(f"not recording a failed run (failed: {', '.join(failed)})")
-    missing = [n for n in CHECK_NAMES[:6] if not (c := report.check(n)) or c.status != "pass"]
+    required = [n for n in CHECK_NAMES if n.startswith(("train:", "precision:"))]
+    missing = [n for n in required if not (c := report.check(n)) or c.status != "pass"]
     if missing:
         raise RecordError(f"not recording a partial run (did not pass: {', '.join(missing)})")
     record = {

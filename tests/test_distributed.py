@@ -105,21 +105,45 @@ def test_lock_refuses_a_second_run_on_the_same_folder(tmp_path):
 # --------------------------------------------------------------------------- the proof
 
 
-def test_ddp_equals_one_process_with_the_global_batch():
-    result = scaling.run_equivalence("ddp", nproc=2, steps=4, batch=8, timeout=TIMEOUT)
+@pytest.fixture(scope="module")
+def equivalences():
+    """All three variants, in one torchrun job (as the chapter runs them)."""
+    found = scaling.run_equivalences(nproc=2, steps=4, batch=8, timeout=TIMEOUT)
+    return {r.mode: r for r in found}
+
+
+def test_one_job_runs_every_variant(equivalences):
+    assert list(equivalences) == list(scaling.MODES)
+    assert all(r.world_size == 2 and r.steps == 4 for r in equivalences.values())
+
+
+def test_ddp_equals_one_process_with_the_global_batch(equivalences):
+    result = equivalences["ddp"]
     assert result.world_size == 2 and result.equivalent, result
     assert result.max_diff_vs_single <= 1e-5 and result.max_diff_across_ranks == 0.0
 
 
 @pytest.mark.parametrize("mode", ["no-wrapper", "no-sampler"])
-def test_the_classic_bugs_fail_the_same_check(mode):
-    result = scaling.run_equivalence(mode, nproc=2, steps=4, batch=8, timeout=TIMEOUT)
+def test_the_classic_bugs_fail_the_same_check(equivalences, mode):
+    result = equivalences[mode]
     assert not result.equivalent
     assert result.max_diff_vs_single > 1e-3, result
     if mode == "no-wrapper":  # gradients never averaged: the ranks drift apart
         assert result.max_diff_across_ranks > 1e-3
     else:  # same batches on every rank: the ranks agree, but on the wrong thing
         assert result.max_diff_across_ranks == 0.0
+
+
+def test_one_mode_alone_matches_its_run_among_all(equivalences):
+    alone = scaling.run_equivalence("no-wrapper", nproc=2, steps=4, batch=8, timeout=TIMEOUT)
+    assert alone.max_diff_vs_single == equivalences["no-wrapper"].max_diff_vs_single
+
+
+def test_unknown_modes_are_refused_before_any_launch():
+    with pytest.raises(ValueError, match="unknown mode"):
+        scaling.run_equivalences(("ddp", "no-such-thing"))
+    with pytest.raises(ValueError, match="no mode given"):
+        scaling.run_equivalences(())
 
 
 FIT_WORKER = textwrap.dedent(

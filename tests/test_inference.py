@@ -433,6 +433,11 @@ def test_sweep_gives_latency_and_throughput_per_batch(no_migraphx, prepared):
     assert result.max_rel_error <= inference.CPU_TOLERANCE
     assert result.row(2)["latency (ms)"] == frame.iloc[3]["latency (ms)"]
     assert result.row(1, eager=True)["runtime"] == "PyTorch eager"
+    # the sweep keeps what bench.run measured at each batch: the same numbers as the table
+    assert sorted(result.runs) == [1, 2]
+    assert result.runs[2].compiled_ms == result.row(2)["latency (ms)"]
+    assert result.runs[1].eager_ms == result.row(1, eager=True)["latency (ms)"]
+    assert result.runs[1].warmup == 0 and result.runs[1].iterations == 1
     fig = result.plot()
     assert len(fig.axes) == 2
     assert len(fig.axes[1].patches) == 4  # a bar per (batch, runtime)

@@ -192,6 +192,8 @@ class InferenceBench:
     profile: str
     weights: str
     versions: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+    """Which backend produced the outputs (:func:`inference.backend_note`)."""
     untuned_ms: float | None = None
     tuned_ms: float | None = None
     tuning_speedup: float | None = None
@@ -379,6 +381,7 @@ def run(
         profile=prepared.profile,
         weights=prepared.loaded.note,
         versions=_versions(),
+        note=inference.backend_note(compiled),
     )
     if tuning:
         tr = tuning_comparison(prepared, batch, warmup, iterations, name, threads)
@@ -419,6 +422,8 @@ class Sweep:
     """The weights note (pretrained or random, and why)."""
     note: str
     """Which backend produced the outputs (:func:`inference.backend_note`)."""
+    runs: dict[int, InferenceBench] = field(default_factory=dict)
+    """What :func:`run` returned at each batch size."""
 
     def row(self, batch: int, eager: bool = False) -> pandas.Series:
         """The compiled model's row at ``batch`` (PyTorch eager's with ``eager=True``)."""
@@ -439,59 +444,49 @@ def sweep(
     runs: tuple[int, int] | None = None,
 ) -> Sweep:
     """Latency and throughput of PyTorch eager and the compiled backend at each
-    batch size, one row per (batch, runtime). ``runs`` is ``(warm-up, timed)``
-    for every batch size (default: :func:`iterations_for`)."""
+    batch size: :func:`run` once per batch, one table row per (batch, runtime).
+    ``runs`` is ``(warm-up, timed)`` for every batch size (default:
+    :func:`iterations_for`)."""
     import pandas as pd
 
     prepared = prepared or inference.prepare()
     name = inference.select_backend(backend)
     threads = threads or inference.default_threads()
+    results: dict[int, InferenceBench] = {}
     rows = []
-    worst = 0.0
-    compiled = eager_device = None
     for batch in batches:
-        warmup, iterations = runs or iterations_for(batch, prepared.profile)
-        x = inference.image_batch(batch_size=batch)
-        compiled = inference.compile_model(
-            prepared.onnx.path, name, batch_size=batch, threads=threads
+        warmup, iterations = runs or (None, None)
+        r = results[batch] = run(
+            batch, iterations, warmup, name, threads=threads, prepared=prepared
         )
-        with torch_threads(threads):
-            eager = eager_runner(prepared.model, x)
-            reference = eager()
-            worst = max(worst, inference.max_rel_error(compiled.run(x), reference))
-            timings = measure_side_by_side(
-                {"eager": eager, "compiled": lambda compiled=compiled, x=x: compiled.run(x)},
-                warmup,
-                iterations,
-            )
-        eager_device = eager.device  # type: ignore[attr-defined]
-        t_eager, t_comp = timings["eager"], timings["compiled"]
-        label = f"{inference.BACKEND_TITLES[name]} ({compiled.provider})"
-        for runtime, timing in (("PyTorch eager", t_eager), (label, t_comp)):
+        label = f"{inference.BACKEND_TITLES[name]} ({r.provider})"
+        for runtime, ms in (("PyTorch eager", r.eager_ms), (label, r.compiled_ms)):
             rows.append(
                 {
                     "batch": batch,
                     "runtime": runtime,
-                    "warm-up runs": timing.warmup,
-                    "timed runs": timing.iterations,
-                    "latency (ms)": timing.median_ms,
-                    "ms per image": timing.median_ms / batch,
-                    "images/s": 1e3 * batch / timing.median_ms,
-                    "speedup": t_eager.median_ms / timing.median_ms,
+                    "warm-up runs": r.warmup,
+                    "timed runs": r.iterations,
+                    "latency (ms)": ms,
+                    "ms per image": ms / batch,
+                    "images/s": 1e3 * batch / ms,
+                    "speedup": r.eager_ms / ms,
                 }
             )
+    last = results[batches[-1]] if batches else None
     return Sweep(
         frame=pd.DataFrame(rows),
         backend=name,
-        provider=compiled.provider if compiled else "",
-        device=compiled.device if compiled else "",
-        eager_device=_device_words(eager_device) if eager_device is not None else "",
+        provider=last.provider if last else "",
+        device=last.device if last else "",
+        eager_device=last.eager_device if last else "",
         threads=threads,
-        max_rel_error=worst,
+        max_rel_error=max((r.max_rel_error for r in results.values()), default=0.0),
         versions=_versions(),
         profile=prepared.profile,
         weights=prepared.loaded.note,
-        note=inference.backend_note(compiled) if compiled else "",
+        note=last.note if last else "",
+        runs=results,
     )
 
 

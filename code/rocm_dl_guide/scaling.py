@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,57 +112,74 @@ def _flat(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-def equivalence_worker(config: dict[str, Any]) -> dict[str, Any] | None:
-    """One rank of the equivalence experiment (run under torchrun).
+def equivalence_worker(config: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """One rank of the equivalence experiment (run under torchrun), for each of
+    ``config["modes"]`` in turn, in the one process group.
 
-    Every rank starts from the same weights; rank 0 also trains the one-process
-    reference with the global batch. Returns (on rank 0) the differences.
+    For every mode, every rank starts from the same weights and rank 0 also
+    trains the one-process reference with the global batch. Returns (on rank 0)
+    the differences, one dict per mode.
     """
     import torch.distributed as dist
 
     ctx = distributed.setup("cpu")
-    world, steps, b, mode = ctx.world_size, config["steps"], config["batch"], config["mode"]
+    world, steps, b = ctx.world_size, config["steps"], config["batch"]
     data = _toy_data(world * b * steps)
-    torch.manual_seed(0)
-    model = _toy_model()
-    reference = _toy_model()
-    reference.load_state_dict(model.state_dict())
-    sampler = None
-    if mode != "no-sampler":
-        sampler = DistributedSampler(data, num_replicas=world, rank=ctx.rank, shuffle=False)
-    trained = model if mode == "no-wrapper" else nn.parallel.DistributedDataParallel(model)
-    _sgd_steps(trained, DataLoader(data, batch_size=b, sampler=sampler), steps, config["lr"])
-    mine = _flat(model)
-    gathered = [torch.empty_like(mine) for _ in range(world)]
-    dist.all_gather(gathered, mine)
-    if not ctx.is_main:
-        return None
-    _sgd_steps(reference, DataLoader(data, batch_size=world * b), steps, config["lr"])
-    across = max(float((g - gathered[0]).abs().max()) for g in gathered)
-    return {
-        "mode": mode,
-        "world_size": world,
-        "steps": steps,
-        "batch_per_rank": b,
-        "max_diff_vs_single": float((mine - _flat(reference)).abs().max()),
-        "max_diff_across_ranks": across,
-    }
+    results = []
+    for mode in config["modes"]:
+        torch.manual_seed(0)
+        model = _toy_model()
+        reference = _toy_model()
+        reference.load_state_dict(model.state_dict())
+        sampler = None
+        if mode != "no-sampler":
+            sampler = DistributedSampler(data, num_replicas=world, rank=ctx.rank, shuffle=False)
+        trained = model if mode == "no-wrapper" else nn.parallel.DistributedDataParallel(model)
+        _sgd_steps(trained, DataLoader(data, batch_size=b, sampler=sampler), steps, config["lr"])
+        mine = _flat(model)
+        gathered = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(gathered, mine)
+        if not ctx.is_main:
+            continue
+        _sgd_steps(reference, DataLoader(data, batch_size=world * b), steps, config["lr"])
+        results.append(
+            {
+                "mode": mode,
+                "world_size": world,
+                "steps": steps,
+                "batch_per_rank": b,
+                "max_diff_vs_single": float((mine - _flat(reference)).abs().max()),
+                "max_diff_across_ranks": max(
+                    float((g - gathered[0]).abs().max()) for g in gathered
+                ),
+            }
+        )
+    return results if ctx.is_main else None
 
 
-def run_equivalence(
-    mode: str = "ddp",
+def run_equivalences(
+    modes: Sequence[str] = tuple(MODES),
     nproc: int = 2,
     steps: int = 5,
     batch: int = 8,
     lr: float = 0.1,
     tolerance: float = 1e-5,
     timeout: float = 180,
-) -> Equivalence:
-    """Launch the equivalence experiment in ``nproc`` torchrun workers; see :data:`MODES`."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
+) -> list[Equivalence]:
+    """Launch the equivalence experiment for each of ``modes`` (see :data:`MODES`)
+    in one torchrun job of ``nproc`` workers; one :class:`Equivalence` per mode.
+
+    One job for all the variants: each is independent of the others (fresh
+    model, same seed), and the processes' start-up, not the toy training,
+    is what takes the time.
+    """
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise ValueError(f"unknown mode(s) {unknown!r}: choose from {', '.join(MODES)}")
+    if not modes:
+        raise ValueError("no mode given: choose from " + ", ".join(MODES))
     with tempfile.TemporaryDirectory(prefix="rocm-dl-guide-ddp-") as tmp:
-        config = {"mode": mode, "steps": steps, "batch": batch, "lr": lr}
+        config = {"modes": list(modes), "steps": steps, "batch": batch, "lr": lr}
         config["out"] = str(Path(tmp) / "result.json")
         cfg_path = Path(tmp) / "config.json"
         cfg_path.write_text(json.dumps(config))
@@ -169,8 +187,15 @@ def run_equivalence(
         proc = _run(cmd, timeout, env=_job_env(nproc))
         out = Path(config["out"])
         if proc.returncode != 0 or not out.exists():
-            raise RuntimeError(f"the {mode} workers failed:\n{proc.stderr[-2000:]}")
-        return Equivalence(**json.loads(out.read_text()), tolerance=tolerance)
+            raise RuntimeError(f"the {', '.join(modes)} workers failed:\n{proc.stderr[-2000:]}")
+        return [Equivalence(**r, tolerance=tolerance) for r in json.loads(out.read_text())]
+
+
+def run_equivalence(mode: str = "ddp", nproc: int = 2, **kwargs: Any) -> Equivalence:
+    """:func:`run_equivalences` for one mode."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
+    return run_equivalences((mode,), nproc, **kwargs)[0]
 
 
 # --------------------------------------------------------------------------- the CLI, killed

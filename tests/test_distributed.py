@@ -102,6 +102,24 @@ def test_lock_refuses_a_second_run_on_the_same_folder(tmp_path):
     assert not (tmp_path / train.CHECKPOINT_NAME).exists()  # nothing was written
 
 
+def test_lock_refuses_before_launching_any_worker(tmp_path):
+    """With --nproc, the folder in use is refused by the launcher itself: no torchrun."""
+    lock = distributed.lock_checkpoint_dir(tmp_path)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "rocm_dl_guide", "train", "cifar10", "--nproc", "2"]
+            + ["--epochs", "1", "--checkpoint-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    finally:
+        lock.release()
+    assert proc.returncode == 1
+    assert "in use by another training run" in proc.stderr, proc.stderr[-2000:]
+    assert "Launching" not in proc.stderr  # refused before torchrun was started
+
+
 # --------------------------------------------------------------------------- the proof
 
 

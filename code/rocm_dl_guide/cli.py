@@ -154,6 +154,28 @@ def _train_kwargs(args: argparse.Namespace, profile) -> dict | str:
     return kwargs
 
 
+def _checkpoint_dir_in_use(args: argparse.Namespace) -> str | None:
+    """Why a PyTorch example's checkpoint folder cannot be used now (another run
+    holds its lock), else None.
+
+    Asked before anything heavy is loaded or any worker is launched, so a second
+    job on the same folder is refused at once; the run itself takes the lock
+    again for its whole length (:func:`train.fit`).
+    """
+    from rocm_dl_guide import distributed
+
+    if TRAINERS[args.example][2] != "pytorch":
+        return None
+    folder = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
+    if not (folder / distributed.LOCK_NAME).exists():
+        return None  # nobody has ever locked it: nothing to ask, nothing created
+    try:
+        distributed.lock_checkpoint_dir(folder).release()
+    except distributed.CheckpointInUseError as exc:
+        return str(exc)
+    return None
+
+
 def _launch_workers(args: argparse.Namespace, argv: list[str]) -> int:
     """Re-run this very command in ``--nproc`` workers under torchrun's elastic agent."""
     from rocm_dl_guide import distributed
@@ -191,6 +213,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     from rocm_dl_guide import distributed, profiles, runs
 
+    if not distributed.launched_by_torchrun():
+        busy = _checkpoint_dir_in_use(args)
+        if busy:
+            print(f"train: {busy}", file=sys.stderr)
+            return 1
     if args.nproc is not None and not distributed.launched_by_torchrun():
         if TRAINERS[args.example][2] != "pytorch":
             print("train: --nproc: only for the PyTorch examples", file=sys.stderr)

@@ -27,8 +27,22 @@ def _fail(command: str, exc: BaseException | str, code: int = 1) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import doctor
+    from rocm_dl_guide import doctor, snapshot
 
+    if args.snapshot:
+        if args.rocminfo or args.python:
+            print(
+                "doctor: --snapshot replays a snapshot as it is: no --rocminfo or --python",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            report = doctor.from_snapshot(args.snapshot)
+        except snapshot.SnapshotError as exc:
+            print(f"doctor: {exc}", file=sys.stderr)
+            return 2
+        print(report.to_json() if args.json else report.to_text())
+        return 0
     text = source = None
     if args.rocminfo:
         path = Path(args.rocminfo)
@@ -45,6 +59,16 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     report = doctor.run(rocminfo_text=text, rocminfo_source=source, python=args.python)
+    if args.collect:
+        try:
+            path = snapshot.write(args.collect, report.system)
+        except OSError as exc:
+            print(f"doctor: cannot write {args.collect}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        print(
+            f"snapshot written to {path} (replay it with: doctor --snapshot {path})",
+            file=sys.stderr,
+        )
     print(report.to_json() if args.json else report.to_text())
     return 0
 
@@ -516,6 +540,17 @@ def _add_doctor_and_profiles(sub) -> None:
         "--python",
         metavar="PATH",
         help="probe the frameworks of another Python interpreter (default: this one)",
+    )
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--collect",
+        metavar="FILE",
+        help="also write everything the checks read to FILE (JSON), to attach to a bug report",
+    )
+    group.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="run every check on a snapshot written by --collect instead of on this machine",
     )
     p.set_defaults(func=_cmd_doctor)
 

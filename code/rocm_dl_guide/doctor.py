@@ -12,25 +12,28 @@ import json
 import textwrap
 from dataclasses import asdict, dataclass
 
-from rocm_dl_guide import __version__, compat, profiles
+from rocm_dl_guide import __version__, compat, diagnose, profiles
+from rocm_dl_guide.diagnose import FAIL, INFO, OK, UNKNOWN, WARN, Check
 from rocm_dl_guide.system import SystemReport, collect
 
-# Check statuses, from best to worst.
-OK, INFO, UNKNOWN, WARN, FAIL = "ok", "info", "unknown", "warn", "fail"
 _MARK = {OK: "[ok]  ", INFO: "[info]", UNKNOWN: "[??]  ", WARN: "[warn]", FAIL: "[FAIL]"}
+__all__ = [
+    "FAIL",
+    "INFO",
+    "OK",
+    "UNKNOWN",
+    "WARN",
+    "Check",
+    "DoctorReport",
+    "check_system",
+    "from_snapshot",
+    "run",
+]
 
 
-@dataclass
-class Check:
-    name: str
-    status: str
-    message: str
-    sources: tuple[str, ...] = ()
-
-
-def _from_verdict(name: str, verdict: compat.Verdict) -> Check:
+def _from_verdict(name: str, verdict: compat.Verdict, cid: str = "") -> Check:
     status = {"supported": OK, "unsupported": WARN}.get(verdict.status, UNKNOWN)
-    return Check(name, status, verdict.message, tuple(verdict.sources))
+    return Check(name, status, verdict.message, tuple(verdict.sources), cid)
 
 
 def _major_minor(version: str | None) -> str | None:
@@ -136,12 +139,14 @@ def _rocminfo_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     else:
         summary = f"{sysrep.rocminfo_source}: {len(ri.agents)} agent(s), {len(ri.gpus)} GPU(s)"
         checks = [Check("rocminfo", OK, summary)]
-    for gpu in ri.gpus:
+    for n, gpu in enumerate(ri.gpus):
         label = f"GPU {gpu.marketing_name or gpu.name} ({gpu.gfx or 'unknown gfx'})"
+        cid = f"gpu-support-{n}"
         if gpu.gfx and rocm_ver:
-            checks.append(_from_verdict(label, compat.check_gpu(gpu.gfx, rocm_ver)))
+            checks.append(_from_verdict(label, compat.check_gpu(gpu.gfx, rocm_ver), cid))
         else:
-            checks.append(Check(label, UNKNOWN, "no ROCm version or gfx target to check against"))
+            message = "no ROCm version or gfx target to check against"
+            checks.append(Check(label, UNKNOWN, message, id=cid))
     return checks
 
 
@@ -171,15 +176,6 @@ def _pytorch_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     if hip and rocm_ver:
         verdict = compat.check_framework("pytorch", ver, rocm_ver)
         checks.append(_from_verdict("PyTorch and ROCm", verdict))
-    if sysrep.rocminfo.gpus and not hip:
-        checks.append(
-            Check(
-                "PyTorch build",
-                FAIL,
-                "an AMD GPU is present but this PyTorch is not a ROCm build: install "
-                "PyTorch from the ROCm wheels or use the rocm/pytorch container",
-            )
-        )
     return checks
 
 
@@ -282,6 +278,7 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
     checks += _kernel_driver_checks(sysrep, rocm_ver)
     checks += _rocminfo_checks(sysrep, rocm_ver)
     checks += _pytorch_checks(sysrep, rocm_ver)
+    checks += diagnose.checks(sysrep)
     checks += distributed_checks(sysrep)
     checks += _tensorflow_checks(sysrep, rocm_ver)
     checks += _onnxruntime_checks(sysrep, rocm_ver)
@@ -366,15 +363,17 @@ class DoctorReport:
         for c in self.checks:
             src = f" (source: {', '.join(c.sources)})" if c.sources else ""
             head = f"  {_MARK.get(c.status, c.status)} {c.name:<{width}}  "
-            lines.append(
-                textwrap.fill(
-                    c.message + src,
-                    width=max(wrap, len(head) + 30),
-                    initial_indent=head,
-                    subsequent_indent=" " * len(head),
-                    break_on_hyphens=False,
-                )
-            )
+            for text, first in ((c.message + src, head), (f"fix: {c.fix}" if c.fix else "", "")):
+                if text:
+                    lines.append(
+                        textwrap.fill(
+                            text,
+                            width=max(wrap, len(head) + 30),
+                            initial_indent=first or " " * len(head),
+                            subsequent_indent=" " * len(head),
+                            break_on_hyphens=False,
+                        )
+                    )
         lines.append("")
         lines.append(textwrap.fill("Verdict: " + self.verdict, width=wrap, subsequent_indent="  "))
         return "\n".join(lines)
@@ -384,6 +383,14 @@ def check_system(sysrep: SystemReport) -> DoctorReport:
     """Check already-collected facts (for example a saved or made-up report)."""
     checks, rocm_ver = _checks(sysrep)
     return DoctorReport(sysrep, checks, rocm_ver, _verdict(sysrep, checks))
+
+
+def from_snapshot(path) -> DoctorReport:
+    """Every check on a snapshot written by ``doctor --collect``
+    (see :mod:`rocm_dl_guide.snapshot`)."""
+    from rocm_dl_guide import snapshot
+
+    return check_system(snapshot.load(path))
 
 
 def run(

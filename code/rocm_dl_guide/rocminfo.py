@@ -571,27 +571,38 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
             pass
 
 
-def run(executable: str = "rocminfo", timeout: float = 30) -> RocminfoReport:
-    """Run ``rocminfo`` and parse what it prints. Never raises for a failed run.
+@dataclass(frozen=True)
+class Capture:
+    """What one run of ``rocminfo`` left behind, before parsing: enough to parse
+    it again elsewhere (a doctor snapshot keeps it verbatim)."""
 
-    A missing executable, a non-zero exit status, a timeout or output that is
-    not text give a report with ``agents=()`` and ``error`` saying what
-    happened in one sentence. ``executable`` may be a name looked up on PATH or
-    a path. Only misuse (an empty name, a non-positive timeout) raises
-    :class:`RocminfoError`.
-    """
+    executable: str
+    text: str | None = None
+    """Standard output, then standard error, as printed; None when nothing ran."""
+    returncode: int | None = None
+    error: str | None = None
+    """Why there is no output (not installed, timed out, not text); else None."""
+
+
+def capture(executable: str = "rocminfo", timeout: float = 30) -> Capture:
+    """Run ``rocminfo`` and keep what it printed. Never raises for a failed run:
+    a missing executable, a timeout or output that is not text is a
+    :attr:`Capture.error`. Only misuse (an empty name, a non-positive timeout)
+    raises :class:`RocminfoError`."""
     if not isinstance(executable, str) or not executable.strip():
         raise RocminfoError("run() needs the name or path of the rocminfo executable")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise RocminfoError(f"run() needs a positive timeout in seconds, not {timeout!r}")
 
+    def failed(error: str) -> Capture:
+        return Capture(executable, error=error)
+
     is_path = os.sep in executable or (os.altsep is not None and os.altsep in executable)
     resolved = executable if is_path else shutil.which(executable)
     if resolved is None:
-        return _failed(f"{executable} is not installed (not found on PATH).")
+        return failed(f"{executable} is not installed (not found on PATH).")
     if is_path and not os.path.exists(resolved):
-        return _failed(f"rocminfo is not installed at {executable} (no such file).")
-
+        return failed(f"rocminfo is not installed at {executable} (no such file).")
     try:
         proc = subprocess.Popen(
             [resolved],
@@ -601,12 +612,11 @@ def run(executable: str = "rocminfo", timeout: float = 30) -> RocminfoReport:
             start_new_session=True,
         )
     except FileNotFoundError:
-        return _failed(f"{executable} is not installed (not found on PATH).")
+        return failed(f"{executable} is not installed (not found on PATH).")
     except PermissionError:
-        return _failed(f"{executable} cannot be run (permission denied: is it executable?).")
+        return failed(f"{executable} cannot be run (permission denied: is it executable?).")
     except OSError as exc:
-        return _failed(f"{executable} could not be started ({exc.strerror or exc}).")
-
+        return failed(f"{executable} could not be started ({exc.strerror or exc}).")
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -615,16 +625,21 @@ def run(executable: str = "rocminfo", timeout: float = 30) -> RocminfoReport:
             proc.communicate(timeout=5)
         except (subprocess.TimeoutExpired, OSError, ValueError):
             pass
-        return _failed(f"{executable} did not finish within {timeout:g} seconds and was stopped.")
-
+        return failed(f"{executable} did not finish within {timeout:g} seconds and was stopped.")
     try:
         text = out.decode("utf-8") + ("\n" + err.decode("utf-8") if err else "")
     except UnicodeDecodeError:
-        return _failed(f"{executable} printed output that is not valid UTF-8 text.")
+        return failed(f"{executable} printed output that is not valid UTF-8 text.")
+    return Capture(executable, text=text, returncode=proc.returncode)
 
-    report = parse(text)
-    code = proc.returncode
-    if code == 0:
+
+def report_from(cap: Capture) -> RocminfoReport:
+    """Parse a :class:`Capture` as :func:`run` does, exit status included."""
+    if cap.text is None:
+        return _failed(cap.error or f"{cap.executable} printed nothing.")
+    report = parse(cap.text)
+    code = cap.returncode
+    if code in (0, None):
         return report
     if code < 0:
         try:
@@ -638,12 +653,24 @@ def run(executable: str = "rocminfo", timeout: float = 30) -> RocminfoReport:
         runtime_version=report.runtime_version,
         kernel_module_loaded=report.kernel_module_loaded,
         agents=(),
-        error=f"{executable} {what}: {_lower_first(reason.rstrip('.'))}.",
+        error=f"{cap.executable} {what}: {_lower_first(reason.rstrip('.'))}.",
         kernel_module_version=report.kernel_module_version,
         system=report.system,
         notes=report.notes,
         complete=report.complete,
     )
+
+
+def run(executable: str = "rocminfo", timeout: float = 30) -> RocminfoReport:
+    """Run ``rocminfo`` and parse what it prints. Never raises for a failed run.
+
+    A missing executable, a non-zero exit status, a timeout or output that is
+    not text give a report with ``agents=()`` and ``error`` saying what
+    happened in one sentence. ``executable`` may be a name looked up on PATH or
+    a path. Only misuse (an empty name, a non-positive timeout) raises
+    :class:`RocminfoError`. (:func:`capture`, then :func:`report_from`.)
+    """
+    return report_from(capture(executable, timeout))
 
 
 # ---------------------------------------------------------------------------

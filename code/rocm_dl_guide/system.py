@@ -17,7 +17,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rocm_dl_guide import rocminfo
+from rocm_dl_guide import hostfacts, rocminfo
 
 PROBE_TIMEOUT_S = 120.0
 
@@ -29,6 +29,10 @@ import torch
 info = {"version": torch.__version__,
         "hip": getattr(torch.version, "hip", None),
         "cuda": getattr(torch.version, "cuda", None)}
+try:  # the GPU targets this build carries kernels for (gfx names on ROCm)
+    info["arch_list"] = list(torch.cuda.get_arch_list())
+except Exception as exc:
+    info["arch_list_error"] = f"{type(exc).__name__}: {exc}"
 try:
     info["gpu_available"] = bool(torch.cuda.is_available())
     devices = []
@@ -405,6 +409,10 @@ class SystemReport:
     rocminfo: rocminfo.RocminfoReport
     pci_gpus: list[dict]
     frameworks: dict[str, FrameworkInfo]
+    host: hostfacts.HostFacts | None = None
+    """Device nodes, groups, container, host settings (None: not collected)."""
+    rocminfo_capture: rocminfo.Capture | None = None
+    """rocminfo's output verbatim, when it was run here or read from a snapshot."""
 
     def gpus(self) -> list[dict]:
         """GPUs from ``rocminfo``; failing that, the GPUs PyTorch sees."""
@@ -459,18 +467,20 @@ def collect(
 ) -> SystemReport:
     """Gather everything. ``rocminfo_text`` replaces running ``rocminfo``."""
     if rocminfo_text is None:
-        report = rocminfo.run(_find_rocminfo(env))
+        cap = rocminfo.capture(_find_rocminfo(env))
         source = "rocminfo"
     else:
-        report = rocminfo.parse(rocminfo_text)
+        cap = rocminfo.Capture("rocminfo", text=rocminfo_text)
         source = rocminfo_source or "saved rocminfo output"
     return SystemReport(
         rocm=rocm_version(env),
         kernel_driver=kernel_driver(),
         rocminfo_source=source,
-        rocminfo=report,
+        rocminfo=rocminfo.report_from(cap),
         pci_gpus=pci_gpus(),
         frameworks=_probe_all(frameworks, python),
+        host=hostfacts.collect(env=env),
+        rocminfo_capture=cap,
     )
 
 

@@ -1,0 +1,603 @@
+"""The rules behind ``doctor``'s checks of what actually breaks ROCm setups.
+
+Each rule reads a :class:`~rocm_dl_guide.system.SystemReport` (collected here or
+replayed from a snapshot) and returns :class:`Check` objects: a stable ``id``,
+a status, one plain-language sentence, the fix, and the sources the rule
+rests on (:data:`SOURCES`). The rules are the failures readers report on
+ROCm's and PyTorch's issue trackers: a GPU target the PyTorch build lacks,
+``HSA_OVERRIDE_GFX_VERSION``, an integrated GPU enumerated first, device
+permissions and containers, the wrong PyTorch build, host settings for
+multi-GPU training, and PyTorch seeing no GPU although ROCm does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rocm_dl_guide import compat
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rocm_dl_guide.rocminfo import Agent
+    from rocm_dl_guide.system import SystemReport
+
+# Check statuses, from best to worst.
+OK, INFO, UNKNOWN, WARN, FAIL = "ok", "info", "unknown", "warn", "fail"
+
+
+def slug(name: str) -> str:
+    """``Kernel driver`` -> ``kernel-driver``: the default check id."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    message: str
+    sources: tuple[str, ...] = ()
+    id: str = ""
+    """Stable identifier for scripts (``arch-mismatch``, ``device-access`` ...)."""
+    fix: str = ""
+    """What to do about it, when there is something to do."""
+
+    def __post_init__(self) -> None:
+        self.id = self.id or slug(self.name)
+
+
+SOURCES = {
+    "get-arch-list": "https://pytorch.org/docs/stable/generated/torch.cuda.get_arch_list",
+    "wheel-lacks-arch": "https://github.com/pytorch/pytorch/issues/132570",
+    "tensile-missing": "https://github.com/ROCm/rocBLAS/issues/1339",
+    "tensile-then-nobinary": "https://github.com/ROCm/rocBLAS/issues/1331",
+    "nobinary-gfx1032": "https://github.com/ROCm/legacy-rocm-build/issues/1797",
+    "override-gfx1031": "https://github.com/ROCm/ROCm/issues/2353",
+    "override-unofficial-780m": "https://github.com/ROCm/rocBLAS/issues/1536",
+    "override-gfx1036": "https://github.com/ROCm/Tensile/issues/1907",
+    "override-gfx1151": "https://github.com/pytorch/pytorch/issues/164346",
+    "override-what": "https://github.com/ROCm/TheRock/issues/1719",
+    "override-wrong-kernels": "https://github.com/Crosstalk-Solutions/project-nomad/issues/1075",
+    "override-not-needed": "https://github.com/ROCm/legacy-rocm-build/issues/3065",
+    "igpu-prerequisites": "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.2/install/prerequisites.html",
+    "igpu-hip-visible": "https://github.com/ROCm/legacy-rocm-build/issues/3401",
+    "igpu-device0": "https://github.com/ROCm/TheRock/issues/3392",
+    "gpu-isolation": "https://rocm.docs.amd.com/en/docs-6.1.2/conceptual/gpu-isolation.html",
+    "groups": "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.2/install/prerequisites.html",
+    "docker": "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html",
+    "docker-render-gid": "https://github.com/ROCm/ROCm-docker/issues/116",
+    "docker-group-add-render": "https://github.com/ROCm/ROCm-docker/issues/90",
+    "pytorch-get-started": "https://pytorch.org/get-started/locally/",
+    "pypi-is-cuda": "https://github.com/pytorch/pytorch/issues/134790",
+    "pip-replaces-rocm-wheel": "https://github.com/ROCm/legacy-rocm-build/issues/5733",
+    "hip-notes": "https://pytorch.org/docs/stable/notes/hip.html",
+    "numa": "https://rocm.docs.amd.com/en/docs-6.3.3/how-to/rocm-for-ai/training/prerequisite-system-validation.html",
+    "numa-hang": "https://rocm.docs.amd.com/en/docs-6.2.0/how-to/performance-validation/mi300x/vllm-benchmark.html",
+    "nofile-guide": "the guide, MIGraphX tuning, 'Known Issue' (ulimit -n 1048576 inside Docker)",
+    "nofile-too-many": "https://github.com/SemiAnalysisAI/InferenceX/pull/2140",
+}
+
+
+def _src(*keys: str) -> tuple[str, ...]:
+    return tuple(SOURCES[k] for k in keys)
+
+
+# Consumer GPUs whose family has a supported sibling target with the same
+# instruction set: the documented (unofficial) HSA_OVERRIDE_GFX_VERSION values.
+OVERRIDE_FAMILIES = {
+    "10.3.0": ("gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"),
+    "11.0.0": ("gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151"),
+}
+# Integrated GPUs of AMD APUs (besides what the compatibility data lists).
+IGPU_TARGETS = frozenset(
+    {"gfx90c", "gfx1035", "gfx1036", "gfx1103", "gfx1150", "gfx1151", "gfx1152"}
+)
+
+ERROR_MESSAGES = {
+    "HIP error: invalid device function": ("arch-mismatch", "igpu", "hsa-override"),
+    "hipErrorNoBinaryForGpu: Unable to find code object for all current devices": (
+        "arch-mismatch",
+        "hsa-override",
+    ),
+    "rocBLAS error: Cannot read TensileLibrary.dat": ("arch-mismatch", "hsa-override"),
+    "RuntimeError: No HIP GPUs are available": ("torch-sees-gpu", "device-access", "igpu"),
+    "Unable to open /dev/kfd read-write: Permission denied": ("device-access",),
+    "Torch not compiled with CUDA enabled / torch.cuda.is_available() is False": (
+        "pytorch-build",
+        "torch-sees-gpu",
+    ),
+}
+"""What readers see, and the checks that explain it (the troubleshooting page's table)."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def override_target(value: str | None) -> str | None:
+    """``10.3.0`` -> ``gfx1030``, ``9.4.2`` -> ``gfx942``, ``9.0.10`` -> ``gfx90a``;
+    None when ``value`` is not ``MAJOR.MINOR.STEPPING``."""
+    m = re.fullmatch(r"\s*(\d+)\.(\d+)\.(\d+)\s*", value or "")
+    if not m:
+        return None
+    major, minor, step = (int(x) for x in m.groups())
+    if minor > 15 or step > 15:
+        return None
+    return f"gfx{major}{minor:x}{step:x}"
+
+
+def _torch(sysrep: SystemReport):
+    info = sysrep.frameworks.get("pytorch")
+    return info if info and info.installed else None
+
+
+def arch_list(sysrep: SystemReport) -> list[str]:
+    """The gfx targets the installed PyTorch carries kernels for
+    (``gfx90a:xnack-`` -> ``gfx90a``)."""
+    info = _torch(sysrep)
+    raw = (info.details.get("arch_list") or []) if info else []
+    return sorted({str(a).split(":")[0] for a in raw if str(a).startswith("gfx")})
+
+
+def _env(sysrep: SystemReport) -> dict[str, str]:
+    return dict(sysrep.host.env) if sysrep.host else {}
+
+
+def _amd_gpu_evidence(sysrep: SystemReport) -> str | None:
+    """Why we believe an AMD GPU is here (rocminfo, the PCI bus, /dev/kfd), or None."""
+    if sysrep.rocminfo.gpus:
+        return f"rocminfo lists {len(sysrep.rocminfo.gpus)} GPU(s)"
+    amd = [g for g in sysrep.pci_gpus if g.get("vendor") == "AMD"]
+    if amd:
+        return f"the PCI bus shows an AMD display device ({amd[0]['device_id']})"
+    kfd = sysrep.host.kfd if sysrep.host else None
+    if kfd is not None and kfd.exists:
+        return "/dev/kfd exists"
+    return None
+
+
+def is_integrated(agent: Agent) -> bool:
+    """An APU's integrated GPU: rocminfo says ``Memory Properties: APU``, or its
+    target is an APU target (the compatibility data's or :data:`IGPU_TARGETS`)."""
+    if "APU" in (agent.extra.get("Memory Properties") or "").upper():
+        return True
+    apu_targets = {a["gfx"] for a in compat.apus()} | IGPU_TARGETS
+    return (agent.gfx or "") in apu_targets
+
+
+def _indices(value: str) -> list[int] | None:
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    return [int(p) for p in parts] if all(p.isdigit() for p in parts) else None
+
+
+def visible_gpus(sysrep: SystemReport) -> list[tuple[int, Agent]]:
+    """(HIP device number, agent) for the rocminfo GPUs a HIP program would see.
+
+    rocminfo already obeys ``ROCR_VISIBLE_DEVICES``; ``HIP_VISIBLE_DEVICES`` (or
+    ``CUDA_VISIBLE_DEVICES``) then selects by index among what is left.
+    """
+    gpus = list(sysrep.rocminfo.gpus)
+    env = _env(sysrep)
+    chosen = env.get("HIP_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES"))
+    if chosen is None:
+        return list(enumerate(gpus))
+    idx = _indices(chosen)
+    if idx is None:
+        return []
+    picked = [gpus[i] for i in idx if 0 <= i < len(gpus)]
+    return list(enumerate(picked))
+
+
+def _label(n: int, agent: Agent) -> str:
+    return f"GPU {n} ({agent.marketing_name or agent.name}, {agent.gfx or 'gfx unknown'})"
+
+
+# --------------------------------------------------------------------------- 1 + 2: targets
+
+
+def _sibling_override(gfx: str, built: list[str]) -> str | None:
+    """The documented override value that maps ``gfx`` onto a target in ``built``."""
+    for value, family in OVERRIDE_FAMILIES.items():
+        if gfx in family and override_target(value) in built:
+            return value
+    return None
+
+
+def arch_checks(sysrep: SystemReport) -> list[Check]:
+    """Each visible GPU's target (after any override) against the PyTorch build's targets."""
+    info = _torch(sysrep)
+    if not info or not info.details.get("hip") or not sysrep.rocminfo.gpus:
+        return []
+    built = arch_list(sysrep)
+    name = "GPU targets in PyTorch"
+    if not built:
+        why = info.details.get("arch_list_error") or "torch.cuda.get_arch_list() returned nothing"
+        return [
+            Check(
+                name,
+                UNKNOWN,
+                f"could not read this build's GPU targets ({why})",
+                id="arch-mismatch",
+            )
+        ]
+    override = override_target(_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION"))
+    missing, fine = [], []
+    for n, agent in visible_gpus(sysrep):
+        runs_as = override or agent.gfx
+        (fine if runs_as in built else missing).append((n, agent, runs_as))
+    if not missing:
+        shown = ", ".join(f"{_label(n, a)} as {t}" for n, a, t in fine) or "no visible GPU"
+        return [Check(name, OK, f"{shown}: in this build's targets", id="arch-mismatch")]
+    n, agent, runs_as = missing[0]
+    sibling = _sibling_override(agent.gfx or "", built)
+    fix = (
+        f"install a PyTorch wheel or rocm/pytorch image built for {agent.gfx} (check with "
+        "python -c 'import torch; print(torch.cuda.get_arch_list())'), or build PyTorch from "
+        f"source with PYTORCH_ROCM_ARCH={agent.gfx}"
+    )
+    if sibling and not override:
+        fix += (
+            f"; unofficially, export HSA_OVERRIDE_GFX_VERSION={sibling} runs it as "
+            f"{override_target(sibling)}, a target of the same family that this build has"
+        )
+    runs = f" (run as {runs_as} by HSA_OVERRIDE_GFX_VERSION)" if override else ""
+    message = (
+        f"{_label(n, agent)}{runs} is not among the targets this PyTorch was built for "
+        f"({', '.join(built)}): its first kernel fails with 'HIP error: invalid device "
+        "function' or 'hipErrorNoBinaryForGpu', and rocBLAS with 'Cannot read "
+        "TensileLibrary.dat'"
+    )
+    if len(missing) > 1:
+        message += f" ({len(missing)} GPUs affected)"
+    keys = ("get-arch-list", "wheel-lacks-arch", "tensile-missing", "tensile-then-nobinary")
+    return [Check(name, FAIL, message, _src(*keys, "nobinary-gfx1032"), "arch-mismatch", fix)]
+
+
+def override_check(sysrep: SystemReport) -> list[Check]:
+    """``HSA_OVERRIDE_GFX_VERSION``: set or not, what it maps onto, and the risk."""
+    name, cid = "HSA_OVERRIDE_GFX_VERSION", "hsa-override"
+    value = _env(sysrep).get("HSA_OVERRIDE_GFX_VERSION")
+    sources = _src("override-what", "override-gfx1031", "override-unofficial-780m")
+    built = arch_list(sysrep)
+    gpus = [a for _, a in visible_gpus(sysrep)]
+    if value is None:
+        needs = [(a, _sibling_override(a.gfx or "", built)) for a in gpus if a.gfx not in built]
+        needs = [(a, v) for a, v in needs if v]
+        if not needs or not built:
+            return [Check(name, OK, "not set", id=cid)]
+        a, v = needs[0]
+        msg = (
+            f"not set; {a.marketing_name or a.name} ({a.gfx}) has no kernels in this build, "
+            f"but its family's {override_target(v)} does: HSA_OVERRIDE_GFX_VERSION={v} is the "
+            "documented, unofficial workaround"
+        )
+        fix = f"export HSA_OVERRIDE_GFX_VERSION={v} before starting Python (unsupported by AMD)"
+        return [
+            Check(name, INFO, msg, sources + _src("override-gfx1036", "override-gfx1151"), cid, fix)
+        ]
+    target = override_target(value)
+    if target is None:
+        msg = f"set to {value!r}, which is not MAJOR.MINOR.STEPPING (for example 10.3.0)"
+        return [Check(name, FAIL, msg, sources, cid, "unset it, or give a value such as 10.3.0")]
+    natives = sorted({a.gfx for a in gpus if a.gfx})
+    risk = (
+        "it applies to every GPU of the process, is not supported by AMD, and a GPU that "
+        "lacks an instruction the target's kernels use crashes or computes wrong results"
+    )
+    native = ", ".join(natives) or "no GPU listed"
+    msg = f"set to {value}: every GPU runs as {target} ({native} natively); {risk}"
+    if built and target not in built:
+        fix = f"unset it, or choose a value whose target this build has ({', '.join(built)})"
+        msg = f"set to {value} ({target}), which this PyTorch has no kernels for either"
+        return [Check(name, FAIL, msg, sources, cid, fix)]
+    if natives and all(g in built or g == target for g in natives):
+        msg = f"set to {value} ({target}) although every GPU's own target is in this build; {risk}"
+        fix = "unset it: these GPUs are supported as they are"
+        return [Check(name, WARN, msg, sources + _src("override-not-needed"), cid, fix)]
+    return [Check(name, WARN, msg, sources + _src("override-wrong-kernels"), cid)]
+
+
+# --------------------------------------------------------------------------- 3: iGPU
+
+
+def igpu_check(sysrep: SystemReport) -> list[Check]:
+    """An APU's integrated GPU enumerated next to a discrete GPU."""
+    name, cid = "Integrated GPU", "igpu"
+    gpus = list(sysrep.rocminfo.gpus)
+    integrated = [(i, a) for i, a in enumerate(gpus) if is_integrated(a)]
+    if not integrated:
+        return []
+    sources = _src("igpu-prerequisites", "igpu-hip-visible", "igpu-device0", "gpu-isolation")
+    discrete = [(i, a) for i, a in enumerate(gpus) if not is_integrated(a)]
+    i, igpu = integrated[0]
+    if not discrete:
+        msg = f"the only GPU is an APU's integrated GPU ({igpu.gfx}); check that ROCm supports it"
+        return [Check(name, INFO, msg, sources, cid)]
+    visible = {id(a) for _, a in visible_gpus(sysrep)}
+    keep = ",".join(str(j) for j, _ in discrete)
+    if id(igpu) not in visible:
+        msg = f"integrated GPU {i} ({igpu.gfx}) is hidden from HIP programs by HIP_VISIBLE_DEVICES"
+        return [Check(name, OK, msg, sources, cid)]
+    first = " as device 0, so cuda:0 is the iGPU" if i == 0 else ""
+    msg = (
+        f"an integrated GPU ({igpu.marketing_name or igpu.name}, {igpu.gfx}) is enumerated "
+        f"next to the discrete {discrete[0][1].marketing_name or discrete[0][1].gfx}{first}: "
+        "ROCm does not support most integrated GPUs, and programs that touch it fail ('invalid "
+        "device function', 'No HIP GPUs are available') or crash"
+    )
+    fix = (
+        f"disable the integrated GPU in the BIOS (AMD's advice), or hide it: export "
+        f"HIP_VISIBLE_DEVICES={keep} (ROCR_VISIBLE_DEVICES={keep} hides it from every ROCm "
+        "program) before starting Python"
+    )
+    return [Check(name, WARN, msg, sources, cid, fix)]
+
+
+# --------------------------------------------------------------------------- 4: permissions
+
+
+def _access_fix(sysrep: SystemReport, node) -> str:
+    group = node.group or "render"
+    if sysrep.host and sysrep.host.container:
+        return (
+            f"start the container with --group-add {group} (the group that owns {node.path}; "
+            f"by number if the image lacks it: --group-add $(getent group {group} | cut -d: -f3)) "
+            "and --group-add video"
+        )
+    return (
+        "sudo usermod -a -G render,video $LOGNAME, then log out and in again "
+        "(groups apply at login)"
+    )
+
+
+def device_access_check(sysrep: SystemReport) -> list[Check]:
+    """``/dev/kfd`` and ``/dev/dri/renderD*``: present, and openable by this user."""
+    name, cid = "Device access", "device-access"
+    host = sysrep.host
+    if host is None:
+        return []
+    sources = _src("groups", "docker", "docker-render-gid", "docker-group-add-render")
+    kfd, renders = host.kfd, host.render_nodes
+    evidence = _amd_gpu_evidence(sysrep)
+    where = f" inside a {host.container} container" if host.container else ""
+    if kfd is None or not kfd.exists:
+        if host.container:
+            fix = (
+                "docker run --device=/dev/kfd --device=/dev/dri --group-add video "
+                "--group-add render ..."
+            )
+            if evidence:
+                msg = f"no /dev/kfd{where} although {evidence}: the GPU was not passed in"
+                return [Check(name, FAIL, msg, sources, cid, fix)]
+            msg = f"no /dev/kfd{where}: no AMD GPU was passed in (if the host has one, pass it in)"
+            return [Check(name, INFO, msg, sources, cid, fix)]
+        if evidence:
+            msg = f"no /dev/kfd although {evidence}: the amdgpu kernel driver is not loaded"
+            fix = "install the AMD GPU driver (amdgpu-dkms) and reboot; see the install chapter"
+            return [Check(name, FAIL, msg, sources, cid, fix)]
+        return [Check(name, INFO, "no /dev/kfd: no AMD GPU driver on this machine", id=cid)]
+    groups = ", ".join(host.groups) or "none"
+    if not kfd.accessible:
+        msg = (
+            f"/dev/kfd ({kfd.owner}:{kfd.group}, mode {kfd.mode}) cannot be opened read-write "
+            f"by this user (groups: {groups}){where}: ROCm says 'Unable to open /dev/kfd "
+            "read-write: Permission denied'"
+        )
+        return [Check(name, FAIL, msg, sources, cid, _access_fix(sysrep, kfd))]
+    if not renders:
+        msg = f"/dev/kfd is usable but there is no /dev/dri/renderD* node{where}"
+        fix = (
+            "pass the render nodes too: --device=/dev/dri"
+            if host.container
+            else "check the amdgpu driver"
+        )
+        return [Check(name, FAIL, msg, sources, cid, fix)]
+    blocked = [r for r in renders if not r.accessible]
+    if blocked:
+        r = blocked[0]
+        msg = (
+            f"{len(blocked)} of {len(renders)} render node(s) cannot be opened: {r.path} "
+            f"({r.owner}:{r.group}, mode {r.mode}); this user's groups: {groups}"
+        )
+        return [Check(name, FAIL, msg, sources, cid, _access_fix(sysrep, r))]
+    msg = (
+        f"/dev/kfd and {len(renders)} render node(s) are readable and writable by this user{where}"
+    )
+    return [Check(name, OK, msg, sources, cid)]
+
+
+# --------------------------------------------------------------------------- 5: the build
+
+
+def _rocm_index_hint(sysrep: SystemReport) -> str:
+    ver = sysrep.rocm.version
+    mm = ".".join(compat.normalize_version(ver).split(".")[:2]) if ver else "X.Y"
+    return (
+        "pip install torch torchvision --index-url https://download.pytorch.org/whl/"
+        f"rocm{mm} (pick the exact command on pytorch.org), or use the rocm/pytorch container"
+    )
+
+
+def pytorch_build_checks(sysrep: SystemReport) -> list[Check]:
+    """A CUDA or CPU-only PyTorch where an AMD GPU is; pip ROCm next to /opt/rocm."""
+    checks = []
+    info, evidence = _torch(sysrep), _amd_gpu_evidence(sysrep)
+    if info and evidence and not info.details.get("hip"):
+        cuda = info.details.get("cuda")
+        build = f"a CUDA {cuda} build" if cuda else "a CPU-only build"
+        msg = (
+            f"{evidence}, but PyTorch {info.version} is {build}: the usual result of "
+            "'pip install torch' without the ROCm index (PyPI's Linux wheels are CUDA builds), "
+            "or of a later install replacing the ROCm wheel"
+        )
+        sources = _src(
+            "pytorch-get-started", "pypi-is-cuda", "pip-replaces-rocm-wheel", "hip-notes"
+        )
+        checks.append(
+            Check("PyTorch build", FAIL, msg, sources, "pytorch-build", _rocm_index_hint(sysrep))
+        )
+    checks += _hip_window_check(sysrep, info)
+    pip = sysrep.host.pip_rocm if sysrep.host else {}
+    system = sysrep.rocm.version if sysrep.rocm.layout != "pip" else None
+    if pip and system:
+        mm = ".".join(compat.normalize_version(system).split(".")[:2])
+        other = {k: v for k, v in pip.items() if not compat.normalize_version(v).startswith(mm)}
+        if other:
+            listed = ", ".join(f"{k} {v}" for k, v in sorted(other.items()))
+            msg = (
+                f"ROCm {system} at {sysrep.rocm.path} and pip-installed ROCm packages of another "
+                f"release ({listed}) in this Python: which libraries a program loads then "
+                "depends on the search order"
+            )
+            fix = "keep one ROCm per environment: uninstall the pip packages or use a clean venv"
+            checks.append(Check("ROCm from pip", WARN, msg, (), "rocm-pip-mix", fix))
+    return checks
+
+
+def _major_minor(version: str | None) -> str | None:
+    parts = compat.normalize_version(version or "").split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 and all(p.isdigit() for p in parts[:2]) else None
+
+
+def release_distance(a: str, b: str) -> int | None:
+    """How many ROCm releases (major.minor) lie between ``a`` and ``b``, by the
+    compatibility data's list; None when either is not in it."""
+    order = list(dict.fromkeys(_major_minor(v) for v in compat.rocm_releases()))
+    ma, mb = _major_minor(a), _major_minor(b)
+    if ma not in order or mb not in order:
+        return None
+    return abs(order.index(ma) - order.index(mb))
+
+
+def _hip_window_check(sysrep: SystemReport, info) -> list[Check]:
+    """A ROCm PyTorch built for another ROCm release than the one installed."""
+    hip = info.details.get("hip") if info else None
+    system = sysrep.rocm.version
+    if not hip or not system or _major_minor(hip) == _major_minor(system):
+        return []
+    gap = release_distance(hip, system)
+    policy = (compat.data().get("kernel_driver_policy") or {}).get("text", "")
+    src = compat.sources().get("amdgpu-driver-compat-matrix", {}).get("url")
+    sources = (src,) if src else ()
+    head = (
+        f"PyTorch carries the ROCm {_major_minor(hip)} libraries (HIP {hip}) while ROCm "
+        f"{system} is installed: the wheel uses its own libraries, and what must match is the "
+        "kernel driver"
+    )
+    if gap is None or gap <= 2:
+        return [Check("PyTorch's ROCm", INFO, f"{head}. {policy}", sources, "pytorch-hip-window")]
+    fix = "install the PyTorch wheel for the ROCm release you run, or a driver within its window"
+    msg = f"{head}; they are {gap} releases apart, outside the support window. {policy}"
+    return [Check("PyTorch's ROCm", WARN, msg, sources, "pytorch-hip-window", fix)]
+
+
+# --------------------------------------------------------------------------- 6: host settings
+
+
+NOFILE_GUIDE = 1048576
+"""The open-file limit the guide sets for MIGraphX tuning (``ulimit -n 1048576``)."""
+
+
+def host_checks(sysrep: SystemReport) -> list[Check]:
+    """NUMA balancing and the open-file limit, for multi-GPU training and tuning."""
+    host = sysrep.host
+    if host is None:
+        return []
+    checks = []
+    n_gpus = len(sysrep.rocminfo.gpus)
+    if host.numa_balancing is None:
+        checks.append(
+            Check("NUMA balancing", INFO, "not reported by this kernel", id="numa-balancing")
+        )
+    elif host.numa_balancing.strip() != "0":
+        status = WARN if n_gpus > 1 else INFO
+        msg = (
+            f"automatic NUMA balancing is on (/proc/sys/kernel/numa_balancing = "
+            f"{host.numa_balancing}); AMD advises turning it off for GPU training, as the "
+            f"GPU can stall until a balancing pass ends ({n_gpus} GPU(s) here)"
+        )
+        fix = "sudo sh -c 'echo 0 > /proc/sys/kernel/numa_balancing'"
+        checks.append(
+            Check("NUMA balancing", status, msg, _src("numa", "numa-hang"), "numa-balancing", fix)
+        )
+    else:
+        checks.append(Check("NUMA balancing", OK, "off", _src("numa"), "numa-balancing"))
+    if host.nofile:
+        soft, hard = host.nofile
+        unlimited = soft == -1
+        if unlimited or soft >= NOFILE_GUIDE:
+            checks.append(
+                Check(
+                    "Open-file limit",
+                    OK,
+                    f"ulimit -n is {'unlimited' if unlimited else soft}",
+                    id="open-files",
+                )
+            )
+        else:
+            msg = (
+                f"ulimit -n is {soft} (hard limit {'unlimited' if hard == -1 else hard}); the "
+                f"guide raises it to {NOFILE_GUIDE} for MIGraphX tuning (a known issue), and "
+                "multi-GPU jobs have failed with 'Too many open files' at 1024"
+            )
+            checks.append(
+                Check(
+                    "Open-file limit",
+                    INFO,
+                    msg,
+                    _src("nofile-guide", "nofile-too-many"),
+                    "open-files",
+                    f"ulimit -n {NOFILE_GUIDE} (in the container or shell that runs the job)",
+                )
+            )
+    return checks
+
+
+# --------------------------------------------------------------------------- 7: no GPU in torch
+
+
+def torch_sees_gpu_check(sysrep: SystemReport, others: list[Check]) -> list[Check]:
+    """PyTorch sees no GPU while ROCm does: which of the other findings explains it."""
+    info, cid = _torch(sysrep), "torch-sees-gpu"
+    if not info or not sysrep.rocminfo.gpus:
+        return []
+    if info.details.get("gpu_available"):
+        n = len(info.details.get("devices") or [])
+        return [Check("PyTorch sees the GPU", OK, f"PyTorch sees {n} GPU(s)", id=cid)]
+    failed = {c.id: c for c in others if c.status in (FAIL, WARN)}
+    order = ("pytorch-build", "device-access", "hsa-override", "arch-mismatch", "igpu")
+    causes = [failed[k] for k in order if k in failed]
+    env = _env(sysrep)
+    if not visible_gpus(sysrep):
+        value = env.get("HIP_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES"))
+        n = len(sysrep.rocminfo.gpus)
+        msg = f"rocminfo lists {n} GPU(s) but HIP_VISIBLE_DEVICES={value!r} hides them all"
+        return [
+            Check(
+                "PyTorch sees the GPU",
+                FAIL,
+                msg,
+                _src("gpu-isolation"),
+                cid,
+                "unset it or list valid indices",
+            )
+        ]
+    n = len(sysrep.rocminfo.gpus)
+    if causes:
+        cause = causes[0]
+        msg = f"rocminfo lists {n} GPU(s) but PyTorch sees none; the cause: {cause.name}: "
+        msg += cause.message
+        return [Check("PyTorch sees the GPU", FAIL, msg, causes[0].sources, cid, causes[0].fix)]
+    why = info.error or "no cause among the checks above"
+    msg = f"rocminfo lists {n} GPU(s) but PyTorch sees none ({why})"
+    fix = (
+        "run python -c 'import torch; torch.zeros(1).cuda()' with AMD_LOG_LEVEL=3 and "
+        "read the first error"
+    )
+    return [Check("PyTorch sees the GPU", FAIL, msg, _src("hip-notes"), cid, fix)]
+
+
+def checks(sysrep: SystemReport) -> list[Check]:
+    """Every rule of this module, in the order the report lists them."""
+    found = arch_checks(sysrep) + override_check(sysrep) + igpu_check(sysrep)
+    found += device_access_check(sysrep) + pytorch_build_checks(sysrep) + host_checks(sysrep)
+    return found + torch_sees_gpu_check(sysrep, found)

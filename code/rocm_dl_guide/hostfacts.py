@@ -1,0 +1,266 @@
+"""The host facts behind the setup failures readers report most: device nodes and
+who may open them, the user's groups, containers, GPU-selection variables,
+NUMA balancing, the open-file limit, and pip-installed ROCm packages.
+
+Everything is read from files and the process itself (no GPU tool), never
+raises, and keeps nothing private beyond what a check needs: only the
+environment variables in :data:`ENV_VARS`, group names but no user name, no
+home paths. :func:`collect` reads this machine; :func:`from_dict` rebuilds the
+facts from a doctor snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+ENV_VARS = (
+    "HSA_OVERRIDE_GFX_VERSION",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "ROCM_PATH",
+    "PYTORCH_ROCM_ARCH",
+)
+"""The only environment variables a snapshot records: the ones the checks read."""
+
+# cgroup path fragments of the usual container runtimes, in the order tried.
+_CGROUP_HINTS = (
+    ("kubepods", "kubernetes"),
+    ("docker", "docker"),
+    ("libpod", "podman"),
+    ("containerd", "containerd"),
+    ("lxc", "lxc"),
+)
+
+
+@dataclass
+class DeviceNode:
+    """One device file ROCm opens (``/dev/kfd``, ``/dev/dri/renderD*``)."""
+
+    path: str
+    exists: bool
+    char_device: bool = False
+    mode: str | None = None
+    """Permission bits in octal, e.g. ``0660``."""
+    owner: str | None = None
+    group: str | None = None
+    accessible: bool | None = None
+    """Whether this process may open it for reading and writing."""
+
+
+@dataclass
+class HostFacts:
+    env: dict[str, str] = field(default_factory=dict)
+    devices: list[DeviceNode] = field(default_factory=list)
+    """``/dev/kfd`` first, then every ``/dev/dri/renderD*``."""
+    uid: int | None = None
+    groups: list[str] = field(default_factory=list)
+    """The names of this process's groups (primary and supplementary)."""
+    container: str | None = None
+    """``docker``, ``podman``, ``kubernetes``, ``containerd``, ``lxc``, or None."""
+    container_hints: list[str] = field(default_factory=list)
+    """What the guess rests on (``/.dockerenv``, a cgroup line ...)."""
+    numa_balancing: str | None = None
+    """``/proc/sys/kernel/numa_balancing`` as written (``0``, ``1`` ...), None if absent."""
+    numa_nodes: int | None = None
+    nofile: list[int] | None = None
+    """The open-file limit ``[soft, hard]`` (``-1``: unlimited)."""
+    pip_rocm: dict[str, str] = field(default_factory=dict)
+    """ROCm runtime distributions installed with pip in this Python, name to version."""
+
+    @property
+    def kfd(self) -> DeviceNode | None:
+        return next((d for d in self.devices if d.path.endswith("/kfd")), None)
+
+    @property
+    def render_nodes(self) -> list[DeviceNode]:
+        return [d for d in self.devices if "/renderD" in d.path]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _names() -> tuple:
+    try:
+        import grp
+        import pwd
+    except ImportError:  # pragma: no cover - not POSIX
+        return None, None
+    return grp, pwd
+
+
+def _group_name(gid: int) -> str:
+    grp, _ = _names()
+    try:
+        return grp.getgrgid(gid).gr_name if grp else str(gid)
+    except KeyError:
+        return str(gid)
+
+
+def _owner_name(uid: int) -> str:
+    _, pwd = _names()
+    try:
+        return pwd.getpwuid(uid).pw_name if pwd else str(uid)
+    except KeyError:
+        return str(uid)
+
+
+def device_node(path: str | os.PathLike) -> DeviceNode:
+    """Who owns ``path``, its mode, and whether this process can open it read-write."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        return DeviceNode(path=str(p), exists=False)
+    return DeviceNode(
+        path=str(p),
+        exists=True,
+        char_device=stat.S_ISCHR(st.st_mode),
+        mode=f"{stat.S_IMODE(st.st_mode):04o}",
+        owner=_owner_name(st.st_uid),
+        group=_group_name(st.st_gid),
+        accessible=os.access(p, os.R_OK | os.W_OK),
+    )
+
+
+def _render_nodes(dev_root: Path) -> list[Path]:
+    try:
+        return sorted((dev_root / "dri").glob("renderD*"))
+    except OSError:
+        return []
+
+
+def _container(root: Path, proc_root: Path) -> tuple[str | None, list[str]]:
+    hints = [f"/{name}" for name in (".dockerenv", "run/.containerenv") if (root / name).exists()]
+    kind = None
+    if "/.dockerenv" in hints:
+        kind = "docker"
+    elif "/run/.containerenv" in hints:
+        kind = "podman"
+    try:
+        cgroup = (proc_root / "1" / "cgroup").read_text(errors="replace")
+    except OSError:
+        cgroup = ""
+    for fragment, name in _CGROUP_HINTS:
+        line = next((ln for ln in cgroup.splitlines() if fragment in ln), None)
+        if line:
+            hints.append(f"/proc/1/cgroup: {line.strip()[:120]}")
+            kind = kind or name
+            break
+    return kind, hints
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def _numa_nodes(sys_root: Path) -> int | None:
+    try:
+        nodes = [
+            p for p in (sys_root / "devices/system/node").glob("node*") if p.name[4:].isdigit()
+        ]
+    except OSError:
+        return None
+    return len(nodes) or None
+
+
+def _nofile() -> list[int] | None:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    inf = resource.RLIM_INFINITY
+    return [-1 if soft == inf else int(soft), -1 if hard == inf else int(hard)]
+
+
+_ROCM_DIST = re.compile(r"^(rocm|rocm[-_]sdk[-_].+|hip[-_]python)$", re.I)
+
+
+def pip_rocm_packages(site_dirs: list | None = None) -> dict[str, str]:
+    """``rocm``, ``rocm-sdk-*`` and similar distributions installed with pip."""
+    import sys
+
+    found: dict[str, str] = {}
+    for entry in sys.path if site_dirs is None else site_dirs:
+        try:
+            metas = sorted(Path(entry).glob("*.dist-info/METADATA"))
+        except (OSError, TypeError):
+            continue
+        for meta in metas:
+            try:
+                head = meta.read_text(errors="replace")[:2000]
+            except OSError:
+                continue
+            name = re.search(r"^Name:\s*(\S+)", head, re.M)
+            version = re.search(r"^Version:\s*(\S+)", head, re.M)
+            if name and version and _ROCM_DIST.match(name.group(1)):
+                found.setdefault(name.group(1).lower(), version.group(1))
+    return found
+
+
+def _groups() -> tuple[int | None, list[str]]:
+    if not hasattr(os, "getgroups"):  # pragma: no cover - not POSIX
+        return None, []
+    gids = [os.getgid(), *os.getgroups()]
+    return os.getuid(), sorted({_group_name(g) for g in gids})
+
+
+def collect(
+    root: str | os.PathLike = "/",
+    env: dict | None = None,
+    site_dirs: list | None = None,
+) -> HostFacts:
+    """This machine's facts (``root`` moves ``/dev``, ``/proc`` and ``/sys`` for tests)."""
+    base = Path(root)
+    dev, proc, sys_root = base / "dev", base / "proc", base / "sys"
+    env = os.environ if env is None else env
+    kind, hints = _container(base, proc)
+    uid, groups = _groups()
+    return HostFacts(
+        env={k: env[k] for k in ENV_VARS if k in env},
+        devices=[device_node(dev / "kfd"), *map(device_node, _render_nodes(dev))],
+        uid=uid,
+        groups=groups,
+        container=kind,
+        container_hints=hints,
+        numa_balancing=_read(proc / "sys/kernel/numa_balancing"),
+        numa_nodes=_numa_nodes(sys_root),
+        nofile=_nofile(),
+        pip_rocm=pip_rocm_packages(site_dirs),
+    )
+
+
+def from_dict(data: dict) -> HostFacts:
+    """Rebuild :class:`HostFacts` from :meth:`HostFacts.to_dict`; raises ``ValueError``
+    naming the first field of the wrong type."""
+    if not isinstance(data, dict):
+        raise ValueError("host: expected an object")
+    known = {f.name for f in fields(HostFacts)}
+    values = {k: v for k, v in data.items() if k in known}
+    expect = {
+        "env": dict,
+        "devices": list,
+        "groups": list,
+        "container_hints": list,
+        "pip_rocm": dict,
+    }
+    for key, kind in expect.items():
+        if key in values and not isinstance(values[key], kind):
+            raise ValueError(f"host.{key}: expected {kind.__name__}")
+    nodes = []
+    for i, node in enumerate(values.get("devices", [])):
+        if not isinstance(node, dict) or not isinstance(node.get("path"), str):
+            raise ValueError(f"host.devices[{i}]: expected an object with a path")
+        names = {f.name for f in fields(DeviceNode)}
+        nodes.append(DeviceNode(**{k: v for k, v in node.items() if k in names}))
+    values["devices"] = nodes
+    return HostFacts(**values)

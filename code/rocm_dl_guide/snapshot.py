@@ -1,0 +1,166 @@
+"""Doctor snapshots: everything ``doctor``'s checks read, in one JSON file.
+
+``doctor --collect FILE`` writes one (:func:`write`); a reader attaches it to a
+bug report, and ``doctor --snapshot FILE`` replays every check on it
+(:func:`load`) with the same report as on the machine itself. A snapshot holds
+the tools' outputs verbatim (rocminfo), the frameworks' build facts, ROCm's
+location and version, the kernel driver, the PCI display devices, and
+:mod:`~rocm_dl_guide.hostfacts` (device nodes, groups, container hints, a few
+named environment variables); nothing else of the environment.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from rocm_dl_guide import __version__, files, hostfacts, rocminfo, system
+
+FORMAT = "rocm-dl-guide-doctor-snapshot"
+FORMAT_VERSION = 1
+"""Bumped when a field changes meaning; :func:`load` reads only this version."""
+
+
+class SnapshotError(ValueError):
+    """A file that is not a readable snapshot of this format; the message says why."""
+
+
+def to_dict(sysrep: system.SystemReport) -> dict:
+    """The snapshot of already-collected facts."""
+    cap = sysrep.rocminfo_capture or rocminfo.Capture("rocminfo", error=sysrep.rocminfo.error)
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "collected_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "guide_version": __version__,
+        "platform": {
+            "system": platform.system(),
+            "release": platform.release(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+        },
+        "rocm": asdict(sysrep.rocm),
+        "kernel_driver": asdict(sysrep.kernel_driver),
+        "rocminfo": {"source": sysrep.rocminfo_source, **asdict(cap)},
+        "pci_gpus": sysrep.pci_gpus,
+        "frameworks": {name: asdict(info) for name, info in sysrep.frameworks.items()},
+        "host": sysrep.host.to_dict() if sysrep.host else None,
+    }
+
+
+def write(path: str | os.PathLike, sysrep: system.SystemReport | None = None) -> Path:
+    """Collect this machine's facts (unless given) and write them to ``path``
+    atomically; returns the path."""
+    sysrep = sysrep or system.collect()
+    path = Path(path)
+    with files.atomic_write(path, "w") as fh:
+        json.dump(to_dict(sysrep), fh, indent=1, sort_keys=False)
+        fh.write("\n")
+    return path
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SnapshotError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SnapshotError(f"{path}: is a directory, not a snapshot file") from None
+    except OSError as exc:
+        raise SnapshotError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not raw.strip():
+        raise SnapshotError(f"{path}: the file is empty")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SnapshotError(f"{path}: not a text file (a doctor snapshot is JSON)") from None
+    except json.JSONDecodeError as exc:
+        what = (
+            "ends early (truncated?)" if exc.pos >= len(raw.rstrip()) - 1 else "is not valid JSON"
+        )
+        raise SnapshotError(
+            f"{path}: {what}: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        ) from None
+    if not isinstance(data, dict):
+        raise SnapshotError(f"{path}: not a doctor snapshot (the JSON is not an object)")
+    return data
+
+
+def _check_format(path: Path, data: dict) -> None:
+    if data.get("format") != FORMAT:
+        raise SnapshotError(
+            f'{path}: not a doctor snapshot (no "format": "{FORMAT}"); write one with '
+            "python -m rocm_dl_guide doctor --collect FILE"
+        )
+    version = data.get("format_version")
+    if version != FORMAT_VERSION:
+        newer = isinstance(version, int) and version > FORMAT_VERSION
+        hint = "upgrade rocm_dl_guide to read it" if newer else "collect it again with this version"
+        raise SnapshotError(
+            f"{path}: snapshot format version {version!r}; this rocm_dl_guide reads version "
+            f"{FORMAT_VERSION} ({hint})"
+        )
+
+
+def _build(cls, data, where: str):
+    """``cls(**data)`` with the known fields; a SnapshotError naming ``where`` otherwise."""
+    if not isinstance(data, dict):
+        raise SnapshotError(f"{where}: expected an object")
+    names = {f.name for f in fields(cls)}
+    try:
+        return cls(**{k: v for k, v in data.items() if k in names})
+    except TypeError as exc:
+        raise SnapshotError(f"{where}: {exc}") from None
+
+
+def _section(data: dict, key: str, path: Path):
+    if key not in data:
+        raise SnapshotError(f"{path}: not a complete snapshot (no {key!r} section)")
+    return data[key]
+
+
+def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
+    """The :class:`~rocm_dl_guide.system.SystemReport` a snapshot describes."""
+    path = Path(path)
+    _check_format(path, data)
+    ri = _section(data, "rocminfo", path)
+    cap = _build(rocminfo.Capture, ri, f"{path}: rocminfo")
+    if cap.text is not None and not isinstance(cap.text, str):
+        raise SnapshotError(f"{path}: rocminfo.text: expected a string")
+    frameworks = _section(data, "frameworks", path)
+    if not isinstance(frameworks, dict):
+        raise SnapshotError(f"{path}: frameworks: expected an object")
+    pci = _section(data, "pci_gpus", path)
+    if not isinstance(pci, list) or not all(isinstance(g, dict) for g in pci):
+        raise SnapshotError(f"{path}: pci_gpus: expected a list of objects")
+    host = data.get("host")
+    try:
+        host_facts = hostfacts.from_dict(host) if host is not None else None
+    except (ValueError, TypeError) as exc:
+        raise SnapshotError(f"{path}: {exc}") from None
+    return system.SystemReport(
+        rocm=_build(system.RocmInfo, _section(data, "rocm", path), f"{path}: rocm"),
+        kernel_driver=_build(
+            system.KernelDriverInfo, _section(data, "kernel_driver", path), f"{path}: kernel_driver"
+        ),
+        rocminfo_source=f"{ri.get('source') or 'rocminfo'} (from snapshot {path.name})",
+        rocminfo=rocminfo.report_from(cap),
+        pci_gpus=pci,
+        frameworks={
+            name: _build(system.FrameworkInfo, info, f"{path}: frameworks.{name}")
+            for name, info in frameworks.items()
+        },
+        host=host_facts,
+        rocminfo_capture=cap,
+    )
+
+
+def load(path: str | os.PathLike) -> system.SystemReport:
+    """Read a snapshot file; raises :class:`SnapshotError` with one clear sentence
+    for a missing, empty, non-JSON, truncated, foreign or wrong-version file."""
+    path = Path(path)
+    return from_dict(_read_json(path), path)

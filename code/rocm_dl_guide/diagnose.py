@@ -460,12 +460,22 @@ def _major_minor(version: str | None) -> str | None:
 
 def release_distance(a: str, b: str) -> int | None:
     """How many ROCm releases (major.minor) lie between ``a`` and ``b``, by the
-    compatibility data's list; None when either is not in it."""
+    compatibility data's list (a release older than all it lists counts as one
+    past the oldest, so the distance is then a lower bound); None when unknown."""
     order = list(dict.fromkeys(_major_minor(v) for v in compat.rocm_releases()))
     ma, mb = _major_minor(a), _major_minor(b)
-    if ma not in order or mb not in order:
+    if not ma or not mb or not order:
         return None
-    return abs(order.index(ma) - order.index(mb))
+
+    def index(mm: str) -> int | None:
+        if mm in order:
+            return order.index(mm)
+        oldest = tuple(int(x) for x in order[-1].split("."))
+        # older than anything the data lists: count it as one release past the oldest
+        return len(order) if tuple(int(x) for x in mm.split(".")) < oldest else None
+
+    ia, ib = index(ma), index(mb)
+    return None if ia is None or ib is None else abs(ia - ib)
 
 
 def _hip_window_check(sysrep: SystemReport, info) -> list[Check]:

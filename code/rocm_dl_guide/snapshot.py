@@ -79,9 +79,9 @@ def _read_json(path: Path) -> dict:
     except UnicodeDecodeError:
         raise SnapshotError(f"{path}: not a text file (a doctor snapshot is JSON)") from None
     except json.JSONDecodeError as exc:
-        what = (
-            "ends early (truncated?)" if exc.pos >= len(raw.rstrip()) - 1 else "is not valid JSON"
-        )
+        body = raw.strip()
+        cut = body[:1] in (b"{", b"[") and body[-1:] not in (b"}", b"]")
+        what = "ends early (truncated?)" if cut else "is not valid JSON"
         raise SnapshotError(
             f"{path}: {what}: {exc.msg} at line {exc.lineno}, column {exc.colno}"
         ) from None
@@ -127,6 +127,8 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     """The :class:`~rocm_dl_guide.system.SystemReport` a snapshot describes."""
     path = Path(path)
     _check_format(path, data)
+    for key in ("rocm", "kernel_driver", "rocminfo", "pci_gpus", "frameworks"):
+        _section(data, key, path)
     ri = _section(data, "rocminfo", path)
     cap = _build(rocminfo.Capture, ri, f"{path}: rocminfo")
     if cap.text is not None and not isinstance(cap.text, str):

@@ -1,0 +1,443 @@
+"""doctor's rules for real setup failures, on snapshots of the situations readers report.
+
+Each snapshot is built from real outputs where there are some: the rocminfo
+samples under code/rocm_dl_guide/samples/rocminfo/ (an APU whose integrated GPU
+ROCm lists next to an RX 7900 GRE, an RX 6600 XT, a Radeon RX 7900 XTX, MI300X),
+and the GPU targets of a PyTorch ROCm 6.2 wheel as its users listed them
+(gfx900, gfx906, gfx908, gfx90a, gfx942, gfx1030, gfx1100; pytorch/pytorch#132570).
+The snapshots go through :func:`snapshot.from_dict`, so every case also tests
+the replay path of ``doctor --snapshot``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rocm_dl_guide import diagnose, doctor, hostfacts, rocminfo, snapshot, system
+
+WHEEL_TARGETS = ["gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx1030", "gfx1100"]
+TIMEOUT = 300
+
+
+def rocm_torch(gpu: bool = True, devices: int = 1, arch=WHEEL_TARGETS) -> dict:
+    return {
+        "name": "pytorch",
+        "installed": True,
+        "version": "2.5.1+rocm6.2",
+        "details": {
+            "hip": "6.2.41133-dd7f95766",
+            "cuda": None,
+            "arch_list": list(arch),
+            "gpu_available": gpu,
+            "devices": [{"name": "AMD Radeon", "gfx": None, "memory_gib": 16.0}]
+            * (devices if gpu else 0),
+        },
+        "error": None,
+    }
+
+
+def cuda_torch() -> dict:
+    return {
+        "name": "pytorch",
+        "installed": True,
+        "version": "2.5.1+cu124",
+        "details": {
+            "hip": None,
+            "cuda": "12.4",
+            "arch_list": ["sm_50", "sm_90"],
+            "gpu_available": False,
+        },
+        "error": None,
+    }
+
+
+def node(path, accessible=True, group="render", mode="0660", exists=True) -> dict:
+    return {
+        "path": path,
+        "exists": exists,
+        "char_device": exists,
+        "mode": mode if exists else None,
+        "owner": "root" if exists else None,
+        "group": group if exists else None,
+        "accessible": accessible if exists else None,
+    }
+
+
+def host(
+    env=None,
+    kfd=True,
+    renders=1,
+    accessible=True,
+    groups=("render", "video"),
+    container=None,
+    numa="0",
+    nofile=(1048576, 1048576),
+    pip=None,
+) -> dict:
+    devices = [node("/dev/kfd", accessible, exists=kfd)]
+    devices += [node(f"/dev/dri/renderD{128 + i}", accessible) for i in range(renders)]
+    return {
+        "env": dict(env or {}),
+        "devices": devices,
+        "uid": 1000,
+        "groups": list(groups),
+        "container": container,
+        "container_hints": ["/.dockerenv"] if container == "docker" else [],
+        "numa_balancing": numa,
+        "numa_nodes": 2,
+        "nofile": list(nofile),
+        "pip_rocm": dict(pip or {}),
+    }
+
+
+def snap(sample: str | None = "radeon", torch=None, rocm="6.2.2", pci=None, **host_kw) -> dict:
+    text = rocminfo.load_sample(sample) if sample else None
+    return {
+        "format": snapshot.FORMAT,
+        "format_version": snapshot.FORMAT_VERSION,
+        "rocm": {
+            "path": "/opt/rocm",
+            "version": rocm,
+            "source": "/opt/rocm/.info/version",
+            "layout": "/opt/rocm",
+        },
+        "kernel_driver": {"loaded": True, "version": None, "note": "in-kernel amdgpu driver"},
+        "rocminfo": {
+            "source": f"rocminfo sample {sample}",
+            "executable": "rocminfo",
+            "text": text,
+            "returncode": 0 if text else None,
+            "error": None if text else "rocminfo is not installed (not found on PATH).",
+        },
+        "pci_gpus": pci if pci is not None else [],
+        "frameworks": {"pytorch": torch if torch is not None else rocm_torch()},
+        "host": host(**host_kw),
+    }
+
+
+def report(data: dict) -> doctor.DoctorReport:
+    return doctor.check_system(snapshot.from_dict(data, "case.json"))
+
+
+def check(data: dict, cid: str) -> diagnose.Check:
+    found = [c for c in report(data).checks if c.id == cid]
+    assert len(found) == 1, [c.id for c in report(data).checks]
+    return found[0]
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def test_a_supported_card_with_the_right_wheel_is_ready():
+    rep = report(snap("radeon"))
+    by_id = {c.id: c for c in rep.checks}
+    assert (
+        by_id["arch-mismatch"].status == diagnose.OK and "gfx1100" in by_id["arch-mismatch"].message
+    )
+    assert by_id["hsa-override"].status == diagnose.OK
+    assert by_id["device-access"].status == diagnose.OK
+    assert by_id["torch-sees-gpu"].status == diagnose.OK
+    assert rep.verdict.startswith("Ready")
+
+
+def test_a_gpu_target_missing_from_the_wheel_fails_with_the_error_readers_see():
+    data = snap("rx6600xt", torch=rocm_torch(gpu=False))
+    arch = check(data, "arch-mismatch")
+    assert arch.status == diagnose.FAIL
+    assert "gfx1032" in arch.message and "invalid device function" in arch.message
+    assert "PYTORCH_ROCM_ARCH=gfx1032" in arch.fix
+    assert "HSA_OVERRIDE_GFX_VERSION=10.3.0" in arch.fix  # gfx1030 is in the wheel
+    assert any("pytorch/issues/132570" in s for s in arch.sources)
+    hint = check(data, "hsa-override")
+    assert hint.status == diagnose.INFO and "10.3.0" in hint.message
+    seen = check(data, "torch-sees-gpu")
+    assert seen.status == diagnose.FAIL and "GPU targets in PyTorch" in seen.message
+
+
+def test_the_override_maps_a_consumer_card_onto_its_familys_target():
+    data = snap("rx6600xt", env={"HSA_OVERRIDE_GFX_VERSION": "10.3.0"})
+    assert check(data, "arch-mismatch").status == diagnose.OK
+    override = check(data, "hsa-override")
+    assert override.status == diagnose.WARN
+    assert "gfx1030" in override.message and "not supported by AMD" in override.message
+
+
+def test_an_override_on_a_supported_card_says_to_unset_it():
+    override = check(snap("radeon", env={"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}), "hsa-override")
+    assert override.status == diagnose.WARN and override.fix.startswith("unset it")
+
+
+@pytest.mark.parametrize("value", ["gfx1030", "10.3", "ten"])
+def test_a_malformed_override_fails(value):
+    override = check(snap("radeon", env={"HSA_OVERRIDE_GFX_VERSION": value}), "hsa-override")
+    assert override.status == diagnose.FAIL and "MAJOR.MINOR.STEPPING" in override.message
+
+
+def test_an_override_onto_a_target_the_build_lacks_fails():
+    override = check(snap("rx6600xt", env={"HSA_OVERRIDE_GFX_VERSION": "10.3.1"}), "hsa-override")
+    assert override.status == diagnose.FAIL and "gfx1031" in override.message
+
+
+@pytest.mark.parametrize(
+    ("value", "target"),
+    [
+        ("10.3.0", "gfx1030"),
+        ("11.0.0", "gfx1100"),
+        ("9.4.2", "gfx942"),
+        ("9.0.10", "gfx90a"),
+        ("x", None),
+    ],
+)
+def test_override_target(value, target):
+    assert diagnose.override_target(value) == target
+
+
+def test_an_integrated_gpu_next_to_a_discrete_one_is_flagged_with_the_devices_to_keep():
+    data = snap("apu-igpu")
+    igpu = check(data, "igpu")
+    assert igpu.status == diagnose.WARN
+    assert "gfx1036" in igpu.message and "RX 7900 GRE" in igpu.message
+    assert "HIP_VISIBLE_DEVICES=0" in igpu.fix and "BIOS" in igpu.fix
+    # the iGPU's target is in no wheel: the arch check names it too
+    assert check(data, "arch-mismatch").status == diagnose.FAIL
+
+
+def test_hiding_the_integrated_gpu_clears_both_findings():
+    data = snap("apu-igpu", env={"HIP_VISIBLE_DEVICES": "0"})
+    assert check(data, "igpu").status == diagnose.OK
+    assert check(data, "arch-mismatch").status == diagnose.OK
+
+
+def test_no_igpu_check_without_an_integrated_gpu():
+    assert "igpu" not in {c.id for c in report(snap("mi300x")).checks}
+
+
+def test_a_container_started_without_the_gpu_devices():
+    pci = [{"address": "0000:03:00.0", "vendor": "AMD", "device_id": "0x744c", "class": "0x030000"}]
+    data = snap("driver-not-loaded", pci=pci, kfd=False, renders=0, container="docker")
+    access = check(data, "device-access")
+    assert access.status == diagnose.FAIL and "docker container" in access.message
+    assert "--device=/dev/kfd" in access.fix and "--device=/dev/dri" in access.fix
+    # the same container on a machine without an AMD GPU: only information
+    quiet = check(snap(None, pci=[], kfd=False, renders=0, container="docker"), "device-access")
+    assert quiet.status == diagnose.INFO
+
+
+def test_a_user_outside_the_render_group():
+    data = snap("radeon", accessible=False, groups=("users", "video"), torch=rocm_torch(gpu=False))
+    access = check(data, "device-access")
+    assert access.status == diagnose.FAIL
+    assert "root:render" in access.message and "users, video" in access.message
+    assert "Permission denied" in access.message and "usermod -a -G render,video" in access.fix
+    seen = check(data, "torch-sees-gpu")
+    assert seen.status == diagnose.FAIL and "Device access" in seen.message
+    in_container = check(
+        snap("radeon", accessible=False, groups=("root",), container="docker"), "device-access"
+    )
+    assert "--group-add render" in in_container.fix
+
+
+def test_render_nodes_missing():
+    access = check(snap("radeon", renders=0, container="docker"), "device-access")
+    assert access.status == diagnose.FAIL and "--device=/dev/dri" in access.fix
+
+
+def test_a_cuda_wheel_on_an_amd_machine():
+    data = snap("radeon", torch=cuda_torch())
+    build = check(data, "pytorch-build")
+    assert build.status == diagnose.FAIL and "CUDA 12.4 build" in build.message
+    assert "download.pytorch.org/whl/rocm6.2" in build.fix
+    seen = check(data, "torch-sees-gpu")
+    assert seen.status == diagnose.FAIL and "PyTorch build" in seen.message
+    assert "arch-mismatch" not in {c.id for c in report(data).checks}  # not a ROCm build
+
+
+def test_pytorch_built_for_a_far_older_rocm():
+    window = check(snap("radeon", rocm="7.2.1"), "pytorch-hip-window")
+    assert window.status == diagnose.WARN and "releases apart" in window.message
+    assert diagnose.release_distance("6.2.4", "7.2.1") > 2
+    near = check(snap("radeon", rocm="6.3.1"), "pytorch-hip-window")
+    assert near.status == diagnose.INFO
+
+
+def test_pip_rocm_next_to_a_system_rocm_of_another_release():
+    mix = check(snap("radeon", pip={"rocm-sdk-core": "7.0.2"}), "rocm-pip-mix")
+    assert mix.status == diagnose.WARN and "rocm-sdk-core 7.0.2" in mix.message
+    assert "rocm-pip-mix" not in {
+        c.id for c in report(snap("radeon", pip={"rocm": "6.2.2"})).checks
+    }
+
+
+def test_numa_balancing_and_the_open_file_limit():
+    on = check(snap("mi300x", numa="1"), "numa-balancing")
+    assert on.status == diagnose.WARN and "echo 0 > /proc/sys/kernel/numa_balancing" in on.fix
+    assert check(snap("radeon", numa="1"), "numa-balancing").status == diagnose.INFO  # one GPU
+    assert check(snap("mi300x", numa="0"), "numa-balancing").status == diagnose.OK
+    low = check(snap("radeon", nofile=(1024, 4096)), "open-files")
+    assert low.status == diagnose.INFO and "1048576" in low.fix
+    assert check(snap("radeon"), "open-files").status == diagnose.OK
+
+
+def test_hip_visible_devices_hiding_every_gpu():
+    data = snap("radeon", env={"HIP_VISIBLE_DEVICES": ""}, torch=rocm_torch(gpu=False))
+    seen = check(data, "torch-sees-gpu")
+    assert seen.status == diagnose.FAIL and "hides them all" in seen.message
+
+
+def test_every_error_message_on_the_troubleshooting_page_names_real_checks():
+    ids = set()
+    for data in (
+        snap("apu-igpu"),
+        snap("rx6600xt", torch=rocm_torch(gpu=False)),
+        snap("radeon", torch=cuda_torch(), accessible=False),
+    ):
+        ids |= {c.id for c in report(data).checks}
+    for message, explained_by in diagnose.ERROR_MESSAGES.items():
+        assert set(explained_by) <= ids, message
+
+
+def test_the_json_report_has_stable_unique_ids_gpus_and_a_verdict():
+    data = json.loads(report(snap("apu-igpu")).to_json())
+    ids = [c["id"] for c in data["checks"]]
+    assert len(ids) == len(set(ids))
+    assert {"gpus", "checks", "verdict"} <= set(data)
+    assert all({"id", "status", "message", "fix", "sources"} <= set(c) for c in data["checks"])
+    assert [g["gfx"] for g in data["gpus"]] == ["gfx1100", "gfx1036"]
+
+
+# --------------------------------------------------------------------------- snapshots
+
+
+def test_a_collected_snapshot_replays_to_the_same_report(tmp_path):
+    live = system.collect()
+    path = snapshot.write(tmp_path / "snap.json", live)
+    replayed = doctor.check_system(snapshot.load(path))
+    direct = doctor.check_system(live)
+
+    def key(rep):  # rocminfo's source line says "from snapshot"; the rest must agree
+        return [(c.id, c.status, c.message) for c in rep.checks if c.id != "rocminfo"]
+
+    assert key(replayed) == key(direct)
+    assert replayed.verdict == direct.verdict
+    data = json.loads(path.read_text())
+    assert data["format_version"] == snapshot.FORMAT_VERSION
+    assert set(data["host"]["env"]) <= set(hostfacts.ENV_VARS)  # nothing else of the environment
+    assert os.environ.get("HOME", "/nonexistent-home") not in path.read_text()
+
+
+BAD_FILES = {
+    "empty.json": ("", "the file is empty"),
+    "text.json": ("hello", "is not valid JSON"),
+    "truncated.json": ('{"format": "rocm-dl-guide-doctor-snapshot", "format_v', "truncated"),
+    "list.json": ("[1, 2]", "not an object"),
+    "foreign.json": ('{"hello": 1}', "not a doctor snapshot"),
+    "newer.json": (
+        '{"format": "rocm-dl-guide-doctor-snapshot", "format_version": 99}',
+        "upgrade rocm_dl_guide",
+    ),
+    "older.json": (
+        '{"format": "rocm-dl-guide-doctor-snapshot", "format_version": 0}',
+        "collect it again",
+    ),
+    "partial.json": (
+        '{"format": "rocm-dl-guide-doctor-snapshot", "format_version": 1, "rocminfo": {}}',
+        "no 'rocm' section",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_bad_snapshot_files_get_one_clear_error(tmp_path, name):
+    text, words = BAD_FILES[name]
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(snapshot.SnapshotError, match=words):
+        snapshot.load(path)
+
+
+def test_binary_missing_and_wrongly_typed_snapshots(tmp_path):
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(snapshot.SnapshotError, match="not a text file"):
+        snapshot.load(tmp_path / "bin.json")
+    with pytest.raises(snapshot.SnapshotError, match="no such file"):
+        snapshot.load(tmp_path / "missing.json")
+    data = snap("radeon")
+    data["host"]["devices"] = "kfd"
+    with pytest.raises(snapshot.SnapshotError, match="host.devices"):
+        snapshot.from_dict(data, "typed.json")
+    data = snap("radeon")
+    data["rocm"] = {"version": "6.2"}  # no path
+    with pytest.raises(snapshot.SnapshotError, match="rocm"):
+        snapshot.from_dict(data, "typed.json")
+
+
+def _doctor(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_dl_guide", "doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+def test_cli_collect_then_snapshot_json(tmp_path):
+    path = tmp_path / "mine.json"
+    first = _doctor("--collect", str(path), "--json")
+    assert first.returncode == 0, first.stderr
+    assert path.exists() and "snapshot written" in first.stderr
+    replay = _doctor("--snapshot", str(path), "--json")
+    assert replay.returncode == 0, replay.stderr
+    live, again = json.loads(first.stdout), json.loads(replay.stdout)
+    assert [c["id"] for c in live["checks"]] == [c["id"] for c in again["checks"]]
+    assert live["verdict"] == again["verdict"]
+
+
+def test_cli_saved_case_replays_the_finding(tmp_path):
+    path = tmp_path / "apu.json"
+    path.write_text(json.dumps(snap("apu-igpu")))
+    out = _doctor("--snapshot", str(path))
+    assert out.returncode == 0, out.stderr
+    assert "Integrated GPU" in out.stdout and "HIP_VISIBLE_DEVICES=0" in out.stdout
+
+
+def test_cli_bad_snapshot_is_one_line_and_exit_2(tmp_path):
+    path = tmp_path / "cut.json"
+    path.write_text('{"format": "rocm-dl-guide-doctor-snapshot", "form')
+    out = _doctor("--snapshot", str(path))
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().count("\n") == 0 and "truncated" in out.stderr
+
+
+def test_hostfacts_reads_a_machine_tree(tmp_path):
+    (tmp_path / "dev/dri").mkdir(parents=True)
+    (tmp_path / "dev/kfd").write_text("")
+    (tmp_path / "dev/dri/renderD128").write_text("")
+    (tmp_path / "dev/dri/card0").write_text("")
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "proc/sys/kernel/numa_balancing").write_text("1\n")
+    (tmp_path / "proc/1").mkdir(parents=True)
+    (tmp_path / "proc/1/cgroup").write_text("0::/system.slice/docker-abc123.scope\n")
+    for n in (0, 1):
+        (tmp_path / f"sys/devices/system/node/node{n}").mkdir(parents=True)
+    env = {"HSA_OVERRIDE_GFX_VERSION": "10.3.0", "HOME": "/home/someone", "SECRET": "x"}
+    facts = hostfacts.collect(tmp_path, env=env, site_dirs=[])
+    assert facts.env == {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
+    assert [d.path.rsplit("/", 1)[-1] for d in facts.devices] == ["kfd", "renderD128"]
+    assert facts.kfd.exists and not facts.kfd.char_device  # a plain file here, not a device
+    assert facts.numa_balancing == "1" and facts.numa_nodes == 2
+    assert facts.container == "docker" and "docker-abc123" in facts.container_hints[0]
+    assert hostfacts.from_dict(json.loads(json.dumps(facts.to_dict()))) == facts
+
+
+def test_pip_rocm_packages_are_found_by_name(tmp_path):
+    for name, version in (("rocm_sdk_core", "7.0.2"), ("rocm_dl_guide", "0.1.0"), ("torch", "2.5")):
+        meta = tmp_path / f"{name}-{version}.dist-info"
+        meta.mkdir()
+        (meta / "METADATA").write_text(f"Name: {name.replace('_', '-')}\nVersion: {version}\n")
+    assert hostfacts.pip_rocm_packages([tmp_path]) == {"rocm-sdk-core": "7.0.2"}

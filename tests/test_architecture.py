@@ -66,7 +66,7 @@ CORE = frozenset(
 )
 CASE_STUDIES = frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"})
 INFERENCE_CHAPTER = frozenset({"inference", "bench"})
-OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling", "selfcheck"})
+OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling", "selfcheck", "recipes"})
 ENTRY_POINTS = frozenset({"cli", "__main__"})
 PARSER_MODULE = "cli"
 PARSER_CALLS = frozenset({"add_parser", "add_subparsers", "ArgumentParser"})
@@ -78,6 +78,8 @@ ALLOWED_EXTRA = {
     "tf_distributed": frozenset({"fashion_mnist"}),
     # selfcheck runs the PyTorch case studies, the inference chapter and a DDP job.
     "selfcheck": frozenset({"mnist", "cifar10", "inception", "inference", "scaling"}),
+    # recipes lists every case study's full-profile settings.
+    "recipes": frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"}),
 }
 
 

@@ -273,3 +273,28 @@ def test_rendered_tables_link_every_source():
         url = compat.sources()[key]["url"]
         assert f'<a href="{url}">{key}</a>' in html
     assert "nan" not in html.lower().replace("nano", "")
+
+
+def test_the_kernel_driver_policy_is_shown_from_the_data_with_its_source():
+    policy = compat.kernel_driver_policy()
+    assert "+/- 2 releases" in policy["text"] and "a year apart" in policy["text"]
+    assert policy["source"] in compat.sources()
+
+
+def test_the_guides_framework_rule_is_counted_per_release():
+    assert "most recent and two prior releases" in compat.GUIDE_FRAMEWORK_RULE
+    table = compat.framework_window_table("PyTorch")
+    row = table.set_index("ROCm").loc[compat.rocm_releases()[0]]
+    listed = row["PyTorch releases listed"].split(", ")
+    assert row["newest and consecutive prior"] == len(listed) >= 3
+    assert row["the guide's rule (newest + two prior)"] == "yes"
+    # a release that lists fewer is reported as an exception, not hidden
+    tf = compat.framework_window_table("TensorFlow").set_index("ROCm")
+    short = tf[tf["newest and consecutive prior"] < 3]
+    assert (short["the guide's rule (newest + two prior)"] == "no").all()
+
+
+def test_a_gap_in_the_versions_ends_the_run():
+    table = compat.framework_window_table("PyTorch").set_index("ROCm")
+    # ROCm 6.3.2 lists 2.4, 2.3, 2.2 and 1.13: three consecutive, then a gap
+    assert table.loc["6.3.2", "newest and consecutive prior"] == 3

@@ -5,8 +5,9 @@ samples under code/rocm_dl_guide/samples/rocminfo/ (an APU whose integrated GPU
 ROCm lists next to an RX 7900 GRE, an RX 6600 XT, a Radeon RX 7900 XTX, MI300X),
 and the GPU targets of a PyTorch ROCm 6.2 wheel as its users listed them
 (gfx900, gfx906, gfx908, gfx90a, gfx942, gfx1030, gfx1100; pytorch/pytorch#132570).
-The snapshots go through :func:`snapshot.from_dict`, so every case also tests
-the replay path of ``doctor --snapshot``.
+The snapshots are composed by :func:`snapshot.compose` (as the Verify page's
+examples are) and go through :func:`snapshot.from_dict`, so every case also
+tests the replay path of ``doctor --snapshot``.
 """
 
 from __future__ import annotations
@@ -18,106 +19,17 @@ import sys
 
 import pytest
 
-from rocm_dl_guide import diagnose, doctor, hostfacts, rocminfo, snapshot, system
+from rocm_dl_guide import diagnose, doctor, hostfacts, snapshot, system
 
-WHEEL_TARGETS = ["gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx1030", "gfx1100"]
 TIMEOUT = 300
+snap = snapshot.compose
 
 
-def rocm_torch(gpu: bool = True, devices: int = 1, arch=WHEEL_TARGETS) -> dict:
-    return {
-        "name": "pytorch",
-        "installed": True,
-        "version": "2.5.1+rocm6.2",
-        "details": {
-            "hip": "6.2.41133-dd7f95766",
-            "cuda": None,
-            "arch_list": list(arch),
-            "gpu_available": gpu,
-            "devices": [{"name": "AMD Radeon", "gfx": None, "memory_gib": 16.0}]
-            * (devices if gpu else 0),
-        },
-        "error": None,
-    }
+def rocm_torch(gpu: bool = True) -> dict:
+    return snapshot.rocm_pytorch(gpus=1 if gpu else 0)
 
 
-def cuda_torch() -> dict:
-    return {
-        "name": "pytorch",
-        "installed": True,
-        "version": "2.5.1+cu124",
-        "details": {
-            "hip": None,
-            "cuda": "12.4",
-            "arch_list": ["sm_50", "sm_90"],
-            "gpu_available": False,
-        },
-        "error": None,
-    }
-
-
-def node(path, accessible=True, group="render", mode="0660", exists=True) -> dict:
-    return {
-        "path": path,
-        "exists": exists,
-        "char_device": exists,
-        "mode": mode if exists else None,
-        "owner": "root" if exists else None,
-        "group": group if exists else None,
-        "accessible": accessible if exists else None,
-    }
-
-
-def host(
-    env=None,
-    kfd=True,
-    renders=1,
-    accessible=True,
-    groups=("render", "video"),
-    container=None,
-    numa="0",
-    nofile=(1048576, 1048576),
-    pip=None,
-) -> dict:
-    devices = [node("/dev/kfd", accessible, exists=kfd)]
-    devices += [node(f"/dev/dri/renderD{128 + i}", accessible) for i in range(renders)]
-    return {
-        "env": dict(env or {}),
-        "devices": devices,
-        "uid": 1000,
-        "groups": list(groups),
-        "container": container,
-        "container_hints": ["/.dockerenv"] if container == "docker" else [],
-        "numa_balancing": numa,
-        "numa_nodes": 2,
-        "nofile": list(nofile),
-        "pip_rocm": dict(pip or {}),
-    }
-
-
-def snap(sample: str | None = "radeon", torch=None, rocm="6.2.2", pci=None, **host_kw) -> dict:
-    text = rocminfo.load_sample(sample) if sample else None
-    return {
-        "format": snapshot.FORMAT,
-        "format_version": snapshot.FORMAT_VERSION,
-        "rocm": {
-            "path": "/opt/rocm",
-            "version": rocm,
-            "source": "/opt/rocm/.info/version",
-            "layout": "/opt/rocm",
-        },
-        "kernel_driver": {"loaded": True, "version": None, "note": "in-kernel amdgpu driver"},
-        "rocminfo": {
-            "source": f"rocminfo sample {sample}",
-            "executable": "rocminfo",
-            "text": text,
-            "returncode": 0 if text else None,
-            "error": None if text else "rocminfo is not installed (not found on PATH).",
-        },
-        "pci_gpus": pci if pci is not None else [],
-        "frameworks": {"pytorch": torch if torch is not None else rocm_torch()},
-        "host": host(**host_kw),
-    }
+cuda_torch = snapshot.cuda_pytorch
 
 
 def report(data: dict) -> doctor.DoctorReport:
@@ -289,6 +201,20 @@ def test_hip_visible_devices_hiding_every_gpu():
     assert seen.status == diagnose.FAIL and "hides them all" in seen.message
 
 
+@pytest.mark.parametrize("name", sorted(snapshot.EXAMPLES))
+def test_the_example_snapshots_show_what_they_are_about(name):
+    rep = report(snapshot.example(name))
+    failing = {c.id for c in rep.checks if c.status in (diagnose.FAIL, diagnose.WARN)}
+    expected = {
+        "apu-igpu": {"igpu", "arch-mismatch"},
+        "rx6600xt": {"arch-mismatch", "torch-sees-gpu"},
+        "cuda-wheel": {"pytorch-build", "device-access", "torch-sees-gpu"},
+    }[name]
+    assert expected <= failing, failing
+    with pytest.raises(ValueError, match="unknown example"):
+        snapshot.example("no-such-machine")
+
+
 def test_every_error_message_on_the_troubleshooting_page_names_real_checks():
     ids = set()
     for data in (
@@ -441,3 +367,18 @@ def test_pip_rocm_packages_are_found_by_name(tmp_path):
         meta.mkdir()
         (meta / "METADATA").write_text(f"Name: {name.replace('_', '-')}\nVersion: {version}\n")
     assert hostfacts.pip_rocm_packages([tmp_path]) == {"rocm-sdk-core": "7.0.2"}
+
+
+def test_the_pages_citations_of_doctors_rules_are_the_rules_sources():
+    """Every doctor-* entry of references.bib points at a URL the rules cite, so
+    the page and the checks cannot cite different things."""
+    import re
+
+    from conftest import ROOT
+
+    bib = (ROOT / "references.bib").read_text()
+    entries = re.findall(r"@misc\{(doctor-[\w-]+),.*?\\url\{([^}]+)\}", bib, re.S)
+    assert len(entries) >= 10
+    cited = set(diagnose.SOURCES.values())
+    for key, url in entries:
+        assert url in cited, key

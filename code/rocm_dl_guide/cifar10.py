@@ -34,6 +34,18 @@ LEARNING_RATE = 0.001
 MOMENTUM = 0.9
 FULL_EPOCHS = 2
 TEST_BATCH_SIZE = 100
+RECIPE = {
+    "case study": "CIFAR-10 CNN (PyTorch)",
+    "optimizer": "SGD",
+    "batch size": BATCH_SIZE,
+    "learning rate": LEARNING_RATE,
+    "momentum": MOMENTUM,
+    "weight decay": None,
+    "schedule": "constant",
+    "epochs": FULL_EPOCHS,
+    "input": "32x32 colour",
+}
+"""The ``full`` profile's settings, which are the guide's."""
 # Each channel is mapped from [0, 1] to [-1, 1].
 MEAN = (0.5, 0.5, 0.5)
 STD = (0.5, 0.5, 0.5)

@@ -567,6 +567,57 @@ def kernel_driver_table():
     return pd.DataFrame(rows, columns=columns)
 
 
+GUIDE_FRAMEWORK_RULE = (
+    "Generally, ROCm release supports the most recent and two prior releases of PyTorch "
+    "and Tensorflow."
+)
+"""The guide's rule for which framework releases a ROCm release supports, verbatim."""
+
+
+def kernel_driver_policy() -> dict[str, str]:
+    """AMD's stated window between the kernel driver and the ROCm user space:
+    ``{"text": ..., "source": source id}`` from the data."""
+    return dict(_load().get("kernel_driver_policy") or {})
+
+
+def _minor_run(versions: list[str]) -> int:
+    """How many of ``versions`` (newest first) are consecutive minor releases of
+    one major, counting from the newest: 3 for 2.13, 2.12, 2.11."""
+    keys = [_key(normalize_version(v), 2) for v in versions]
+    run = 1 if keys and keys[0] else 0
+    for newer, older in zip(keys, keys[1:], strict=False):
+        if not newer or not older or older[0] != newer[0] or older[1] != newer[1] - 1:
+            break
+        run += 1
+    return run
+
+
+def framework_window_table(framework: str):
+    """Per ROCm release, the framework releases the data lists and whether they are
+    "the most recent and two prior" releases, the guide's rule
+    (:data:`GUIDE_FRAMEWORK_RULE`)."""
+    import pandas as pd
+
+    key = _framework_key(framework)
+    rows = []
+    for rel in _releases():
+        listed = _listed(rel, key)
+        if not listed:
+            continue
+        ordered = sorted(listed, key=lambda v: _key(normalize_version(v), 3) or (), reverse=True)
+        run = _minor_run(ordered)
+        rows.append(
+            {
+                "ROCm": rel["rocm"],
+                f"{framework} releases listed": ", ".join(ordered),
+                "newest and consecutive prior": run,
+                "the guide's rule (newest + two prior)": "yes" if run >= 3 else "no",
+                "Source": field_source(rel, key),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def source_links() -> dict[str, dict[str, str]]:
     """``{"Source": {source id: url}}``, for :func:`rocm_dl_guide.tables.show`."""
     return {"Source": {key: src.get("url", "") for key, src in sources().items()}}

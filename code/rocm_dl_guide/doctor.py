@@ -56,12 +56,15 @@ def _driver_check(rocm_ver: str, module_version: str) -> Check:
         return _from_verdict(
             "Driver and ROCm", compat.check_kernel_driver(rocm_ver, module_version)
         )
+    policy = compat.kernel_driver_policy()
+    source = compat.sources().get(policy.get("source", ""), {}).get("url")
     return Check(
         "Driver and ROCm",
         UNKNOWN,
         f"the kernel module reports version {module_version}, which is not an AMD GPU "
         "Driver release number; compare the installed amdgpu-dkms package with the "
-        "support window in the compatibility chapter",
+        f"support window: {policy.get('text', 'see the compatibility chapter')}",
+        (source,) if source else (),
     )
 
 

@@ -28,6 +28,19 @@ FULL_EPOCHS = 10
 """The guide's number of epochs (the ``full`` profile)."""
 BATCH_SIZE = 32
 """Keras' default batch size, which the guide relies on."""
+RECIPE = {
+    "case study": "Fashion-MNIST (Keras)",
+    "optimizer": "Adam (Keras default rate)",
+    "batch size": BATCH_SIZE,
+    "learning rate": 0.001,
+    "momentum": None,
+    "weight decay": None,
+    "schedule": "constant",
+    "epochs": FULL_EPOCHS,
+    "input": "28x28 grey",
+}
+"""The ``full`` profile's settings: the guide's ``fit(..., epochs=10)`` with Keras's
+defaults (batch 32; Adam's learning rate 0.001)."""
 
 _CORRECT, _WRONG, _OTHER = "tab:blue", "tab:red", "#777777"
 

@@ -51,6 +51,18 @@ SEED = 42
 """Seeds the training/validation split (and the weights)."""
 VALIDATION_SPLIT = 0.2
 FULL_EPOCHS = 10
+RECIPE = {
+    "case study": "IMDB sentiment (Keras)",
+    "optimizer": "Adam (Keras default rate)",
+    "batch size": BATCH_SIZE,
+    "learning rate": 0.001,
+    "momentum": None,
+    "weight decay": None,
+    "schedule": "constant",
+    "epochs": FULL_EPOCHS,
+    "input": f"{SEQUENCE_LENGTH} tokens, vocabulary {MAX_FEATURES}",
+}
+"""The ``full`` profile's settings, which are the guide's (Adam at Keras's default rate)."""
 
 HTML_LINE_BREAK = "<br />"
 """How the reviews of the archive break lines: with a space before the slash."""

@@ -56,6 +56,18 @@ RANDOM_INIT_LR = 0.001
 (the smoke profile, or offline): the guide's 0.1 is a fine-tuning rate and makes
 training from scratch diverge within a few dozen steps."""
 FULL_EPOCHS = 90
+RECIPE = {
+    "case study": "Inception v3 fine-tuning (PyTorch)",
+    "optimizer": "SGD",
+    "batch size": BATCH_SIZE,
+    "learning rate": LEARNING_RATE,
+    "momentum": MOMENTUM,
+    "weight decay": WEIGHT_DECAY,
+    "schedule": f"StepLR: x{LR_GAMMA} every {LR_STEP_SIZE} epochs",
+    "epochs": FULL_EPOCHS,
+    "input": f"train crop {TRAIN_CROP_SIZE}; val resize {VAL_RESIZE_SIZE}, crop {VAL_CROP_SIZE}",
+}
+"""The ``full`` profile's settings, which are the guide's."""
 MIN_SIZE = 75
 """The smallest input Inception v3 accepts."""
 

@@ -17,6 +17,21 @@ FULL_EPOCHS_TORCH = 14
 FULL_EPOCHS_KERAS = 5
 BATCH_SIZE = 64
 TEST_BATCH_SIZE = 1000
+LEARNING_RATE = 1.0
+LR_GAMMA = 0.7
+
+RECIPE = {
+    "case study": "MNIST (PyTorch)",
+    "optimizer": "Adadelta",
+    "batch size": BATCH_SIZE,
+    "learning rate": LEARNING_RATE,
+    "momentum": None,
+    "weight decay": None,
+    "schedule": f"StepLR: x{LR_GAMMA} every epoch",
+    "epochs": FULL_EPOCHS_TORCH,
+    "input": "28x28 grey",
+}
+"""The ``full`` profile's settings (PyTorch's MNIST example, which the guide runs)."""
 
 
 def mnist_cnn():
@@ -89,8 +104,8 @@ def train_pytorch(
     train_loader, test_loader, data = torch_loaders(prof, dev)
 
     model = mnist_cnn()
-    optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=LEARNING_RATE)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=LR_GAMMA)
     result = train.fit(
         model,
         train_loader,

@@ -166,3 +166,118 @@ def load(path: str | os.PathLike) -> system.SystemReport:
     for a missing, empty, non-JSON, truncated, foreign or wrong-version file."""
     path = Path(path)
     return from_dict(_read_json(path), path)
+
+
+# --------------------------------------------------------------------------- example snapshots
+
+WHEEL_TARGETS = ("gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx1030", "gfx1100")
+"""The GPU targets of PyTorch's ROCm 6.2 wheels as their users listed them
+(pytorch/pytorch#132570): the build the example snapshots describe."""
+
+
+def rocm_pytorch(gpus: int = 1, arch: tuple[str, ...] = WHEEL_TARGETS) -> dict:
+    """The framework facts of PyTorch 2.5.1 for ROCm 6.2 seeing ``gpus`` GPUs."""
+    devices = [{"name": "AMD Radeon", "gfx": None, "memory_gib": 16.0}] * gpus
+    details = {"hip": "6.2.41133-dd7f95766", "cuda": None, "arch_list": list(arch)}
+    details.update(gpu_available=gpus > 0, devices=devices)
+    return {"name": "pytorch", "installed": True, "version": "2.5.1+rocm6.2", "details": details}
+
+
+def cuda_pytorch() -> dict:
+    """The framework facts of PyTorch 2.5.1 from PyPI (a CUDA 12.4 build)."""
+    details = {"hip": None, "cuda": "12.4", "arch_list": ["sm_50", "sm_90"], "gpu_available": False}
+    return {"name": "pytorch", "installed": True, "version": "2.5.1+cu124", "details": details}
+
+
+def _node(path: str, accessible: bool, exists: bool = True) -> dict:
+    if not exists:
+        return {"path": path, "exists": False}
+    return {"path": path, "exists": True, "char_device": True, "mode": "0660"} | {
+        "owner": "root",
+        "group": "render",
+        "accessible": accessible,
+    }
+
+
+def compose(
+    sample: str | None = "radeon",
+    torch: dict | None = None,
+    rocm: str = "6.2.2",
+    pci: list | None = None,
+    env: dict | None = None,
+    kfd: bool = True,
+    renders: int = 1,
+    accessible: bool = True,
+    groups: tuple[str, ...] = ("render", "video"),
+    container: str | None = None,
+    numa: str = "0",
+    nofile: tuple[int, int] = (1048576, 1048576),
+    pip: dict | None = None,
+) -> dict:
+    """A snapshot of a machine described by its parts: the real ``rocminfo`` output
+    ``sample`` (:func:`rocminfo.load_sample`), the PyTorch facts (default
+    :func:`rocm_pytorch`), ROCm's version and the host facts. For tests and for
+    showing findings on machines the build does not have; labelled by
+    ``rocminfo.source``."""
+    text = rocminfo.load_sample(sample) if sample else None
+    devices = [_node("/dev/kfd", accessible, kfd)]
+    devices += [_node(f"/dev/dri/renderD{128 + i}", accessible) for i in range(renders)]
+    host = hostfacts.HostFacts(
+        env=dict(env or {}),
+        uid=1000,
+        groups=list(groups),
+        container=container,
+        container_hints=["/.dockerenv"] if container == "docker" else [],
+        numa_balancing=numa,
+        numa_nodes=2,
+        nofile=list(nofile),
+        pip_rocm=dict(pip or {}),
+    ).to_dict()
+    host["devices"] = devices
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "rocm": {"path": "/opt/rocm", "version": rocm, "layout": "/opt/rocm"},
+        "kernel_driver": {"loaded": True, "note": "in-kernel amdgpu driver (no version reported)"},
+        "rocminfo": {
+            "source": f"rocminfo sample '{sample}'" if sample else "rocminfo",
+            "executable": "rocminfo",
+            "text": text,
+            "returncode": 0 if text else None,
+            "error": None if text else "rocminfo is not installed (not found on PATH).",
+        },
+        "pci_gpus": list(pci or []),
+        "frameworks": {"pytorch": torch if torch is not None else rocm_pytorch()},
+        "host": host,
+    }
+
+
+EXAMPLES = {
+    "apu-igpu": (
+        "Ryzen 7 7800X3D + Radeon RX 7900 GRE: ROCm lists the CPU's integrated GPU too",
+        {"sample": "apu-igpu", "torch": rocm_pytorch(gpus=2)},
+    ),
+    "rx6600xt": (
+        "Radeon RX 6600 XT (gfx1032) with PyTorch's ROCm 6.2 wheel",
+        {"sample": "rx6600xt", "torch": rocm_pytorch(gpus=0)},
+    ),
+    "cuda-wheel": (
+        "Radeon RX 7900 XTX, PyTorch from a plain `pip install torch`, user not in `render`",
+        {
+            "sample": "radeon",
+            "torch": cuda_pytorch(),
+            "accessible": False,
+            "groups": ("users", "video"),
+        },
+    ),
+}
+"""Example snapshots: (what the machine is, :func:`compose` arguments). The
+rocminfo outputs are real (see the samples' README); the rest is the situation
+readers report with them."""
+
+
+def example(name: str) -> dict:
+    """The example snapshot ``name`` (one of :data:`EXAMPLES`)."""
+    if name not in EXAMPLES:
+        raise ValueError(f"unknown example {name!r}: choose one of {', '.join(EXAMPLES)}")
+    return compose(**EXAMPLES[name][1])

@@ -108,11 +108,11 @@ def test_page_loads_cleanly_in_chromium(site, browser, page):
         assert visit.page.title(), f"{page}: no title"
         assert not visit.problems, f"{page}:\n" + "\n".join(visit.problems)
         assert not visit.broken_images(), f"{page}: images that did not load"
-        # Every image in the page's cell outputs (the figures) is in the DOM and drawn.
+        # Every image in the page's cell outputs and numbered figures is in the DOM and drawn.
         expected = _Images()
         expected.feed((HTML / f"{page}.html").read_text(encoding="utf-8"))
         drawn = visit.page.evaluate(
-            "() => Array.from(document.querySelectorAll('.cell_output img'))"
+            "() => Array.from(document.querySelectorAll('.cell_output img, figure img'))"
             ".filter(i => i.complete && i.naturalWidth > 0).length"
         )
         assert drawn == len(expected.sources), f"{page}: {drawn} of {expected.sources} drawn"
@@ -178,5 +178,34 @@ def test_screenshot(site, browser, name, page):
         visit.page.screenshot(path=str(path), full_page=True)
         assert path.stat().st_size > 20_000
         assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        visit.close()
+
+
+def test_numbered_figures_and_tables_render(site, browser):
+    """Named figures and tables carry a number, and {numref} links to them by it."""
+    visit = Visit(browser, f"{site}/book/training/index.html")
+    try:
+        numbers = visit.page.evaluate(
+            "() => Array.from(document.querySelectorAll('span.caption-number'))"
+            ".map(s => s.textContent.trim())"
+        )
+        assert "Table 1" in numbers and "Table 2" in numbers, numbers
+        refs = visit.page.evaluate(
+            "() => Array.from(document.querySelectorAll('a.reference span.std-numref'))"
+            ".map(s => s.textContent.trim())"
+        )
+        assert "Table 2" in refs, refs
+    finally:
+        visit.close()
+    visit = Visit(browser, f"{site}/book/training/inception-tiny-imagenet.html")
+    try:
+        caption = visit.page.locator("figcaption span.caption-number").first
+        assert caption.text_content().strip().startswith("Fig."), caption.text_content()
+        img = visit.page.evaluate(
+            "() => { const i = document.querySelector('figure img'); "
+            "return i ? [i.naturalWidth, i.naturalHeight] : null; }"
+        )
+        assert img and img[0] > 200, img
     finally:
         visit.close()

@@ -647,3 +647,17 @@ def test_cli_bench_unknown_backend_and_missing_migraphx():
     if not inference.migraphx_status().available:
         proc = _cli("bench", "inference", "--backend", "migraphx", "--json")
         _assert_one_line_error(proc, "bench", "MIGraphX is not importable here")
+
+
+def test_graph_views_show_what_onnx_runtimes_passes_did(no_migraphx, prepared, tmp_path):
+    views = inference.graph_views(prepared, workdir=tmp_path)
+    assert "ONNX Runtime counterpart" in views.label and views.before_text == ""
+    counts = views.table.set_index("operator")
+    assert counts.loc["Conv", "before"] > 0 and counts.loc["Conv", "after"] == 0  # all rewritten
+    assert counts.loc["Relu", "after"] == 0  # fused into the convolutions
+    assert any(op.startswith("com.microsoft.nchwc.") for op in counts.index[counts["after"] > 0])
+    assert views.nodes_after < views.nodes_before
+    import onnx
+
+    graph = onnx.load(str(prepared.onnx.path), load_external_data=False).graph
+    assert counts["before"].sum() == len(graph.node)

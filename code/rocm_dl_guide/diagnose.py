@@ -100,7 +100,7 @@ ERROR_MESSAGES = {
         "hsa-override",
     ),
     "rocBLAS error: Cannot read TensileLibrary.dat": ("arch-mismatch", "hsa-override"),
-    "RuntimeError: No HIP GPUs are available": ("torch-sees-gpu", "device-access", "igpu"),
+    "No HIP GPUs are available": ("torch-sees-gpu", "device-access", "igpu"),
     "Unable to open /dev/kfd read-write: Permission denied": ("device-access",),
     "Torch not compiled with CUDA enabled / torch.cuda.is_available() is False": (
         "pytorch-build",

@@ -41,7 +41,7 @@ $(STAMP): $(REQUIREMENTS) requirements-tools.txt pyproject.toml
 	  $(PYTHON) -c 'import site; print("\n".join(site.getsitepackages()))' \
 	    > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-parent-site.pth"; \
 	fi
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip "setuptools>=77"
 	$(BIN)/python -m pip install --quiet -r $(REQUIREMENTS)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@if [ -n "$(REMOVE_AFTER_INSTALL)" ]; then $(BIN)/python -m pip uninstall --quiet -y $(REMOVE_AFTER_INSTALL) || true; fi

@@ -65,7 +65,7 @@ CORE = frozenset(
     }
 )
 CASE_STUDIES = frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"})
-INFERENCE_CHAPTER = frozenset({"inference", "bench"})
+INFERENCE_CHAPTER = frozenset({"inference", "bench", "precision"})
 OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling", "selfcheck", "recipes"})
 ENTRY_POINTS = frozenset({"cli", "__main__"})
 PARSER_MODULE = "cli"
@@ -75,6 +75,8 @@ PARSER_CALLS = frozenset({"add_parser", "add_subparsers", "ArgumentParser"})
 ALLOWED_EXTRA = {
     "inference": frozenset({"inception"}),
     "bench": frozenset({"inception", "inference"}),
+    # precision times Inception v3 and measures agreement on the trained CIFAR-10 network.
+    "precision": frozenset({"inception", "inference", "bench", "cifar10"}),
     "tf_distributed": frozenset({"fashion_mnist"}),
     # selfcheck runs the PyTorch case studies, the inference chapter and a DDP job.
     "selfcheck": frozenset({"mnist", "cifar10", "inception", "inference", "scaling"}),

@@ -394,9 +394,68 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     return 0
 
 
+def _batches(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected batch sizes like 1,8,32, got {text!r}")
+    return values
+
+
+def _cmd_bench_precision(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import inference, precision, profiles
+
+    try:
+        prof = profiles.current(args.profile)
+    except profiles.ProfileError as exc:
+        return _fail("bench", exc, 2)
+    if args.tuning or args.batch != 1 or args.backend != "auto":
+        return _fail(
+            "bench",
+            "bench precision runs every backend and precision: use --batches, "
+            "not --batch, --backend or --tuning",
+            2,
+        )
+    flags = (
+        ("--iterations", args.iterations, 1),
+        ("--warmup", args.warmup, 0),
+        ("--threads", args.threads, 1),
+    )
+    if (code := _at_least("bench", flags)) is not None:
+        return code
+    runs = None
+    if args.iterations is not None or args.warmup is not None:
+        runs = (args.warmup if args.warmup is not None else 1, args.iterations or 10)
+    if not args.json:
+        print(
+            f"Training the CIFAR-10 network, quantizing, then timing Inception v3 at "
+            f"batch {', '.join(map(str, args.batches))} (profile {prof.name}) ...",
+            file=sys.stderr,
+        )
+    try:
+        result = precision.run(
+            batches=args.batches,
+            profile=prof,
+            threads=args.threads,
+            runs=runs,
+            show_progress=not args.json,
+            emulated=args.emulated,
+        )
+    except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
+        return _fail("bench", exc)
+    print(json.dumps(result.to_dict()) if args.json else result.summary())
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from rocm_dl_guide import bench, inference, profiles
 
+    if args.what == "precision":
+        return _cmd_bench_precision(args)
+    if args.emulated or args.batches != (1, 8, 32):
+        return _fail("bench", "--batches and --emulated are for 'bench precision'", 2)
     try:
         name = inference.select_backend(args.backend)
         prof = profiles.current(args.profile)
@@ -672,8 +731,25 @@ def _add_bench_and_export(sub) -> None:
         description="Median latency of Inception v3 inference after warm-up: PyTorch eager "
         "against the compiled backend, measured side by side.",
     )
-    p.add_argument("what", choices=["inference"], help="what to benchmark")
+    p.add_argument(
+        "what",
+        choices=["inference", "precision"],
+        help="inference: eager against the compiled backend; precision: fp32, bf16, "
+        "int8, fp16 and torch.compile side by side, with agreement on a trained model",
+    )
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument(
+        "--batches",
+        type=_batches,
+        default=(1, 8, 32),
+        metavar="N,N,...",
+        help="batch sizes for 'precision' (default 1,8,32)",
+    )
+    p.add_argument(
+        "--emulated",
+        action="store_true",
+        help="'precision': also run bf16/fp16 on a CPU without instructions for them",
+    )
     p.add_argument("--iterations", type=int, help="timed runs (default: the profile's)")
     p.add_argument("--warmup", type=int, help="untimed warm-up runs (default: the profile's)")
     p.add_argument(

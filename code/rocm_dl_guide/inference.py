@@ -431,7 +431,7 @@ def cpu_description() -> str:
     return f"CPU ({cpu_name()}, {default_threads()} cores)"
 
 
-def _gpu_description() -> str:
+def gpu_description() -> str:
     from rocm_dl_guide import device
 
     info = device.describe()
@@ -592,7 +592,7 @@ def _compile_ort(
     return CompiledModel(
         backend="onnxruntime",
         provider=provider,
-        device=cpu_description() if provider == CPU_EP else _gpu_description(),
+        device=cpu_description() if provider == CPU_EP else gpu_description(),
         input_name=inp.name,
         input_shape=[d if isinstance(d, int) else str(d) for d in inp.shape],
         output_name=out.name,
@@ -628,7 +628,7 @@ def _compile_migraphx(path: Path, batch_size: int, tuned: bool) -> CompiledModel
     return CompiledModel(
         backend="migraphx",
         provider="MIGraphX gpu target",
-        device=_gpu_description(),
+        device=gpu_description(),
         input_name=name,
         input_shape=shape,
         output_name="output 0",
@@ -755,7 +755,7 @@ def load_compiled(
         return CompiledModel(
             backend="migraphx",
             provider="MIGraphX gpu target",
-            device=_gpu_description(),
+            device=gpu_description(),
             input_name=name,
             input_shape=shape,
             output_name="output 0",

@@ -1,0 +1,633 @@
+"""Reduced-precision inference: one model in several number formats and engines,
+timed side by side and checked against its own fp32 predictions.
+
+The engines are the libraries' own tools, nothing home-made:
+
+- PyTorch: eager fp32 (the reference), eager with ``torch.autocast`` to
+  bfloat16, and ``torch.compile`` (Inductor, PyTorch's own compiler);
+- ONNX Runtime on the CPU: fp32, and int8 from
+  ``onnxruntime.quantization.quantize_static`` (QDQ format, per-channel
+  weights, calibrated on real or fixture images through
+  :class:`CalibrationReader`);
+- MIGraphX, when it is importable: ``migraphx.quantize_fp16`` and
+  ``migraphx.quantize_int8`` with the same calibration batches.
+
+Speed and agreement are measured apart, on purpose. Speed is measured on
+Inception v3, the optimisation chapter's model, whose weights may be random in
+the ``smoke`` profile; random weights give near-tied logits, so agreement is
+never measured on them. Agreement (top-1 against the fp32 model's own
+predictions) and accuracy are measured on the CIFAR-10 network of the training
+chapter after training it (on fixtures in ``smoke``, on the real data set
+otherwise; :attr:`PrecisionBench.agreement_note` says which).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rocm_dl_guide import inference, profiles
+from rocm_dl_guide.files import atomic_path
+
+CPU_FLAGS = (
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+)
+"""The CPU flags (``/proc/cpuinfo``) that decide how fast int8 and bf16 run."""
+
+QUANTIZABLE_OPS = ("Conv", "MatMul", "Gemm")
+"""Operators whose weights static int8 quantization converts; a model without
+any has nothing to quantize."""
+
+ENGINES = (
+    ("PyTorch eager", "fp32"),
+    ("PyTorch eager", "bf16"),
+    ("torch.compile", "fp32"),
+    ("ONNX Runtime", "fp32"),
+    ("ONNX Runtime", "int8"),
+    ("MIGraphX", "fp16"),
+    ("MIGraphX", "int8"),
+)
+"""Every (backend, precision) the benchmark knows; MIGraphX rows only where it imports."""
+
+REFERENCE = ("PyTorch eager", "fp32")
+
+
+class PrecisionError(ValueError):
+    """A model that cannot be quantized, or calibration data that cannot be used."""
+
+
+# --------------------------------------------------------------------------- the CPU
+
+
+def cpu_flags(cpuinfo: str | None = None) -> dict[str, bool]:
+    """Which of :data:`CPU_FLAGS` this CPU has (``cpuinfo``: the text of
+    ``/proc/cpuinfo``, read when not given; all ``False`` where it is missing)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            cpuinfo = ""
+    present: set[str] = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            present = set(line.partition(":")[2].split())
+            break
+    return {flag: flag in present for flag in CPU_FLAGS}
+
+
+def instructions(precision: str, flags: dict[str, bool]) -> str:
+    """In words: which instructions a CPU ``precision`` can use, given ``flags``."""
+    if precision == "int8":
+        if flags.get("amx_int8"):
+            return "int8 matrix tiles (AMX-INT8)"
+        if flags.get("avx512_vnni") or flags.get("avx_vnni"):
+            return "int8 dot products (VNNI)"
+        if flags.get("avx2"):
+            return "AVX2 integer multiply-add, no VNNI"
+        return "no SIMD int8 instructions found"
+    if precision == "bf16":
+        if flags.get("amx_bf16"):
+            return "bf16 matrix tiles (AMX-BF16)"
+        if flags.get("avx512_bf16"):
+            return "bf16 dot products (AVX512-BF16)"
+        return "no bf16 instructions: converted to and from fp32 in software"
+    if precision == "fp16":
+        if flags.get("avx512_fp16"):
+            return "fp16 arithmetic (AVX512-FP16)"
+        if flags.get("f16c"):
+            return "fp16 storage only (F16C conversions), fp32 arithmetic"
+        return "no fp16 instructions"
+    if flags.get("avx512f"):
+        return "fp32 (AVX-512)"
+    return "fp32 (AVX2 and FMA)" if flags.get("avx2") else "fp32"
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def calibration_batches(loader: Iterable, batches: int) -> list[np.ndarray]:
+    """The first ``batches`` input batches of a data loader (``(images, labels)``
+    pairs) as float32 NumPy arrays, for calibration."""
+    if batches < 1:
+        raise PrecisionError(f"calibration needs at least one batch, got {batches}")
+    out = []
+    for item in loader:
+        images = item[0] if isinstance(item, (tuple, list)) else item
+        out.append(np.ascontiguousarray(np.asarray(images, dtype=np.float32)))
+        if len(out) == batches:
+            break
+    if not out:
+        raise PrecisionError("the calibration loader produced no batches")
+    return out
+
+
+def _calibration_reader_base():
+    from onnxruntime.quantization import CalibrationDataReader
+
+    return CalibrationDataReader
+
+
+class CalibrationReader(_calibration_reader_base()):  # type: ignore[misc]
+    """ONNX Runtime's ``CalibrationDataReader`` over a list of input batches.
+
+    ``get_next`` hands out ``{input_name: batch}`` once per batch, then
+    ``None``; ``rewind`` starts over (the calibrator may read the data twice).
+    Every batch must be float32 with the same trailing shape.
+    """
+
+    def __init__(self, input_name: str, batches: list[np.ndarray]) -> None:
+        if not batches:
+            raise PrecisionError("calibration needs at least one batch")
+        shapes = {tuple(b.shape[1:]) for b in batches}
+        if len(shapes) != 1:
+            raise PrecisionError(f"calibration batches of different shapes: {sorted(shapes)}")
+        bad = [str(b.dtype) for b in batches if b.dtype != np.float32]
+        if bad:
+            raise PrecisionError(f"calibration batches must be float32, got {bad[0]}")
+        self.input_name = input_name
+        self.batches = batches
+        self._it: Iterator[np.ndarray] = iter(batches)
+        self.served = 0
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        batch = next(self._it, None)
+        if batch is None:
+            return None
+        self.served += 1
+        return {self.input_name: batch}
+
+    def rewind(self) -> None:
+        self._it = iter(self.batches)
+
+
+# --------------------------------------------------------------------------- quantization
+
+
+def quantize_onnx_int8(
+    path: str | os.PathLike,
+    out: str | os.PathLike,
+    batches: list[np.ndarray],
+    per_channel: bool = True,
+) -> Path:
+    """Static int8 quantization of the ONNX model at ``path`` with ONNX Runtime's
+    ``quantize_static`` (QDQ format, int8 activations and weights, per-channel
+    weights), calibrated on ``batches``; writes ``out`` atomically and returns it.
+
+    Raises :class:`PrecisionError` for a model that has nothing to quantize
+    (no Conv, MatMul or Gemm) or is quantized already, and
+    :class:`inference.ModelFileError` for a file that is not a readable ONNX model.
+    """
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    path, out = Path(path), Path(out)
+    model = inference.read_onnx(path)  # a clear error for a missing or corrupt file
+    ops = inference.op_counts(path)
+    if any(op in ops for op in ("QuantizeLinear", "DequantizeLinear", "QLinearConv")):
+        raise PrecisionError(f"{path}: already quantized (has {_quant_ops(ops)})")
+    if not any(op in ops for op in QUANTIZABLE_OPS):
+        found = ", ".join(sorted(ops)) or "no operators"
+        raise PrecisionError(
+            f"{path}: nothing to quantize: no {'/'.join(QUANTIZABLE_OPS)} operators ({found})"
+        )
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    reader = CalibrationReader(model.input_name, batches)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out) as tmp, tempfile.TemporaryDirectory(dir=out.parent) as scratch:
+        pre = Path(scratch) / "preprocessed.onnx"
+        # ONNX Runtime's recommended first step: shape inference and graph
+        # optimisation, so that quantization sees the fused graph.
+        quant_pre_process(str(path), str(pre))
+        quantize_static(
+            str(pre),
+            str(tmp),
+            reader,
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QInt8,
+            weight_type=QuantType.QInt8,
+            per_channel=per_channel,
+            extra_options={"ActivationSymmetric": True},
+        )
+    return out
+
+
+def _quant_ops(ops: dict[str, int]) -> str:
+    return ", ".join(op for op in sorted(ops) if "Quant" in op or op.startswith("QLinear"))
+
+
+# --------------------------------------------------------------------------- engines
+
+
+@dataclass
+class Engine:
+    """One way of running the model: a function from an input batch to logits."""
+
+    backend: str
+    precision: str
+    run: Callable[[np.ndarray], np.ndarray] = field(repr=False)
+    device: str
+    note: str = ""
+
+
+def _torch_engine(model, precision: str, compiled: bool = False) -> Engine:
+    import torch
+
+    model = model.eval()
+    # Freezing turns the weights into constants, so Inductor can fold them and
+    # pick the oneDNN convolution layouts: its setting for CPU inference. Without
+    # it, Inception v3 ran several times slower compiled than eager here.
+    fn = torch.compile(model, options={"freezing": True}) if compiled else model
+    autocast = precision == "bf16"
+
+    def run(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            ctx = (
+                torch.autocast("cpu", dtype=torch.bfloat16)
+                if autocast
+                else contextlib.nullcontext()
+            )
+            with ctx:
+                y = fn(torch.from_numpy(x))
+        return y.float().numpy()
+
+    backend = "torch.compile" if compiled else "PyTorch eager"
+    if compiled:
+        note = "Inductor, freezing on"
+    else:
+        note = "torch.autocast to bfloat16" if autocast else ""
+    return Engine(backend, precision, run, inference.cpu_description(), note)
+
+
+def _ort_engine(path: Path, precision: str, threads: int) -> Engine:
+    compiled = inference.compile_model(path, "onnxruntime", threads=threads)
+    if compiled.on_gpu:
+        raise PrecisionError("the precision benchmark runs ONNX Runtime on the CPU")
+    note = "quantize_static, QDQ, per-channel int8 weights" if precision == "int8" else ""
+    return Engine("ONNX Runtime", precision, compiled.run, compiled.device, note)
+
+
+def _migraphx_engine(path: Path, precision: str, batch: int, batches: list[np.ndarray]) -> Engine:
+    mgx = inference.migraphx_status().module
+    prog = mgx.parse_onnx(str(path), default_dim_value=batch)
+    target = mgx.get_target("gpu")
+    name = prog.get_parameter_names()[0]
+    if precision == "fp16":
+        mgx.quantize_fp16(prog)
+    elif precision == "int8":
+        calibration = [{name: mgx.argument(b[:batch])} for b in batches if len(b) >= batch]
+        if not calibration:
+            raise PrecisionError(f"no calibration batch holds {batch} images")
+        mgx.quantize_int8(prog, target, calibration)
+    prog.compile(target, offload_copy=True)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return np.array(prog.run({name: mgx.argument(np.ascontiguousarray(x))})[0])
+
+    return Engine("MIGraphX", precision, run, inference.gpu_description(), f"quantize_{precision}")
+
+
+def native(precision: str, flags: dict[str, bool]) -> bool:
+    """Whether this CPU has instructions for ``precision`` (fp32 and int8 always run)."""
+    if precision == "bf16":
+        return bool(flags.get("avx512_bf16") or flags.get("amx_bf16"))
+    if precision == "fp16":
+        return bool(flags.get("avx512_fp16"))
+    return True
+
+
+def skipped(
+    include: Iterable[tuple[str, str]], flags: dict[str, bool], emulated: bool = False
+) -> dict[str, str]:
+    """``"backend precision"`` -> why it is not run here: MIGraphX where it does
+    not import; a CPU precision without instructions on this CPU (it would run
+    in software, many times slower than fp32) unless ``emulated``."""
+    out = {}
+    has_mgx = inference.migraphx_status().available
+    for backend, precision in include:
+        if backend == "MIGraphX":
+            if not has_mgx:
+                out[f"{backend} {precision}"] = "MIGraphX is not importable here"
+        elif not emulated and not native(precision, flags):
+            out[f"{backend} {precision}"] = (
+                f"this CPU has no {precision} instructions ({instructions(precision, flags)})"
+            )
+    return out
+
+
+def engines(
+    model,
+    onnx_path: Path,
+    int8_path: Path,
+    batches: list[np.ndarray],
+    batch: int,
+    threads: int,
+    include: Iterable[tuple[str, str]] = ENGINES,
+) -> list[Engine]:
+    """The engines of ``include`` that this machine can run, in that order
+    (MIGraphX rows only where MIGraphX imports)."""
+    wanted = list(include)
+    found = []
+    has_mgx = inference.migraphx_status().available
+    for backend, precision in wanted:
+        if backend == "PyTorch eager":
+            found.append(_torch_engine(model, precision))
+        elif backend == "torch.compile":
+            found.append(_torch_engine(model, precision, compiled=True))
+        elif backend == "ONNX Runtime":
+            path = int8_path if precision == "int8" else onnx_path
+            found.append(_ort_engine(path, precision, threads))
+        elif backend == "MIGraphX" and has_mgx:
+            found.append(_migraphx_engine(onnx_path, precision, batch, batches))
+    return found
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+@dataclass
+class Agreement:
+    """How one engine's predictions compare with the fp32 model's, on a test set."""
+
+    backend: str
+    precision: str
+    top1_agreement: float
+    """Share of test images whose top-1 class equals the fp32 model's."""
+    accuracy: float
+    images: int
+
+
+def agreement(
+    engine_list: list[Engine], images: np.ndarray, labels: np.ndarray, batch: int = 100
+) -> list[Agreement]:
+    """Top-1 agreement of every engine with the first one (the fp32 reference)
+    and each one's accuracy, on ``images``/``labels``."""
+    if not engine_list:
+        raise PrecisionError("no engines to compare")
+    if len(images) != len(labels) or len(images) == 0:
+        raise PrecisionError(f"{len(images)} images for {len(labels)} labels")
+    preds = []
+    for engine in engine_list:
+        out = [engine.run(images[i : i + batch]).argmax(1) for i in range(0, len(images), batch)]
+        preds.append(np.concatenate(out))
+    reference = preds[0]
+    return [
+        Agreement(
+            backend=e.backend,
+            precision=e.precision,
+            top1_agreement=float((p == reference).mean()),
+            accuracy=float((p == labels).mean()),
+            images=len(labels),
+        )
+        for e, p in zip(engine_list, preds, strict=True)
+    ]
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+
+@dataclass
+class PrecisionBench:
+    """What :func:`run` returns; :meth:`to_dict` is the ``--json`` object."""
+
+    rows: list[dict[str, Any]]
+    """One per (backend, precision, batch): ``ms`` (median), ``speedup_vs_eager_fp32``,
+    ``top1_agreement`` and ``accuracy`` (on the trained CIFAR-10 network)."""
+    machine: str
+    threads: int
+    cpu_flags: dict[str, bool]
+    versions: dict[str, str]
+    profile: str
+    speed_model: str
+    """Inception v3, and which weights."""
+    agreement_model: str
+    agreement_note: str
+    """The trained network the agreement comes from, and on which data."""
+    warmup: dict[int, int]
+    iterations: dict[int, int]
+    skipped: dict[str, str] = field(default_factory=dict)
+    """``"backend precision"`` -> why it was not run on this machine."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["warmup"] = {str(k): v for k, v in self.warmup.items()}
+        data["iterations"] = {str(k): v for k, v in self.iterations.items()}
+        return data
+
+    def summary(self) -> str:
+        """A plain-text table, one line per row, and what the figures come from."""
+        lines = [
+            f"{'backend':<15} {'precision':<9} {'batch':>5} {'ms':>9} {'speedup':>8} "
+            f"{'agreement':>9} {'accuracy':>8}"
+        ]
+        for r in self.rows:
+            agree = "-" if r["top1_agreement"] is None else f"{100 * r['top1_agreement']:.1f}%"
+            acc = "-" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}%"
+            lines.append(
+                f"{r['backend']:<15} {r['precision']:<9} {r['batch']:>5} {r['ms']:>9.2f} "
+                f"{r['speedup_vs_eager_fp32']:>7.2f}x {agree:>9} {acc:>8}"
+            )
+        lines += [
+            f"speed: {self.speed_model}; medians on {self.machine}, {self.threads} thread(s)",
+            f"agreement and accuracy: {self.agreement_note}",
+            "CPU flags: " + (", ".join(f for f, on in self.cpu_flags.items() if on) or "none"),
+        ]
+        lines += [f"not run: {name}: {why}" for name, why in self.skipped.items()]
+        return "\n".join(lines)
+
+    def frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows)
+
+    def best(self, batch: int = 1) -> dict[str, Any]:
+        """The fastest row at ``batch`` other than the reference."""
+        rows = [
+            r
+            for r in self.rows
+            if r["batch"] == batch and (r["backend"], r["precision"]) != REFERENCE
+        ]
+        return min(rows, key=lambda r: r["ms"])
+
+
+def _versions() -> dict[str, str]:
+    import onnxruntime
+    import torch
+
+    versions = {"torch": torch.__version__.split("+")[0], "onnxruntime": onnxruntime.__version__}
+    status = inference.migraphx_status()
+    if status.available:
+        versions["migraphx"] = str(getattr(status.module, "__version__", "unknown"))
+    return versions
+
+
+def trained_cifar10(profile: profiles.ProfileLike = None, epochs: int | None = None):
+    """The training chapter's CIFAR-10 network, trained with the shared loop as
+    the profile says; returns ``(model, data, note)``."""
+    from rocm_dl_guide import cifar10
+
+    run = cifar10.train(profile, epochs=epochs, progress=False)
+    note = (
+        f"the CIFAR-10 network of the training chapter, trained for {run.epochs} epoch(s) "
+        f"(test accuracy {100 * run.test_accuracy:.1f}%; data: {run.data.prepared.note})"
+    )
+    return run.model.cpu().eval(), run.data, note
+
+
+def _test_arrays(data, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    images, labels = [], []
+    for x, y in data.test_loader:
+        images.append(np.asarray(x, dtype=np.float32))
+        labels.append(np.asarray(y))
+        if sum(len(b) for b in images) >= limit:
+            break
+    xs, ys = np.concatenate(images)[:limit], np.concatenate(labels)[:limit]
+    # MIGraphX programs have a fixed batch: keep whole batches of 100 where possible.
+    keep = (len(xs) // 100) * 100 or len(xs)
+    return np.ascontiguousarray(xs[:keep]), ys[:keep]
+
+
+def _steps(total: int, show: bool):
+    from tqdm.auto import tqdm
+
+    from rocm_dl_guide import progress
+
+    return tqdm(total=total, desc="bench precision", disable=not progress.enabled(show))
+
+
+def _agreements(prof, include, threads, calibration, test_images, epochs):
+    """Train the CIFAR-10 network, quantize it, and compare every engine with its
+    fp32 predictions: ``({(backend, precision): Agreement}, note)``."""
+    model, data, note = trained_cifar10(prof, epochs)
+    work = inference.models_dir()
+    small = work / "cifar10_net.onnx"
+    inference.export_onnx(model, small, image_size=32)
+    calib = calibration_batches(data.train_loader, calibration)
+    small_int8 = quantize_onnx_int8(small, work / "cifar10_net.int8.onnx", calib)
+    xs, ys = _test_arrays(data, test_images)
+    found = engines(model, small, small_int8, [xs[:100]], min(100, len(xs)), threads, include)
+    return {(a.backend, a.precision): a for a in agreement(found, xs, ys)}, note
+
+
+def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dict[str, Any]]:
+    """Time every engine side by side on Inception v3 at ``batch``: one row each."""
+    from rocm_dl_guide import bench
+
+    x = inference.image_batch(batch_size=batch)
+    timings = bench.measure_side_by_side(
+        {(e.backend, e.precision): (lambda e=e: e.run(x)) for e in found}, warmup, iterations
+    )
+    ref_ms = timings[REFERENCE].median_ms
+    rows = []
+    for e in found:
+        key = (e.backend, e.precision)
+        a = agreements.get(key)
+        rows.append(
+            {
+                "backend": e.backend,
+                "precision": e.precision,
+                "batch": batch,
+                "ms": timings[key].median_ms,
+                "speedup_vs_eager_fp32": ref_ms / timings[key].median_ms,
+                "top1_agreement": a.top1_agreement if a else None,
+                "accuracy": a.accuracy if a else None,
+                "device": e.device,
+                "instructions": "GPU"
+                if e.backend == "MIGraphX"
+                else instructions(e.precision, flags),
+                "note": e.note,
+            }
+        )
+    return rows
+
+
+def run(
+    batches: tuple[int, ...] = (1, 8, 32),
+    profile: profiles.ProfileLike = None,
+    threads: int | None = None,
+    include: Iterable[tuple[str, str]] = ENGINES,
+    calibration: int = 16,
+    test_images: int = 1000,
+    agreement_epochs: int | None = None,
+    runs: tuple[int, int] | None = None,
+    show_progress: bool = True,
+    emulated: bool = False,
+) -> PrecisionBench:
+    """The precision benchmark: agreement and accuracy of every engine on the
+    trained CIFAR-10 network, then the median latency of every engine on
+    Inception v3 at each of ``batches``, timed side by side (same warm-up, same
+    threads, alternating blocks; :func:`rocm_dl_guide.bench.measure_side_by_side`).
+
+    ``calibration`` batches calibrate int8 (the CIFAR-10 training loader for the
+    agreement model; tiny-imagenet-200 at 299 pixels for Inception v3);
+    ``runs`` is ``(warm-up, timed)`` for every batch size (default:
+    :func:`rocm_dl_guide.bench.iterations_for`). What is not run, and why, is
+    in :attr:`PrecisionBench.skipped` (``emulated`` runs bf16 and fp16 on a CPU
+    without instructions for them too).
+    """
+    from rocm_dl_guide import bench, inception
+
+    prof = profiles.current(profile)
+    threads = threads or inference.default_threads()
+    flags = cpu_flags()
+    not_run = skipped(include, flags, emulated)
+    include = [e for e in include if f"{e[0]} {e[1]}" not in not_run]
+    if REFERENCE not in include:
+        include.insert(0, REFERENCE)
+    else:  # the reference first: agreement and speed-ups are against it
+        include.remove(REFERENCE)
+        include.insert(0, REFERENCE)
+    bar = _steps(2 + len(batches), show_progress)
+    with bench.torch_threads(threads), bar:
+        agreements, agreement_note = _agreements(
+            prof, include, threads, calibration, test_images, agreement_epochs
+        )
+        bar.update(1)
+        prepared = inference.prepare(prof)
+        tiny = inception.tiny_imagenet_loaders(prof, image_size=299, batch_size=8)
+        big_calib = calibration_batches(tiny.val_loader, calibration)
+        big_int8 = quantize_onnx_int8(
+            prepared.onnx.path, inference.models_dir() / "inception_v3.int8.onnx", big_calib
+        )
+        bar.update(1)
+        rows, warmups, iterations = [], {}, {}
+        args = (prepared.model, prepared.onnx.path, big_int8, big_calib)
+        # CPU engines once (torch.compile then reuses its graphs across batch
+        # sizes); MIGraphX compiles a program per batch size.
+        on_cpu = engines(*args, 1, threads, [e for e in include if e[0] != "MIGraphX"])
+        for batch in batches:
+            w, n = runs or bench.iterations_for(batch, prof)
+            warmups[batch], iterations[batch] = w, n
+            gpu = engines(*args, batch, threads, [e for e in include if e[0] == "MIGraphX"])
+            rows += _speed_rows(on_cpu + gpu, batch, w, n, agreements, flags)
+            bar.update(1)
+    return PrecisionBench(
+        rows=rows,
+        machine=inference.cpu_description(),
+        threads=threads,
+        cpu_flags=flags,
+        versions=_versions(),
+        profile=prof.name,
+        speed_model=f"Inception v3 ({prepared.loaded.note})",
+        agreement_model="CIFAR-10 network (training chapter)",
+        agreement_note=agreement_note,
+        warmup=warmups,
+        iterations=iterations,
+        skipped=not_run,
+    )

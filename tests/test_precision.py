@@ -1,0 +1,255 @@
+"""Reduced precision: the calibration reader, ONNX Runtime's int8 quantization
+and its refusals, the agreement computation, the CPU-flag rules, and the
+``bench precision`` command (its JSON rows and its argument errors)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+from rocm_dl_guide import cifar10, inference, precision  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def batches(n: int = 4, size: int = 8, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((size, 3, 32, 32)).astype(np.float32) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def cifar_onnx(tmp_path_factory) -> Path:
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("precision") / "net.onnx"
+    inference.export_onnx(cifar10.Net().eval(), path, image_size=32)
+    return path
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def test_calibration_reader_serves_every_batch_once_then_none_and_rewinds():
+    data = batches(3)
+    reader = precision.CalibrationReader("image", data)
+    served = []
+    while (item := reader.get_next()) is not None:
+        served.append(item["image"])
+    assert len(served) == 3 and all(a is b for a, b in zip(served, data, strict=True))
+    assert reader.get_next() is None
+    reader.rewind()
+    assert reader.get_next()["image"] is data[0]
+
+
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ([], "at least one batch"),
+        ([np.zeros((2, 3, 32, 32), np.float32), np.zeros((2, 3, 16, 16), np.float32)], "shapes"),
+        ([np.zeros((2, 3, 32, 32), np.float64)], "float32"),
+    ],
+)
+def test_calibration_reader_refuses_unusable_batches(bad, message):
+    with pytest.raises(precision.PrecisionError, match=message):
+        precision.CalibrationReader("image", bad)
+
+
+def test_calibration_batches_come_from_a_loader():
+    loader = [(torch.ones(4, 3, 32, 32), torch.zeros(4)) for _ in range(5)]
+    out = precision.calibration_batches(loader, 3)
+    assert len(out) == 3 and out[0].dtype == np.float32 and out[0].shape == (4, 3, 32, 32)
+    with pytest.raises(precision.PrecisionError, match="no batches"):
+        precision.calibration_batches([], 3)
+
+
+# --------------------------------------------------------------------------- quantization
+
+
+def test_int8_model_is_quantized_runs_and_follows_the_fp32_model(cifar_onnx, tmp_path):
+    out = precision.quantize_onnx_int8(cifar_onnx, tmp_path / "net.int8.onnx", batches())
+    ops = inference.op_counts(out)
+    assert ops.get("QuantizeLinear", 0) > 0 and ops.get("DequantizeLinear", 0) > 0
+    assert not [p.name for p in tmp_path.iterdir() if p.name != "net.int8.onnx"]
+    x = batches(1, 16, seed=1)[0]
+    fp32 = inference.compile_model(cifar_onnx, "onnxruntime", threads=1).run(x)
+    int8 = inference.compile_model(out, "onnxruntime", threads=1).run(x)
+    assert int8.shape == fp32.shape
+    # Random weights give near-tied classes, so compare the logits, not the top-1.
+    assert np.corrcoef(fp32.ravel(), int8.ravel())[0, 1] > 0.95
+
+
+def _relu_only(path: Path) -> Path:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_quantization_refuses_a_model_with_nothing_to_quantize(tmp_path):
+    path = _relu_only(tmp_path / "relu.onnx")
+    with pytest.raises(precision.PrecisionError, match="nothing to quantize.*Relu"):
+        precision.quantize_onnx_int8(path, tmp_path / "out.onnx", batches())
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_quantization_refuses_an_already_quantized_model(cifar_onnx, tmp_path):
+    once = precision.quantize_onnx_int8(cifar_onnx, tmp_path / "once.onnx", batches())
+    with pytest.raises(precision.PrecisionError, match="already quantized"):
+        precision.quantize_onnx_int8(once, tmp_path / "twice.onnx", batches())
+    assert not (tmp_path / "twice.onnx").exists()
+
+
+def test_quantization_refuses_a_file_that_is_not_a_model(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not an onnx model")
+    with pytest.raises(inference.ModelFileError):
+        precision.quantize_onnx_int8(bad, tmp_path / "out.onnx", batches())
+    assert not (tmp_path / "out.onnx").exists()
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+def _engine(name: str, fn) -> precision.Engine:
+    return precision.Engine(name, "fp32", fn, "test")
+
+
+def test_agreement_counts_top1_matches_with_the_reference_and_accuracy():
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((200, 10)).astype(np.float32)
+    images = np.arange(200, dtype=np.float32).reshape(200, 1)
+    reference = logits.argmax(1)
+    labels = reference.copy()
+    labels[:50] = (labels[:50] + 1) % 10  # the reference is right on 150 of 200
+
+    def flipped(x):  # disagrees with the reference on the first 20 images
+        out = logits[x[:, 0].astype(int)].copy()
+        first = x[:, 0] < 20
+        out[first] = np.roll(out[first], 1, axis=1)
+        return out
+
+    found = precision.agreement(
+        [_engine("ref", lambda x: logits[x[:, 0].astype(int)]), _engine("other", flipped)],
+        images,
+        labels,
+        batch=64,
+    )
+    assert found[0].top1_agreement == 1.0 and found[0].accuracy == 0.75
+    assert found[1].top1_agreement == pytest.approx(0.9)
+    assert found[1].images == 200
+
+
+def test_agreement_refuses_mismatched_inputs():
+    with pytest.raises(precision.PrecisionError, match="3 images for 2 labels"):
+        precision.agreement([_engine("e", lambda x: x)], np.zeros((3, 1)), np.zeros(2))
+
+
+# --------------------------------------------------------------------------- the CPU
+
+
+CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma f16c avx512f avx512_vnni avx512_bf16\n"
+
+
+def test_cpu_flags_and_what_each_precision_uses():
+    flags = precision.cpu_flags(CPUINFO)
+    assert flags["avx512_vnni"] and flags["avx512_bf16"] and not flags["amx_tile"]
+    assert "VNNI" in precision.instructions("int8", flags)
+    assert "AVX512-BF16" in precision.instructions("bf16", flags)
+    plain = precision.cpu_flags("flags\t: avx2 fma f16c\n")
+    assert "no VNNI" in precision.instructions("int8", plain)
+    assert "software" in precision.instructions("bf16", plain)
+    assert precision.cpu_flags("") == dict.fromkeys(precision.CPU_FLAGS, False)
+
+
+def test_precisions_without_instructions_are_skipped_and_say_why():
+    plain = precision.cpu_flags("flags\t: avx2 fma f16c\n")
+    why = precision.skipped(precision.ENGINES, plain)
+    assert "PyTorch eager bf16" in why and "no bf16 instructions" in why["PyTorch eager bf16"]
+    assert "ONNX Runtime int8" not in why and "torch.compile fp32" not in why
+    if not inference.migraphx_status().available:
+        assert "MIGraphX fp16" in why and "MIGraphX int8" in why
+    assert "PyTorch eager bf16" not in precision.skipped(precision.ENGINES, plain, emulated=True)
+    rich = precision.cpu_flags(CPUINFO)
+    assert "PyTorch eager bf16" not in precision.skipped(precision.ENGINES, rich)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ROCM_DL_GUIDE_PROFILE": "smoke"}
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_dl_guide", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.parametrize(
+    "args,text",
+    [
+        (["bench", "precision", "--batch", "8"], "use --batches"),
+        (["bench", "precision", "--tuning"], "use --batches"),
+        (["bench", "inference", "--batches", "1,8"], "are for 'bench precision'"),
+        (["bench", "precision", "--iterations", "0"], "--iterations"),
+    ],
+)
+def test_bench_precision_argument_errors_are_one_line(args, text):
+    proc = _cli(*args)
+    assert proc.returncode == 2, proc.stdout
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bench: ") and text in lines[0], proc.stderr
+
+
+def test_bench_precision_rejects_bad_batch_lists():
+    proc = _cli("bench", "precision", "--batches", "1,x")
+    assert proc.returncode == 2 and "expected batch sizes like 1,8,32" in proc.stderr
+
+
+def test_bench_precision_json_rows(tmp_path):
+    """The whole command on a small scale: the trained CIFAR-10 network's
+    agreement and Inception v3's medians, for the reference and ONNX Runtime's
+    fp32 and int8 (torch.compile's Inductor build takes minutes here)."""
+    result = precision.run(
+        batches=(1,),
+        profile="smoke",
+        include=[("ONNX Runtime", "fp32"), ("ONNX Runtime", "int8")],
+        calibration=4,
+        test_images=200,
+        runs=(1, 3),
+        show_progress=False,
+    )
+    data = json.loads(json.dumps(result.to_dict()))
+    rows = {(r["backend"], r["precision"]): r for r in data["rows"]}
+    assert set(rows) == {precision.REFERENCE, ("ONNX Runtime", "fp32"), ("ONNX Runtime", "int8")}
+    for row in rows.values():
+        assert row["batch"] == 1 and row["ms"] > 0 and row["speedup_vs_eager_fp32"] > 0
+        assert 0 <= row["accuracy"] <= 1
+    assert rows[precision.REFERENCE]["top1_agreement"] == 1.0
+    assert rows[precision.REFERENCE]["speedup_vs_eager_fp32"] == 1.0
+    # The trained network learned the fixtures (chance is 10%), and ONNX Runtime
+    # fp32 computes the same network: the same predictions.
+    assert rows[precision.REFERENCE]["accuracy"] > 0.2
+    assert rows[("ONNX Runtime", "fp32")]["top1_agreement"] >= 0.99
+    assert rows[("ONNX Runtime", "int8")]["top1_agreement"] >= 0.8
+    assert data["threads"] >= 1 and data["versions"]["onnxruntime"]
+    assert "fixture" in data["agreement_note"] and "Inception v3" in data["speed_model"]
+    assert "1" in data["iterations"]
+    assert data["skipped"] == {}  # only what was asked for, and this machine runs all of it
+    assert "ONNX Runtime    int8" in result.summary()

@@ -164,3 +164,19 @@ def build() -> Build:
         f"{len(result.executed)} pages executed"
     )
     return result
+
+
+def guide_cli(
+    *args: str, timeout: int = 300, profile: str = "smoke"
+) -> subprocess.CompletedProcess:
+    """``python -m rocm_dl_guide ARGS`` in a subprocess with the ``profile``, from
+    the repository root; stdout and stderr captured as text."""
+    env = {**os.environ, "ROCM_DL_GUIDE_PROFILE": profile}
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_dl_guide", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )

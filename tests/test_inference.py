@@ -23,6 +23,7 @@ import pytest
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
+from conftest import guide_cli  # noqa: E402
 from rocm_dl_guide import bench, inception, inference  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -530,15 +531,7 @@ def test_cpp_example_compiles_against_the_api_signatures(tmp_path):
 
 
 def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ROCM_DL_GUIDE_PROFILE": "smoke"}
-    return subprocess.run(
-        [sys.executable, "-m", "rocm_dl_guide", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=ROOT,
-    )
+    return guide_cli(*args, timeout=timeout)
 
 
 def _assert_one_line_error(proc: subprocess.CompletedProcess, command: str, text: str) -> None:

@@ -5,9 +5,7 @@ and its refusals, the agreement computation, the CPU-flag rules, and the
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +15,7 @@ torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
+from conftest import guide_cli  # noqa: E402
 from rocm_dl_guide import cifar10, inference, precision  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,16 +187,8 @@ def test_precisions_without_instructions_are_skipped_and_say_why():
 # --------------------------------------------------------------------------- the command
 
 
-def _cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ROCM_DL_GUIDE_PROFILE": "smoke"}
-    return subprocess.run(
-        [sys.executable, "-m", "rocm_dl_guide", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=ROOT,
-    )
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return guide_cli(*args, timeout=120)
 
 
 @pytest.mark.parametrize(

@@ -244,6 +244,7 @@ class Engine:
     run: Callable[[np.ndarray], np.ndarray] = field(repr=False)
     device: str
     note: str = ""
+    on_gpu: bool = False
 
 
 def _torch_engine(model, precision: str, compiled: bool = False) -> Engine:
@@ -277,10 +278,8 @@ def _torch_engine(model, precision: str, compiled: bool = False) -> Engine:
 
 def _ort_engine(path: Path, precision: str, threads: int) -> Engine:
     compiled = inference.compile_model(path, "onnxruntime", threads=threads)
-    if compiled.on_gpu:
-        raise PrecisionError("the precision benchmark runs ONNX Runtime on the CPU")
     note = "quantize_static, QDQ, per-channel int8 weights" if precision == "int8" else ""
-    return Engine("ONNX Runtime", precision, compiled.run, compiled.device, note)
+    return Engine("ONNX Runtime", precision, compiled.run, compiled.device, note, compiled.on_gpu)
 
 
 def _migraphx_engine(path: Path, precision: str, batch: int, batches: list[np.ndarray]) -> Engine:
@@ -300,7 +299,9 @@ def _migraphx_engine(path: Path, precision: str, batch: int, batches: list[np.nd
     def run(x: np.ndarray) -> np.ndarray:
         return np.array(prog.run({name: mgx.argument(np.ascontiguousarray(x))})[0])
 
-    return Engine("MIGraphX", precision, run, inference.gpu_description(), f"quantize_{precision}")
+    return Engine(
+        "MIGraphX", precision, run, inference.gpu_description(), f"quantize_{precision}", True
+    )
 
 
 def native(precision: str, flags: dict[str, bool]) -> bool:
@@ -451,20 +452,6 @@ class PrecisionBench:
         lines += [f"not run: {name}: {why}" for name, why in self.skipped.items()]
         return "\n".join(lines)
 
-    def frame(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.rows)
-
-    def best(self, batch: int = 1) -> dict[str, Any]:
-        """The fastest row at ``batch`` other than the reference."""
-        rows = [
-            r
-            for r in self.rows
-            if r["batch"] == batch and (r["backend"], r["precision"]) != REFERENCE
-        ]
-        return min(rows, key=lambda r: r["ms"])
-
 
 def _versions() -> dict[str, str]:
     import onnxruntime
@@ -548,9 +535,7 @@ def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dic
                 "top1_agreement": a.top1_agreement if a else None,
                 "accuracy": a.accuracy if a else None,
                 "device": e.device,
-                "instructions": "GPU"
-                if e.backend == "MIGraphX"
-                else instructions(e.precision, flags),
+                "instructions": "GPU" if e.on_gpu else instructions(e.precision, flags),
                 "note": e.note,
             }
         )
@@ -587,12 +572,10 @@ def run(
     threads = threads or inference.default_threads()
     flags = cpu_flags()
     not_run = skipped(include, flags, emulated)
-    include = [e for e in include if f"{e[0]} {e[1]}" not in not_run]
-    if REFERENCE not in include:
-        include.insert(0, REFERENCE)
-    else:  # the reference first: agreement and speed-ups are against it
-        include.remove(REFERENCE)
-        include.insert(0, REFERENCE)
+    # The reference first: agreement and speed-ups are against it.
+    include = [REFERENCE] + [
+        e for e in include if e != REFERENCE and f"{e[0]} {e[1]}" not in not_run
+    ]
     bar = _steps(2 + len(batches), show_progress)
     with bench.torch_threads(threads), bar:
         agreements, agreement_note = _agreements(

@@ -28,13 +28,25 @@
    ``<jupyter_execute>/<docname>.glue.json`` when it reads the executed (or
    cached) notebook, and this extension reads the record from there. Runtime and
    cache status come from MyST-NB's execution data.
+5. **Parallel execution.** Executing the pages is most of a clean build, and
+   most of a page's time is one process starting, importing and running on a
+   core or two, so the pages are read (and executed) by ``GUIDE_BUILD_JOBS``
+   worker processes at once (Sphinx's parallel read; default: 2, or 1 on a
+   one-core machine; ``GUIDE_BUILD_JOBS=1`` builds serially). Each worker takes
+   one page at a time, longest first as far as the execution cache remembers.
+   A page that runs next to another gets its share of the CPU threads (its
+   provenance note says so); the pages listed in ``guide_timed_pages``, whose
+   figures are timings, run alone, with every thread: an exclusive lock keeps
+   every other execution out while one of them runs.
 """
 
 from __future__ import annotations
 
 import ast
+import fcntl
 import hashlib
 import json
+import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -178,6 +190,8 @@ def _on_source_read(app, docname: str, source: list[str]) -> None:
     value = fingerprint(text, root, package_dir)
     app.env.guide_inputs[docname] = value
     source[0] = inject(text, value)
+    if app.parallel > 1:
+        _execution_slot(app, docname)
 
 
 def _on_env_before_read(app, env, docnames: list[str]) -> None:
@@ -185,6 +199,7 @@ def _on_env_before_read(app, env, docnames: list[str]) -> None:
         env.guide_inputs = {}
     if not hasattr(env, "guide_provenance"):
         env.guide_provenance = {}
+    _order_longest_first(app, env, docnames)
 
 
 def _on_get_outdated(app, env, added, changed, removed) -> list[str]:
@@ -232,9 +247,13 @@ def provenance_from_record(record: Any) -> dict[str, Any]:
     missing = [k for k in ("profile", "device", "executed_at") if not record.get(k)]
     if missing:
         raise ProvenanceError(f"provenance record without {', '.join(missing)}")
+    device = " ".join(str(record["device"]).split())
+    mine, _, total = str(record.get("build_threads") or "").partition("/")
+    if mine and total:
+        device += f" ({mine} of {total} CPU threads: ran next to another page)"
     return {
         "profile": str(record["profile"]),
-        "device": " ".join(str(record["device"]).split()),
+        "device": device,
         "when": str(record["executed_at"]).strip(),
         "versions": dict(record.get("versions") or {}),
     }
@@ -284,6 +303,7 @@ def _on_doctree_read(app, doctree) -> None:
     """
     env = app.env
     docname = env.docname
+    _release_slot()
     env.guide_provenance.pop(docname, None)
     if PROVENANCE_KEY not in _glue_keys(env, docname):
         return
@@ -534,8 +554,132 @@ def _on_page_context(app, pagename, templatename, context, doctree) -> None:
     context["script_files"] = unique
 
 
+# --------------------------------------------------------------------------- parallel execution
+
+JOBS_VAR = "GUIDE_BUILD_JOBS"
+"""Worker processes that read and execute pages (1: a serial build)."""
+THREADS_VAR = "ROCM_DL_GUIDE_BUILD_THREADS"
+"""Set for a page that runs next to another: the CPU threads it was given, and
+the machine's (``"1/2"``); ``rocm_dl_guide.provenance`` shows it in the note."""
+_slot: dict[str, Any] = {}
+
+
+def build_jobs(environ: dict[str, str] | None = None, cpus: int | None = None) -> int:
+    """How many pages to execute at once: ``$GUIDE_BUILD_JOBS``, else 2 (1 on one core)."""
+    environ = os.environ if environ is None else environ
+    cpus = cpus or os.cpu_count() or 1
+    value = environ.get(JOBS_VAR, "").strip()
+    if not value:
+        return min(2, cpus)
+    try:
+        jobs = int(value)
+    except ValueError:
+        raise ValueError(f"{JOBS_VAR} must be a whole number, not {value!r}") from None
+    if jobs < 1:
+        raise ValueError(f"{JOBS_VAR} must be 1 or more, not {jobs}")
+    return jobs
+
+
+def threads_for(jobs: int, cpus: int, timed: bool) -> int | None:
+    """CPU threads for one page's kernel: all of them (``None``: leave the
+    default) for a timed page or a serial build, else an equal share."""
+    if timed or jobs <= 1:
+        return None
+    return max(1, cpus // jobs)
+
+
+def _execution_slot(app, docname: str) -> None:
+    """Before a page executes (in a worker process): wait for the lock, shared
+    by ordinary pages, exclusive for timed ones, and give the page's kernel its
+    share of the threads through the environment it inherits."""
+    timed = docname in app.config.guide_timed_pages
+    cpus = os.cpu_count() or 1
+    threads = threads_for(app.parallel, cpus, timed)
+    for var in ("OMP_NUM_THREADS", THREADS_VAR):
+        os.environ.pop(var, None)
+    if threads is not None:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        os.environ[THREADS_VAR] = f"{threads}/{cpus}"
+    path = Path(app.doctreedir) / "guide-execution.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "a+")  # noqa: SIM115 - held until _release_slot
+    fcntl.flock(fh, fcntl.LOCK_EX if timed else fcntl.LOCK_SH)
+    _slot["lock"] = fh
+
+
+def _release_slot() -> None:
+    fh = _slot.pop("lock", None)
+    if fh is not None:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+def _one_page_per_chunk(arguments, nproc, maxbatch=10):
+    """Sphinx's ``make_chunks`` for this build: one page per worker task, so
+    that two workers share the pages as they finish, not in fixed thirds."""
+    return [[name] for name in arguments]
+
+
+def _on_config_inited(app, config) -> None:
+    jobs = build_jobs()
+    if jobs > 1 and app.parallel <= 1:
+        app.parallel = jobs
+    if app.parallel > 1:
+        import sphinx.builders
+
+        if hasattr(sphinx.builders, "make_chunks"):
+            sphinx.builders.make_chunks = _one_page_per_chunk
+
+
+def _previous_seconds(app) -> dict[str, float]:
+    """Source path -> how long its last execution took, from the execution cache."""
+    cache_path = getattr(app.config, "nb_execution_cache_path", "") or ""
+    if not cache_path or not Path(app.srcdir, cache_path).is_dir():
+        return {}
+    try:
+        from jupyter_cache import get_cache
+
+        records = get_cache(str(Path(app.srcdir, cache_path))).list_cache_records()
+    except Exception:  # an unreadable cache only loses the ordering
+        return {}
+    seconds: dict[str, float] = {}
+    for record in sorted(records, key=lambda r: r.created):
+        seconds[str(record.uri)] = float((record.data or {}).get("execution_seconds") or 0.0)
+    return seconds
+
+
+def _order_longest_first(app, env, docnames: list[str]) -> None:
+    """Longest pages first (as the execution cache remembers them), so that the
+    last page to finish is a short one."""
+    if app.parallel <= 1:
+        return
+    seconds = _previous_seconds(app)
+    if seconds:
+        docnames.sort(key=lambda d: -seconds.get(str(env.doc2path(d)), 0.0))
+
+
+def _on_merge(app, env, docnames, other) -> None:
+    """Bring what a worker process recorded for its pages into the main environment."""
+    for attr in ("guide_inputs", "guide_provenance"):
+        mine = getattr(env, attr, None)
+        if mine is None:
+            mine = {}
+            setattr(env, attr, mine)
+        theirs = getattr(other, attr, {})
+        mine.update({d: theirs[d] for d in docnames if d in theirs})
+
+
 def setup(app):
     app.add_config_value("guide_package_dir", f"code/{PACKAGE}", "env")
+    # Pages whose figures are timings: executed alone, with every CPU thread.
+    app.add_config_value("guide_timed_pages", [], "env")
+    # sphinx-external-toc loads sphinx-multitoc-numbering, which does not
+    # declare parallel safety. It only replaces the TOC collector's section
+    # numbering, which runs in the main process after every page was read.
+    app.setup_extension("sphinx_multitoc_numbering")
+    app.extensions["sphinx_multitoc_numbering"].parallel_read_safe = True
+    app.connect("config-inited", _on_config_inited)
+    app.connect("env-merge-info", _on_merge)
     app.add_node(
         provenance_table,
         html=(lambda self, node: None, lambda self, node: None),
@@ -550,4 +694,4 @@ def setup(app):
     app.connect("doctree-resolved", _on_doctree_resolved)
     app.connect("build-finished", _on_build_finished)
     app.connect("html-page-context", _on_page_context, priority=100)
-    return {"version": "1", "parallel_read_safe": False, "parallel_write_safe": True}
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

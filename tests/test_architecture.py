@@ -65,7 +65,7 @@ CORE = frozenset(
     }
 )
 CASE_STUDIES = frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"})
-INFERENCE_CHAPTER = frozenset({"inference", "bench", "precision"})
+INFERENCE_CHAPTER = frozenset({"inference", "bench", "precision", "profiling", "tuning"})
 OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling", "selfcheck", "recipes"})
 ENTRY_POINTS = frozenset({"cli", "__main__"})
 PARSER_MODULE = "cli"
@@ -77,6 +77,10 @@ ALLOWED_EXTRA = {
     "bench": frozenset({"inception", "inference"}),
     # precision times Inception v3 and measures agreement on the trained CIFAR-10 network.
     "precision": frozenset({"inception", "inference", "bench", "cifar10"}),
+    # profiling profiles a CIFAR-10 training step and an Inception v3 forward pass.
+    "profiling": frozenset({"cifar10", "inception", "inference"}),
+    # tuning times Inception v3's convolutions (MIOpen) and one GEMM (TunableOp).
+    "tuning": frozenset({"bench", "inception"}),
     "tf_distributed": frozenset({"fashion_mnist"}),
     # selfcheck runs the PyTorch case studies, the inference chapter and a DDP job.
     "selfcheck": frozenset({"mnist", "cifar10", "inception", "inference", "scaling"}),

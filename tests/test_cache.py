@@ -221,6 +221,49 @@ def test_provenance_from_glue_rejects_what_is_not_a_record():
     assert info["profile"] == "smoke" and info["when"] == "2026-01-01 00:00 UTC"
 
 
+def test_a_page_run_next_to_another_says_so_in_its_note_and_the_table(monkeypatch):
+    from rocm_dl_guide import profiles, provenance
+
+    assert guide_build.THREADS_VAR == provenance.BUILD_THREADS_VAR
+    monkeypatch.setenv(profiles.ENV_VAR, "smoke")
+    monkeypatch.delenv(provenance.BUILD_THREADS_VAR, raising=False)
+    alone = provenance.collect("none")
+    assert alone.build_threads == "" and "next to another page" not in alone.markdown()
+    monkeypatch.setenv(provenance.BUILD_THREADS_VAR, "1/2")
+    shared = provenance.collect("none")
+    assert "ran it next to another page, with 1 of the 2 CPU threads" in shared.markdown()
+    info = guide_build.provenance_from_record(shared.record())
+    assert info["device"].endswith("(1 of 2 CPU threads: ran next to another page)")
+
+
+def test_parallel_build_jobs_and_thread_shares():
+    assert guide_build.build_jobs({}, cpus=2) == 2
+    assert guide_build.build_jobs({}, cpus=1) == 1
+    assert guide_build.build_jobs({"GUIDE_BUILD_JOBS": "1"}, cpus=16) == 1
+    assert guide_build.build_jobs({"GUIDE_BUILD_JOBS": " 4 "}, cpus=2) == 4
+    for bad in ("two", "0", "-1"):
+        with pytest.raises(ValueError, match="GUIDE_BUILD_JOBS"):
+            guide_build.build_jobs({"GUIDE_BUILD_JOBS": bad}, cpus=2)
+    assert guide_build.threads_for(jobs=2, cpus=2, timed=False) == 1
+    assert guide_build.threads_for(jobs=2, cpus=16, timed=False) == 8
+    assert guide_build.threads_for(jobs=3, cpus=2, timed=False) == 1
+    assert guide_build.threads_for(jobs=2, cpus=2, timed=True) is None  # every thread
+    assert guide_build.threads_for(jobs=1, cpus=2, timed=False) is None  # serial build
+    assert guide_build._one_page_per_chunk(["a", "b", "c"], 2) == [["a"], ["b"], ["c"]]
+
+
+def test_timed_pages_exist_and_report_timings():
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    timed = config["sphinx"]["config"]["guide_timed_pages"]
+    assert "book/optimization/benchmark" in timed and "book/optimization/precision" in timed
+    for page in timed:
+        assert (ROOT / f"{page}.md").is_file(), page
+    # the PDF extension, which would switch the parallel read off, stays off
+    assert config["latex"]["use_jupyterbook_latex"] is False
+
+
 def test_note_outside_a_kernel_records_nothing(capsys, monkeypatch):
     from rocm_dl_guide import profiles, provenance
 

@@ -244,3 +244,65 @@ def test_bench_precision_json_rows(tmp_path):
     assert "1" in data["iterations"]
     assert data["skipped"] == {}  # only what was asked for, and this machine runs all of it
     assert "ONNX Runtime    int8" in result.summary()
+
+
+def _bench(rows) -> precision.PrecisionBench:
+    return precision.PrecisionBench(
+        rows=rows,
+        machine="CPU (test)",
+        threads=2,
+        cpu_flags={},
+        versions={},
+        profile="smoke",
+        speed_model="m",
+        agreement_model="a",
+        agreement_note="n",
+        warmup={1: 1},
+        iterations={1: 2},
+    )
+
+
+def _row(backend, prec, batch, ms, agreement):
+    return {
+        "backend": backend,
+        "precision": prec,
+        "batch": batch,
+        "ms": ms,
+        "speedup_vs_eager_fp32": 100.0 / ms,
+        "top1_agreement": agreement,
+        "accuracy": agreement,
+        "device": "cpu",
+        "instructions": "x",
+        "note": "",
+    }
+
+
+def test_bench_table_best_engine_and_plot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    result = _bench(
+        [
+            _row("PyTorch eager", "fp32", 1, 100.0, 1.0),
+            _row("ONNX Runtime", "fp32", 1, 50.0, 1.0),
+            _row("ONNX Runtime", "int8", 1, 40.0, 0.95),
+            _row("PyTorch eager", "fp32", 8, 400.0, 1.0),
+        ]
+    )
+    frame = result.frame()
+    assert list(frame["backend"]) == [
+        "PyTorch eager",
+        "ONNX Runtime",
+        "ONNX Runtime",
+        "PyTorch eager",
+    ]
+    assert frame.loc[2, "vs eager fp32"] == pytest.approx(2.5)
+    assert result.best(1)["precision"] == "int8"  # the fastest, never the reference
+    assert result.row("ONNX Runtime", "fp32", 1)["ms"] == 50.0
+    with pytest.raises(KeyError):
+        result.row("MIGraphX", "fp16", 1)
+    with pytest.raises(KeyError):
+        result.best(8)  # only the reference ran at batch 8
+    fig = result.plot(batch=1)
+    points = [c for c in fig.axes[0].collections]
+    assert len(points) == 3  # one point per engine that has an agreement figure

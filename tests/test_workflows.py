@@ -504,3 +504,123 @@ def test_cpp_build_is_guarded(jobs: dict) -> None:
             text = str(step.get("run", ""))
             if "code/cpp" in text and "cmake" in text:
                 assert "[ -f code/cpp/CMakeLists.txt ]" in text, (name, text)
+
+
+# --------------------------------------------------------------------------- 4. tuning recipes
+
+
+def _step_index(job: dict, needle: str) -> int:
+    for i, step in enumerate(_steps(job)):
+        if needle in str(step.get("run", "")):
+            return i
+    raise AssertionError(f"no step runs {needle!r}")
+
+
+def _guide_commands(text: str) -> list[list[str]]:
+    """The arguments of every ``python -m rocm_dl_guide ...`` in a run script,
+    cut at a pipe or a redirection, shell variables replaced by a placeholder."""
+    import shlex
+
+    commands = []
+    for line in text.splitlines():
+        if "-m rocm_dl_guide" not in line:
+            continue
+        line = re.sub(r'"?\$\{?\w+\}?([^"\s]*)"?', r"PLACEHOLDER\1", line)
+        words = shlex.split(line.split("|")[0].split(">")[0])
+        commands.append(words[words.index("rocm_dl_guide") + 1 :])
+    return commands
+
+
+def miopen_recipe_problems(job: dict) -> list[str]:
+    """What the ROCm job's MIOpen step lacks, of the tuning page's recipe."""
+    try:
+        index = _step_index(job, "MIOPEN_FIND_ENFORCE=3")
+    except AssertionError as exc:
+        return [str(exc)]
+    text = _steps(job)[index]["run"]
+    problems = []
+    if not re.search(r'MIOPEN_USER_DB_PATH="?\$\(mktemp -d\)|MIOPEN_USER_DB_PATH="?\$db', text) or (
+        "mktemp -d" not in text
+    ):
+        problems.append("MIOPEN_USER_DB_PATH is not a fresh (mktemp -d) folder")
+    runs = [line for line in text.splitlines() if "rocm_dl_guide bench conv" in line]
+    if len(runs) < 3:
+        problems.append(f"bench conv runs {len(runs)} times, not before, tuning and after")
+    elif not (
+        "MIOPEN_FIND_ENFORCE=3" in runs[1]
+        and "MIOPEN_FIND_ENFORCE" not in runs[0]
+        and "MIOPEN_FIND_ENFORCE" not in runs[2]
+    ):
+        problems.append("only the middle run may set MIOPEN_FIND_ENFORCE=3")
+    if not all("--baseline" in run for run in runs[1:]):
+        problems.append("the runs after the first are not compared with it (--baseline)")
+    if "ls -A" not in text:
+        problems.append("the step does not check that MIOpen wrote its database")
+    if index < _step_index(job, "make test-rocm"):
+        problems.append("the step runs before make test-rocm has built .venv-rocm")
+    return problems
+
+
+def driver_recipe_problems(job: dict) -> list[str]:
+    """What the ROCm job's migraphx-driver step lacks, of the tuning page's recipe."""
+    try:
+        index = _step_index(job, "compile --onnx")
+    except AssertionError as exc:
+        return [str(exc)]
+    text = _steps(job)[index]["run"]
+    problems = []
+    saved = re.search(r"compile --onnx \S+ .*--binary --output (\S+\.mxr)", text)
+    if not saved or "--exhaustive-tune" not in text:
+        problems.append("no exhaustively tuned compile to a binary .mxr")
+    else:
+        mxr = re.escape(saved.group(1))
+        for verb in ("run", "perf"):
+            if not re.search(rf"{verb} --migraphx {mxr}", text):
+                problems.append(f"migraphx-driver {verb} is not run on the saved .mxr")
+    for flag in ("--fp16", "--int8"):
+        if not re.search(rf"perf --onnx \S+ .*{flag}", text):
+            problems.append(f"no migraphx-driver perf {flag}")
+    if index < _step_index(job, "rocm_dl_guide export"):
+        problems.append("the step runs before the model is exported")
+    return problems
+
+
+def test_rocm_job_runs_the_miopen_tuning_recipe(jobs: dict) -> None:
+    assert miopen_recipe_problems(jobs["rocm"]) == []
+
+
+def test_rocm_job_runs_migraphx_driver_compile_run_and_perf(jobs: dict) -> None:
+    assert driver_recipe_problems(jobs["rocm"]) == []
+
+
+def test_tuning_recipe_checks_catch_a_broken_job(jobs: dict) -> None:
+    broken = copy.deepcopy(jobs["rocm"])
+    for step in _steps(broken):
+        run = str(step.get("run", ""))
+        if "MIOPEN_FIND_ENFORCE=3" in run:
+            step["run"] = run.replace('db="$(mktemp -d)"', "db=$HOME/.config/miopen").replace(
+                "--baseline", "--json"
+            )
+        if "compile --onnx" in run:
+            step["run"] = run.replace("--int8", "--fp32").replace("run --migraphx", "run --onnx")
+    miopen = " ".join(miopen_recipe_problems(broken))
+    assert "mktemp" in miopen and "--baseline" in miopen, miopen
+    driver = " ".join(driver_recipe_problems(broken))
+    assert "--int8" in driver and "migraphx-driver run" in driver, driver
+    del broken["steps"][_step_index(broken, "MIOPEN_FIND_ENFORCE=3")]
+    assert miopen_recipe_problems(broken) == ["no step runs 'MIOPEN_FIND_ENFORCE=3'"]
+
+
+def test_workflow_guide_commands_parse_with_the_package_cli(jobs: dict) -> None:
+    """Every `python -m rocm_dl_guide ...` the ROCm job runs is a command the
+    package's parser accepts (a renamed flag fails here, not on the runner)."""
+    from rocm_dl_guide import cli
+
+    parser = cli.build_parser()
+    commands = _guide_commands(_run_text(jobs["rocm"]))
+    assert any(c[:2] == ["bench", "conv"] for c in commands), commands
+    for args in commands:
+        parsed = parser.parse_args(args)
+        assert parsed.func, args
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "conv", "--no-such-flag"])

@@ -449,6 +449,44 @@ def _cmd_bench_precision(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_conv(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import profiles, tuning
+
+    try:
+        prof = profiles.current(args.profile)
+    except profiles.ProfileError as exc:
+        return _fail("bench", exc, 2)
+    if args.tuning or args.backend != "auto" or args.threads is not None:
+        return _fail(
+            "bench",
+            "bench conv times PyTorch itself: --backend, --tuning and --threads "
+            "are for 'bench inference'",
+            2,
+        )
+    flags = (
+        ("--batch", args.batch, 1),
+        ("--iterations", args.iterations, 1),
+        ("--warmup", args.warmup, 0),
+    )
+    if (code := _at_least("bench", flags)) is not None:
+        return code
+    try:
+        baseline = tuning.read_baseline(args.baseline) if args.baseline else None
+        given = any(a == "--batch" or a.startswith("--batch=") for a in args.argv)
+        batch = args.batch if given else None
+        result = tuning.conv_workload(
+            batch=batch,
+            profile=prof,
+            warmup=args.warmup,
+            iterations=args.iterations,
+            baseline=baseline,
+        )
+    except (OSError, RuntimeError, ValueError) as exc:
+        return _fail("bench", exc)
+    print(json.dumps(result.to_dict()) if args.json else result.summary())
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from rocm_dl_guide import bench, inference, profiles
 
@@ -456,6 +494,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_bench_precision(args)
     if args.emulated or args.batches != (1, 8, 32):
         return _fail("bench", "--batches and --emulated are for 'bench precision'", 2)
+    if args.what == "conv":
+        return _cmd_bench_conv(args)
+    if args.baseline:
+        return _fail("bench", "--baseline is for 'bench conv'", 2)
     try:
         name = inference.select_backend(args.backend)
         prof = profiles.current(args.profile)
@@ -486,6 +528,31 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         )
     except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
         return _fail("bench", exc)
+    print(json.dumps(result.to_dict()) if args.json else result.summary())
+    return 0
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import inference, profiles, profiling
+
+    if (code := _at_least("profile", (("--steps", args.steps, 1),))) is not None:
+        return code
+    try:
+        prof = profiles.current(args.profile)
+    except profiles.ProfileError as exc:
+        return _fail("profile", exc, 2)
+    if not args.json:
+        print(
+            f"Profiling {args.steps} {args.kind} step(s) with torch.profiler "
+            f"(profile {prof.name}) ...",
+            file=sys.stderr,
+        )
+    try:
+        result = profiling.profile_step(
+            args.kind, steps=args.steps, profile=prof, folder=args.output
+        )
+    except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
+        return _fail("profile", exc)
     print(json.dumps(result.to_dict()) if args.json else result.summary())
     return 0
 
@@ -733,9 +800,11 @@ def _add_bench_and_export(sub) -> None:
     )
     p.add_argument(
         "what",
-        choices=["inference", "precision"],
+        choices=["inference", "precision", "conv"],
         help="inference: eager against the compiled backend; precision: fp32, bf16, "
-        "int8, fp16 and torch.compile side by side, with agreement on a trained model",
+        "int8, fp16 and torch.compile side by side, with agreement on a trained model; "
+        "conv: a PyTorch convolution workload under the MIOpen settings in force "
+        "(MIOPEN_FIND_ENFORCE, MIOPEN_USER_DB_PATH)",
     )
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     p.add_argument(
@@ -757,9 +826,31 @@ def _add_bench_and_export(sub) -> None:
     )
     p.add_argument("--threads", type=int, help="CPU threads for both runtimes (default: all)")
     p.add_argument("--tuning", action="store_true", help="also time untuned against tuned")
+    p.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="'conv': the output of an earlier 'bench conv --json' run to compare with",
+    )
     _add_profile_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser(
+        "profile",
+        help="torch.profiler on a training or an inference step: top operators, Chrome trace",
+        description="Run a few steps of a case study under torch.profiler (one warm-up "
+        "step first): 'training' profiles the shared loop's step on the CIFAR-10 network, "
+        "'inference' an eager forward pass of Inception v3. Prints the operators with the "
+        "most self time per step and writes a Chrome trace (trace.json) to the run folder.",
+    )
+    p.add_argument("kind", choices=["training", "inference"], help="which step to profile")
+    p.add_argument("--steps", type=int, default=3, help="recorded steps (default 3)")
+    p.add_argument(
+        "--output", metavar="DIR", help="folder for trace.json (default: the run folder)"
+    )
+    _add_profile_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_profile)
 
     p = sub.add_parser(
         "export",

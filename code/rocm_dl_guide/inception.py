@@ -108,7 +108,7 @@ class LoadedModel:
     categories: list[str]
 
 
-def _random_inception(num_classes: int = 1000, aux_logits: bool = True) -> nn.Module:
+def random_inception(num_classes: int = 1000, aux_logits: bool = True) -> nn.Module:
     from torchvision.models import inception_v3
 
     # The same architecture the pretrained builder makes (transform_input=True
@@ -155,7 +155,7 @@ def load_pretrained(
         "meaningless (the real ones need the real data source: "
         f"{profiles.DATA_SOURCE_VAR}=real, with network)"
     )
-    return LoadedModel(_random_inception().eval(), False, note, cats)
+    return LoadedModel(random_inception().eval(), False, note, cats)
 
 
 def _weights_advice(weights, exc: BaseException) -> str:
@@ -641,7 +641,7 @@ def compare_precision(
     n = len(data.classes)
     torch.manual_seed(0)
     result = loop.compare_precision(
-        lambda: _random_inception(n, aux_logits=False),
+        lambda: random_inception(n, aux_logits=False),
         data.train_loader,
         dev,
         steps=20 if on_gpu else 3,

@@ -13,6 +13,7 @@ provenance table. The prose can change freely; the table does not parse it.
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,6 +29,9 @@ JSON object (nbformat's schema allows objects only for JSON MIME types, also
 under glue's ``application/papermill.record/`` prefix)."""
 RECORD_KIND = "rocm_dl_guide.provenance"
 RECORD_VERSION = 1
+BUILD_THREADS_VAR = "ROCM_DL_GUIDE_BUILD_THREADS"
+"""Set by the book build (``_ext/guide_build.py``) for a page it executed next
+to another: the CPU threads that page had, and the machine's (``"1/2"``)."""
 
 # Distribution names under which each framework may be installed.
 _DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
@@ -76,15 +80,25 @@ class Provenance:
     executed_at: str = ""
     data_source: str = ""
     """``real`` or ``fixtures`` (see :mod:`rocm_dl_guide.profiles`)."""
+    build_threads: str = ""
+    """``"1/2"`` when the book build ran this page next to another with 1 of the
+    machine's 2 CPU threads (``ROCM_DL_GUIDE_BUILD_THREADS``); empty otherwise."""
 
     def markdown(self) -> str:
         parts = [f"{name} {ver}" for name, ver in self.versions.items()]
         data = {"real": " on real data", "fixtures": " on generated fixtures"}.get(
             self.data_source, ""
         )
+        shared = ""
+        if self.build_threads:
+            mine, _, total = self.build_threads.partition("/")
+            shared = (
+                f" (the book build ran it next to another page, with {mine} of the "
+                f"{total} CPU threads)"
+            )
         return (
             f"**Provenance.** Outputs on this page were produced with the "
-            f"`{self.profile}` profile{data} on {self.device}; "
+            f"`{self.profile}` profile{data} on {self.device}{shared}; "
             + ", ".join(parts)
             + f"; executed {self.executed_at}."
         )
@@ -99,6 +113,7 @@ class Provenance:
             "device": self.device,
             "executed_at": self.executed_at,
             "versions": dict(self.versions),
+            "build_threads": self.build_threads,
         }
 
     def _repr_markdown_(self) -> str:
@@ -132,6 +147,7 @@ def collect(framework: str = "pytorch", profile: profiles.ProfileLike = None) ->
         versions=versions,
         executed_at=when,
         data_source=prof.data_source,
+        build_threads=os.environ.get(BUILD_THREADS_VAR, ""),
     )
 
 

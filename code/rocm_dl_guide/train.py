@@ -695,6 +695,33 @@ def _train_step(loop: _Loop, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Te
     return logits.detach(), loss.detach()
 
 
+def step_function(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable | None = None,
+    device: str | torch.device | None = None,
+    options: FitOptions | None = None,
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """One training step of the shared loop as a function ``step(x, y) -> loss``.
+
+    The same set-up and step as :func:`fit` (model on the device, precision from
+    ``options``, forward, loss, backward, optimizer step), in one process and
+    without epochs, checkpoints or logs: for profilers and micro-benchmarks that
+    want to look at exactly the step that trains the case studies.
+    """
+    device = torch.device(device) if device is not None else _default_device()
+    one = distributed.Context(0, 1, 0, None, device)
+    loop = _make_loop(
+        model, optimizer, loss_fn, None, one, options or FitOptions(), lambda _m: None
+    )
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = _prepare(x, device, loop.options.channels_last)
+        return _train_step(loop, x, y.to(device))[1]
+
+    return step
+
+
 def train_one_epoch(
     loop: _Loop, loader: Iterable, epoch: int, epochs: int
 ) -> tuple[_Tally, float, float]:

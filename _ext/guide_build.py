@@ -33,11 +33,12 @@
    core or two, so the pages are read (and executed) by ``GUIDE_BUILD_JOBS``
    worker processes at once (Sphinx's parallel read; default: 2, or 1 on a
    one-core machine; ``GUIDE_BUILD_JOBS=1`` builds serially). Each worker takes
-   one page at a time, longest first as far as the execution cache remembers.
-   A page that runs next to another gets its share of the CPU threads (its
-   provenance note says so); the pages listed in ``guide_timed_pages``, whose
-   figures are timings, run alone, with every thread: an exclusive lock keeps
-   every other execution out while one of them runs.
+   one page at a time. The pages listed in ``guide_timed_pages``, whose
+   figures are timings, come first and run alone, with every thread: an
+   exclusive lock keeps every other execution out while one of them runs.
+   The other pages follow, longest first (by the execution cache's timings, or
+   ``guide_long_pages`` when it has none), two at a time, each with its share
+   of the CPU threads (its provenance note says so).
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ def _on_env_before_read(app, env, docnames: list[str]) -> None:
         env.guide_inputs = {}
     if not hasattr(env, "guide_provenance"):
         env.guide_provenance = {}
-    _order_longest_first(app, env, docnames)
+    _order_for_workers(app, env, docnames)
 
 
 def _on_get_outdated(app, env, added, changed, removed) -> list[str]:
@@ -648,14 +649,30 @@ def _previous_seconds(app) -> dict[str, float]:
     return seconds
 
 
-def _order_longest_first(app, env, docnames: list[str]) -> None:
-    """Longest pages first (as the execution cache remembers them), so that the
-    last page to finish is a short one."""
+def execution_order(
+    docnames: list[str], timed: list[str], long: list[str], seconds: dict[str, float]
+) -> list[str]:
+    """The order the workers take pages in: the timed pages first (they run one
+    after the other, alone, while nothing else runs), then the rest longest
+    first, so that the last page to finish is a short one. ``seconds`` are the
+    last execution times the cache remembers; pages it does not know are
+    ranked by ``long`` (the configured slow pages, in that order), then by name."""
+    rank = {d: i for i, d in enumerate(long)}
+
+    def key(d: str) -> tuple:
+        return (d not in timed, -seconds.get(d, 0.0), rank.get(d, len(rank)), d)
+
+    return sorted(docnames, key=key)
+
+
+def _order_for_workers(app, env, docnames: list[str]) -> None:
     if app.parallel <= 1:
         return
-    seconds = _previous_seconds(app)
-    if seconds:
-        docnames.sort(key=lambda d: -seconds.get(str(env.doc2path(d)), 0.0))
+    by_path = _previous_seconds(app)
+    seconds = {d: by_path.get(str(env.doc2path(d)), 0.0) for d in docnames}
+    docnames[:] = execution_order(
+        docnames, app.config.guide_timed_pages, app.config.guide_long_pages, seconds
+    )
 
 
 def _on_merge(app, env, docnames, other) -> None:
@@ -673,6 +690,8 @@ def setup(app):
     app.add_config_value("guide_package_dir", f"code/{PACKAGE}", "env")
     # Pages whose figures are timings: executed alone, with every CPU thread.
     app.add_config_value("guide_timed_pages", [], "env")
+    # The slowest other pages, started first when the execution cache has no timings.
+    app.add_config_value("guide_long_pages", [], "env")
     # sphinx-external-toc loads sphinx-multitoc-numbering, which does not
     # declare parallel safety. It only replaces the TOC collector's section
     # numbering, which runs in the main process after every page was read.

@@ -224,6 +224,7 @@ FIGURES = {
     "book/training/imdb": 1,  # loss and accuracy curves
     "book/distributed/tensorflow": 1,  # multi-worker and one-worker training curves
     "book/optimization/benchmark": 1,  # latency and throughput by batch size
+    "book/optimization/precision": 1,  # speed against agreement
 }
 
 

@@ -252,13 +252,23 @@ def test_parallel_build_jobs_and_thread_shares():
     assert guide_build._one_page_per_chunk(["a", "b", "c"], 2) == [["a"], ["b"], ["c"]]
 
 
+def test_execution_order_puts_timed_pages_first_then_the_longest():
+    docs = ["a", "bench", "b", "c", "slow", "tuning"]
+    order = guide_build.execution_order(
+        docs, timed=["tuning", "bench"], long=["slow", "c"], seconds={"bench": 60.0, "b": 9.0}
+    )
+    # timed pages first (longest first among them), then by the cache's seconds,
+    # then by the configured slow pages, then by name
+    assert order == ["bench", "tuning", "b", "slow", "c", "a"]
+
+
 def test_timed_pages_exist_and_report_timings():
     import yaml
 
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     timed = config["sphinx"]["config"]["guide_timed_pages"]
     assert "book/optimization/benchmark" in timed and "book/optimization/precision" in timed
-    for page in timed:
+    for page in timed + config["sphinx"]["config"]["guide_long_pages"]:
         assert (ROOT / f"{page}.md").is_file(), page
     # the PDF extension, which would switch the parallel read off, stays off
     assert config["latex"]["use_jupyterbook_latex"] is False

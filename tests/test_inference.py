@@ -406,6 +406,8 @@ def test_smoke_profile_uses_fewer_runs_at_large_batches():
     assert bench.iterations_for(1, "smoke") == (3, 20)
     assert bench.iterations_for(32, "smoke") == (1, 3)
     assert bench.iterations_for(32, "gpu") == (10, 100)
+    assert bench.batch_sizes("gpu") == (1, 8, 32)
+    assert bench.batch_sizes("smoke") == (1, 8, 16)
 
 
 def test_bench_run_reports_side_by_side_medians(no_migraphx, prepared):

@@ -22,6 +22,12 @@ Three kinds of check, none of which needs the network or a GPU:
    forks' pull requests; a matrix runs it on both ROCm streams (a legacy
    ROCm 7.2.x image and a ROCm Core SDK 10.0.x image). freshness.yml runs
    ``make check-sources`` weekly on a schedule.
+4. Tuning recipes: the ROCm job runs the tuning page's MIOpen recipe
+   (``bench conv`` before, with ``MIOPEN_FIND_ENFORCE=3`` and after, on a fresh
+   ``MIOPEN_USER_DB_PATH``) and its migraphx-driver recipe (a tuned ``.mxr``
+   compiled, run and timed; ``perf --fp16``/``--int8``); each check also runs on
+   a broken copy of the job, and every ``python -m rocm_dl_guide`` command the
+   job runs must parse with the package's own command-line parser.
 
 check-jsonschema and zizmor come from requirements-tools.txt; they are looked
 up next to the running Python first (the project's venv), then on PATH. A test

@@ -17,7 +17,7 @@ includes the copy of the batch to the GPU and of the logits back, as MIGraphX's
   and with exhaustive tuning, or, where MIGraphX is absent, its CPU
   counterpart, ONNX Runtime with graph optimisations off and on.
 - :func:`sweep` and :func:`plot_sweep`: latency and throughput at batch sizes 1,
-  8 and 32.
+  8 and 32 (16 instead of 32 in the ``smoke`` profile).
 """
 
 from __future__ import annotations
@@ -37,6 +37,13 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
 BATCH_SIZES = (1, 8, 32)
+SMOKE_BATCH_SIZES = (1, 8, 16)
+"""The ``smoke`` profile's (two CPU cores): one run of batch 32 takes seconds there."""
+
+
+def batch_sizes(profile: profiles.ProfileLike = None) -> tuple[int, ...]:
+    """The batch sizes :func:`sweep` times: 1, 8 and 32, or 1, 8 and 16 in ``smoke``."""
+    return SMOKE_BATCH_SIZES if profiles.current(profile).short_benchmarks else BATCH_SIZES
 
 
 @dataclass
@@ -437,7 +444,7 @@ class Sweep:
 
 
 def sweep(
-    batches: tuple[int, ...] = BATCH_SIZES,
+    batches: tuple[int, ...] | None = None,
     prepared: inference.Prepared | None = None,
     backend: str | None = None,
     threads: int | None = None,
@@ -446,9 +453,10 @@ def sweep(
     """Latency and throughput of PyTorch eager and the compiled backend at each
     batch size: :func:`run` once per batch, one table row per (batch, runtime).
     ``runs`` is ``(warm-up, timed)`` for every batch size (default:
-    :func:`iterations_for`)."""
+    :func:`iterations_for`); ``batches`` default to :func:`batch_sizes`."""
     import pandas as pd
 
+    batches = batches or batch_sizes()
     prepared = prepared or inference.prepare()
     name = inference.select_backend(backend)
     threads = threads or inference.default_threads()

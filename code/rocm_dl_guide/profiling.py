@@ -29,6 +29,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,6 +209,37 @@ def _inference_step(prof, device) -> tuple[Callable[[], Any], str, str]:
     return one, "Inception v3, one eager forward pass (batch 1, 299x299)", loaded.note
 
 
+def record_steps(one: Callable[[], Any], steps: int, device) -> tuple[Any, list[float]]:
+    """Call ``one`` 1 + ``steps`` times under ``torch.profiler``: the first call
+    is the schedule's warm-up (run, not recorded), the others are recorded.
+    Returns the profiler and the wall time of each recorded call in ms."""
+    import torch
+    from torch import profiler
+
+    on_gpu = torch.device(device).type == "cuda"
+    activities = [profiler.ProfilerActivity.CPU]
+    if on_gpu:  # on ROCm, PyTorch's "cuda" activity records the HIP kernels
+        activities.append(profiler.ProfilerActivity.CUDA)
+    times = []
+    with (
+        _kineto_chatter_dropped(on_gpu),
+        profiler.profile(
+            activities=activities,
+            schedule=profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
+            record_shapes=True,
+        ) as p,
+    ):
+        for k in range(1 + steps):
+            start = time.perf_counter()
+            one()
+            if on_gpu:
+                torch.cuda.synchronize(device)
+            if k:
+                times.append(1000 * (time.perf_counter() - start))
+            p.step()  # tell the schedule that one step ended
+    return p, times
+
+
 def profile_step(
     kind: str = "training",
     steps: int = 3,
@@ -220,10 +252,8 @@ def profile_step(
     unrecorded warm-up step; write the Chrome trace to ``folder`` (default: the
     run folder ``profile-<example>-<kind>``) and return the top operators."""
     import statistics
-    import time
 
     import torch
-    from torch import profiler
 
     from rocm_dl_guide import device as devices
     from rocm_dl_guide import train
@@ -237,31 +267,12 @@ def profile_step(
     make = _training_step if kind == "training" else _inference_step
     one, title, note = make(prof, dev)
     on_gpu = dev.type == "cuda"
-    activities = [profiler.ProfilerActivity.CPU]
-    if on_gpu:
-        activities.append(profiler.ProfilerActivity.CUDA)
     example = EXAMPLES[kind]
     target = Path(folder) if folder is not None else train.runs_dir(f"profile-{example}-{kind}")
-    times = []
-    with (
-        _kineto_chatter_dropped(on_gpu),
-        profiler.profile(
-            activities=activities,
-            schedule=profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
-            record_shapes=True,
-        ) as p,
-    ):
-        for k in range(1 + steps):
-            t0 = time.perf_counter()
-            one()
-            if on_gpu:
-                torch.cuda.synchronize(dev)
-            if k:
-                times.append(1000 * (time.perf_counter() - t0))
-            p.step()
-    frame = top_operators(p.key_averages(), steps, on_gpu, limit)
+    p, times = record_steps(one, steps, dev)
     trace = target / TRACE_NAME
-    with tempfile.TemporaryDirectory() as tmp:
+    with _kineto_chatter_dropped(on_gpu), tempfile.TemporaryDirectory() as tmp:
+        frame = top_operators(p.key_averages(), steps, on_gpu, limit)
         raw = Path(tmp) / TRACE_NAME
         p.export_chrome_trace(str(raw))
         json.loads(raw.read_text(encoding="utf-8"))  # a trace that does not parse is an error

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,33 @@ class TunableOpResult:
         return pd.DataFrame(rows)
 
 
+def tune_gemm(
+    gemm: Callable[[], None], results_file: Path, warmup: int, iterations: int
+) -> tuple[bench.Timing, list[str]]:
+    """Let TunableOp tune the GEMM that ``gemm`` runs, then time it tuned.
+
+    TunableOp is switched on with its results file; the first call of a shape
+    it has no result for tries the candidate kernels and keeps the fastest;
+    with tuning off again, the timed calls use that kernel. Returns the timing
+    and the results TunableOp holds (also written to ``results_file``).
+    """
+    from torch.cuda import tunable
+
+    tunable.set_filename(str(results_file))
+    tunable.enable(True)
+    tunable.tuning_enable(True)
+    try:
+        gemm()  # the first call of a new shape is where TunableOp tunes it
+        tunable.tuning_enable(False)
+        tuned = bench.measure(gemm, warmup, iterations)
+        tunable.write_file()
+        results = [", ".join(str(f) for f in entry) for entry in tunable.get_results()]
+    finally:
+        tunable.tuning_enable(False)
+        tunable.enable(False)
+    return tuned, results
+
+
 def tunableop_comparison(
     m: int = 4096,
     n: int = 4096,
@@ -257,8 +285,6 @@ def tunableop_comparison(
             shape=shape,
             dtype=dtype,
         )
-    from torch.cuda import tunable
-
     dev = torch.device("cuda")
     torch.manual_seed(0)
     a = torch.randn(m, k, device=dev, dtype=getattr(torch, dtype))
@@ -273,18 +299,7 @@ def tunableop_comparison(
     results_file = target / TUNABLEOP_FILE
     results_file.unlink(missing_ok=True)  # tune afresh, not from an older run's file
     untuned = bench.measure(gemm, warmup, iterations)
-    tunable.set_filename(str(results_file))
-    tunable.enable(True)
-    tunable.tuning_enable(True)
-    try:
-        gemm()  # the first call of a new shape is where TunableOp tunes it
-        tunable.tuning_enable(False)
-        tuned = bench.measure(gemm, warmup, iterations)
-        tunable.write_file()
-        results = [", ".join(str(f) for f in entry) for entry in tunable.get_results()]
-    finally:
-        tunable.tuning_enable(False)
-        tunable.enable(False)
+    tuned, results = tune_gemm(gemm, results_file, warmup, iterations)
     return TunableOpResult(
         ran=True,
         reason="",

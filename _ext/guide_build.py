@@ -665,14 +665,26 @@ def execution_order(
     return sorted(docnames, key=key)
 
 
+def queue_order(order: list[str], nproc: int) -> list[str]:
+    """The list to hand to Sphinx so that its workers take pages in ``order``.
+
+    Sphinx's ``ParallelTasks`` (7.x) starts the first ``nproc`` tasks at once
+    and queues the rest, and a free worker takes the task queued *last*
+    (``dict.popitem``). So the first ``nproc`` pages go in order, the rest
+    reversed.
+    """
+    return order[:nproc] + order[nproc:][::-1]
+
+
 def _order_for_workers(app, env, docnames: list[str]) -> None:
     if app.parallel <= 1:
         return
     by_path = _previous_seconds(app)
     seconds = {d: by_path.get(str(env.doc2path(d)), 0.0) for d in docnames}
-    docnames[:] = execution_order(
+    order = execution_order(
         docnames, app.config.guide_timed_pages, app.config.guide_long_pages, seconds
     )
+    docnames[:] = queue_order(order, app.parallel)
 
 
 def _on_merge(app, env, docnames, other) -> None:

@@ -260,6 +260,30 @@ def test_execution_order_puts_timed_pages_first_then_the_longest():
     # timed pages first (longest first among them), then by the cache's seconds,
     # then by the configured slow pages, then by name
     assert order == ["bench", "tuning", "b", "slow", "c", "a"]
+    # Sphinx starts two tasks, then takes the last queued one first
+    assert guide_build.queue_order(order, 2) == ["bench", "tuning", "a", "c", "slow", "b"]
+
+
+def _append(args) -> None:
+    import time
+
+    path, name = args
+    time.sleep(0.3)  # long enough for every task to be queued before this one ends
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(name + "\n")
+
+
+def test_sphinx_workers_take_pages_in_the_intended_order(tmp_path):
+    """queue_order against Sphinx's own ParallelTasks: the pages run in order."""
+    from sphinx.util.parallel import ParallelTasks
+
+    log = tmp_path / "order.txt"
+    order = ["p0", "p1", "p2", "p3", "p4"]
+    tasks = ParallelTasks(1)  # one worker: the pages run strictly one after another
+    for name in guide_build.queue_order(order, 1):
+        tasks.add_task(_append, (str(log), name))
+    tasks.join()
+    assert log.read_text(encoding="utf-8").split() == order
 
 
 def test_timed_pages_exist_and_report_timings():

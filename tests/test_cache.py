@@ -286,6 +286,37 @@ def test_sphinx_workers_take_pages_in_the_intended_order(tmp_path):
     assert log.read_text(encoding="utf-8").split() == order
 
 
+def test_a_timed_page_holds_the_execution_lock_alone(tmp_path, monkeypatch):
+    import fcntl
+    from types import SimpleNamespace
+
+    def app(timed):
+        config = SimpleNamespace(guide_timed_pages=["book/timed"] if timed else [])
+        return SimpleNamespace(config=config, parallel=2, doctreedir=str(tmp_path))
+
+    lock = tmp_path / "guide-execution.lock"
+    monkeypatch.setattr(guide_build.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    guide_build._execution_slot(app(timed=True), "book/timed")
+    try:
+        assert "OMP_NUM_THREADS" not in os.environ  # every thread for a timed page
+        with open(lock) as other, pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)  # nothing else may run
+    finally:
+        guide_build._release_slot()
+    guide_build._execution_slot(app(timed=False), "book/plain")
+    try:
+        assert os.environ["OMP_NUM_THREADS"] == "1"
+        assert os.environ[guide_build.THREADS_VAR] == "1/2"
+        with open(lock) as other:
+            fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)  # another page may run
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a timed one may not
+    finally:
+        guide_build._release_slot()
+        os.environ.pop(guide_build.THREADS_VAR, None)
+
+
 def test_timed_pages_exist_and_report_timings():
     import yaml
 

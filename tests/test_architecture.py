@@ -83,7 +83,9 @@ ALLOWED_EXTRA = {
     "tuning": frozenset({"bench", "inception"}),
     "tf_distributed": frozenset({"fashion_mnist"}),
     # selfcheck runs the PyTorch case studies, the inference chapter and a DDP job.
-    "selfcheck": frozenset({"mnist", "cifar10", "inception", "inference", "scaling"}),
+    "selfcheck": frozenset(
+        {"mnist", "cifar10", "inception", "inference", "scaling", "profiling", "tuning"}
+    ),
     # recipes lists every case study's full-profile settings.
     "recipes": frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"}),
 }

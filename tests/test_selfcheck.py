@@ -91,6 +91,25 @@ def test_cpu_run_passes_and_reports_the_gpu_parts_as_skipped(tmp_path):
     assert "PASSED" in text and "[skip] ddp" in text
 
 
+def test_cpu_run_profiles_a_step_and_skips_tunableop(tmp_path):
+    done = _cli(
+        "--steps",
+        "2",
+        "--only",
+        "profiler,tunableop",
+        "--json",
+        "--report",
+        str(tmp_path / "report"),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    checks = {c["name"]: c for c in json.loads(done.stdout.strip().splitlines()[-1])["checks"]}
+    assert checks["profiler"]["status"] == "pass", checks["profiler"]
+    assert "ms per step" in checks["profiler"]["detail"]
+    assert (tmp_path / "report" / "profile" / "trace.json").is_file()
+    assert checks["tunableop"]["status"] == "skip" and "GPU" in checks["tunableop"]["detail"]
+
+
 def test_record_without_gpu_is_a_usage_error_before_any_check(tmp_path):
     done = _cli("--record", "--report", str(tmp_path / "r"), cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and "--record needs --gpu" in done.stderr

@@ -14,7 +14,9 @@ weights):
 - DataLoader workers with pinned memory, a checkpoint and a resume;
 - the ONNX export and the inference backends that are importable (MIGraphX,
   ONNX Runtime with its execution providers), compared with PyTorch;
-- DDP over every local GPU when there are several (``nccl``, RCCL on ROCm).
+- DDP over every local GPU when there are several (``nccl``, RCCL on ROCm);
+- ``torch.profiler`` on two training steps, with the GPU's kernel times, and
+  PyTorch's TunableOp tuning one GEMM and writing its results file.
 
 It writes a report (``selfcheck.json`` and a readable ``selfcheck.txt``). Without
 ``--gpu`` the same checks run on the CPU at the ``smoke`` sizes, the GPU-only
@@ -539,6 +541,52 @@ def check_ddp(ctx: Context) -> Check:
     )
 
 
+def check_profiler(ctx: Context) -> Check:
+    """torch.profiler on two training steps of the CIFAR-10 network; on a GPU the
+    profile must also hold the GPU time of its kernels."""
+    from rocm_dl_guide import profiling
+
+    result = profiling.profile_step(
+        "training",
+        steps=2,
+        profile=ctx.profile,
+        device=ctx.device,
+        folder=ctx.out_dir / "profile",
+    )
+    on_gpu = ctx.device.type == "cuda"
+    if on_gpu and not (result.frame["GPU self ms"] > 0).any():
+        raise AssertionError("the profile recorded no GPU kernel time")
+    top = result.frame.iloc[0]
+    return Check(
+        "profiler",
+        "pass",
+        f"{result.step_ms:.1f} ms per step; top operator {top['operator']} "
+        f"({top['self %']:.0f}% of self time); trace {result.trace.name}",
+        figures={"step_ms": round(result.step_ms, 3)},
+    )
+
+
+def check_tunableop(ctx: Context) -> Check:
+    """PyTorch's TunableOp tunes one GEMM and writes its results file (GPU only)."""
+    from rocm_dl_guide import tuning
+
+    if ctx.device.type != "cuda":
+        return Check("tunableop", "skip", "TunableOp tunes GEMMs on a GPU (no GPU here)")
+    result = tuning.tunableop_comparison(
+        m=2048, n=2048, k=2048, folder=ctx.out_dir / "tunableop", iterations=20
+    )
+    if not result.ran or not result.results or not result.results_file.is_file():
+        raise AssertionError(f"TunableOp did not tune: {result.reason or 'no results'}")
+    return Check(
+        "tunableop",
+        "pass",
+        f"fp16 GEMM 2048^3: {result.untuned.median_ms:.3f} ms default, "
+        f"{result.tuned.median_ms:.3f} ms tuned ({result.speedup:.2f}x); "
+        f"{len(result.results)} result(s) in {result.results_file.name}",
+        figures={"speedup": round(result.speedup, 3)},
+    )
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -549,6 +597,8 @@ _CHECKS: tuple[tuple[str, Callable[[Context], Check | list[Check]]], ...] = (
     ("checkpoint-resume", lambda ctx: check_resume(ctx)),
     ("inference", lambda ctx: check_inference(ctx)),
     ("ddp", lambda ctx: check_ddp(ctx)),
+    ("profiler", lambda ctx: check_profiler(ctx)),
+    ("tunableop", lambda ctx: check_tunableop(ctx)),
 )
 CHECK_NAMES = tuple(name for name, _ in _CHECKS)
 """The checks in the order they run (``--only`` picks among them)."""

@@ -68,15 +68,18 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.lower().startswith(("flags", "features")):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (``cpuinfo``: its text, read when
+    not given; empty where there is none)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+                cpuinfo = fh.read()
+        except OSError:
+            return set()
+    for line in cpuinfo.splitlines():
+        if line.lower().startswith(("flags", "features")):
+            return set(line.split(":", 1)[1].split())
     return set()
 
 

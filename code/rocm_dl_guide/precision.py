@@ -79,16 +79,9 @@ class PrecisionError(ValueError):
 def cpu_flags(cpuinfo: str | None = None) -> dict[str, bool]:
     """Which of :data:`CPU_FLAGS` this CPU has (``cpuinfo``: the text of
     ``/proc/cpuinfo``, read when not given; all ``False`` where it is missing)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            cpuinfo = ""
-    present: set[str] = set()
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            present = set(line.partition(":")[2].split())
-            break
+    from rocm_dl_guide import device
+
+    present = device.cpu_flags(cpuinfo)
     return {flag: flag in present for flag in CPU_FLAGS}
 
 

@@ -38,7 +38,9 @@
    exclusive lock keeps every other execution out while one of them runs.
    The other pages follow, longest first (by the execution cache's timings, or
    ``guide_long_pages`` when it has none), two at a time, each with its share
-   of the CPU threads (its provenance note says so).
+   of the CPU threads (its provenance note says so). The execution cache
+   (jupyter-cache, one SQLite file) is created before the workers start, and
+   its connections wait for each other's writes instead of failing at once.
 """
 
 from __future__ import annotations
@@ -200,6 +202,8 @@ def _on_env_before_read(app, env, docnames: list[str]) -> None:
         env.guide_inputs = {}
     if not hasattr(env, "guide_provenance"):
         env.guide_provenance = {}
+    if app.parallel > 1 and docnames:
+        prepare_execution_cache(_cache_path(app))
     _order_for_workers(app, env, docnames)
 
 
@@ -632,15 +636,55 @@ def _on_config_inited(app, config) -> None:
             sphinx.builders.make_chunks = _one_page_per_chunk
 
 
+SQLITE_WAIT_S = 120.0
+"""How long a worker's connection to the execution cache waits for another's write."""
+
+
+def _cache_path(app) -> Path | None:
+    if getattr(app.config, "nb_execution_mode", "") != "cache":
+        return None
+    cache_path = getattr(app.config, "nb_execution_cache_path", "") or ".jupyter_cache"
+    return Path(app.srcdir, cache_path)
+
+
+def prepare_execution_cache(path: Path | None) -> None:
+    """Make jupyter-cache safe for pages executed by several processes at once.
+
+    jupyter-cache creates its SQLite database (tables and version file) the
+    first time a process opens a cache folder that has none, so two workers
+    starting on a clean build would both create it; here the main process
+    creates it before any worker exists. Its connections use SQLite's default
+    wait of 5 seconds for a lock another process holds; they wait
+    :data:`SQLITE_WAIT_S` instead, so that two pages finishing together queue
+    their writes rather than one failing with "database is locked".
+    """
+    from jupyter_cache import get_cache
+    from jupyter_cache.cache import db as cache_db
+
+    original = cache_db.create_engine
+    if not getattr(original, "guide_waits", False):
+
+        def create_engine(url, *args, **kwargs):
+            connect_args = dict(kwargs.pop("connect_args", {}) or {})
+            connect_args.setdefault("timeout", SQLITE_WAIT_S)
+            return original(url, *args, connect_args=connect_args, **kwargs)
+
+        create_engine.guide_waits = True
+        cache_db.create_engine = create_engine
+    if path is not None:
+        path.mkdir(parents=True, exist_ok=True)
+        get_cache(str(path)).db  # noqa: B018 - creates the database now
+
+
 def _previous_seconds(app) -> dict[str, float]:
     """Source path -> how long its last execution took, from the execution cache."""
-    cache_path = getattr(app.config, "nb_execution_cache_path", "") or ""
-    if not cache_path or not Path(app.srcdir, cache_path).is_dir():
+    path = _cache_path(app)
+    if path is None or not path.is_dir():
         return {}
     try:
         from jupyter_cache import get_cache
 
-        records = get_cache(str(Path(app.srcdir, cache_path))).list_cache_records()
+        records = get_cache(str(path)).list_cache_records()
     except Exception:  # an unreadable cache only loses the ordering
         return {}
     seconds: dict[str, float] = {}

@@ -1,4 +1,5 @@
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -163,7 +164,38 @@ def build() -> Build:
         f"book build: exit {result.code} in {result.seconds:.0f} s, "
         f"{len(result.executed)} pages executed"
     )
+    _BUILDS.append(result)
     return result
+
+
+_BUILDS: list[Build] = []  # the session's whole-book build, for the summary below
+
+
+def build_failure_summary(build: Build, tail: int = 40) -> list[str]:
+    """What to print at the end of the session when the book did not build:
+    Sphinx's warning and error lines, then the log's last lines. The failing
+    tests' own messages sit far above the many tests that depend on the site,
+    and a CI log is often read from its end."""
+    lines = build.log.splitlines()
+    flagged = [
+        line
+        for line in lines
+        if re.search(r"\b(WARNING|ERROR)\b|(Error|Exception)\b|^Traceback", line)
+    ]
+    return [
+        f"the book did not build (exit {build.code} after {build.seconds:.0f} s)",
+        *(flagged[:60] or ["(no warning or error lines in the log)"]),
+        f"--- last {tail} lines of the build log ---",
+        *lines[-tail:],
+    ]
+
+
+def pytest_terminal_summary(terminalreporter):
+    for build in _BUILDS:
+        if build.code != 0:
+            terminalreporter.section("book build failure")
+            for line in build_failure_summary(build):
+                terminalreporter.write_line(line)
 
 
 def guide_cli(

@@ -15,11 +15,12 @@ import os
 import shutil
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, build_book
+from conftest import ROOT, Build, build_book, build_failure_summary
 
 sys.path.insert(0, str(ROOT / "_ext"))
 import guide_build  # noqa: E402
@@ -250,6 +251,64 @@ def test_parallel_build_jobs_and_thread_shares():
     assert guide_build.threads_for(jobs=2, cpus=2, timed=True) is None  # every thread
     assert guide_build.threads_for(jobs=1, cpus=2, timed=False) is None  # serial build
     assert guide_build._one_page_per_chunk(["a", "b", "c"], 2) == [["a"], ["b"], ["c"]]
+
+
+def test_execution_cache_is_created_before_the_workers_and_waits_for_locks(tmp_path):
+    """Two workers writing to jupyter-cache's SQLite file at once queue, not fail."""
+    import multiprocessing
+    import sqlite3
+
+    from jupyter_cache import get_cache
+
+    cache = tmp_path / "cache"
+    guide_build.prepare_execution_cache(cache)
+    assert (cache / "global.db").is_file() and (cache / "__version__.txt").is_file()
+    guide_build.prepare_execution_cache(cache)  # again: the wrapper is not stacked
+    # another process holds the write lock for 7 s, longer than SQLite's default 5 s
+    ready = multiprocessing.get_context("fork").Event()
+    holder = multiprocessing.get_context("fork").Process(
+        target=_hold_write_lock, args=(cache / "global.db", ready, 7.0)
+    )
+    holder.start()
+    try:
+        assert ready.wait(30)
+        page = tmp_path / "page.ipynb"
+        page.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+        record = get_cache(str(cache)).add_nb_to_project(str(page))  # waits, then writes
+        assert record.uri == str(page)
+    finally:
+        holder.join(30)
+    assert holder.exitcode == 0
+    with pytest.raises(sqlite3.OperationalError, match="locked"):  # what it prevents
+        blocker = sqlite3.connect(cache / "global.db", timeout=0)
+        blocker.execute("BEGIN EXCLUSIVE")
+        sqlite3.connect(cache / "global.db", timeout=0.1).execute("BEGIN EXCLUSIVE")
+
+
+def test_a_failed_build_is_summarised_at_the_end_of_the_session():
+    log = "\n".join(
+        ["Running Jupyter-Book", "reading sources... [ 50%] book/a"]
+        + [f"line {i}" for i in range(100)]
+        + ["/src/book/b.md: WARNING: Executing notebook failed: CellExecutionError"]
+        + ["Traceback (most recent call last):", "ValueError: bad page"]
+    )
+    summary = build_failure_summary(Build(code=1, log=log, seconds=12.0), tail=3)
+    assert summary[0] == "the book did not build (exit 1 after 12 s)"
+    assert summary[1].endswith("WARNING: Executing notebook failed: CellExecutionError")
+    assert summary[2:4] == ["Traceback (most recent call last):", "ValueError: bad page"]
+    assert summary[-3:] == log.splitlines()[-3:]
+    quiet = build_failure_summary(Build(code=2, log="a\nb", seconds=1.0), tail=1)
+    assert quiet[1] == "(no warning or error lines in the log)" and quiet[-1] == "b"
+
+
+def _hold_write_lock(db: Path, ready, seconds: float) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("BEGIN EXCLUSIVE")
+    ready.set()
+    time.sleep(seconds)
+    conn.execute("COMMIT")
 
 
 def test_execution_order_puts_timed_pages_first_then_the_longest():

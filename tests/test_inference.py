@@ -407,7 +407,7 @@ def test_smoke_profile_uses_fewer_runs_at_large_batches():
     assert bench.iterations_for(32, "smoke") == (1, 3)
     assert bench.iterations_for(32, "gpu") == (10, 100)
     assert bench.batch_sizes("gpu") == (1, 8, 32)
-    assert bench.batch_sizes("smoke") == (1, 8, 16)
+    assert bench.batch_sizes("smoke") == (1, 4, 8)
 
 
 def test_bench_run_reports_side_by_side_medians(no_migraphx, prepared):
@@ -656,3 +656,45 @@ def test_graph_views_show_what_onnx_runtimes_passes_did(no_migraphx, prepared, t
 
     graph = onnx.load(str(prepared.onnx.path), load_external_data=False).graph
     assert counts["before"].sum() == len(graph.node)
+
+
+def test_an_unchanged_export_is_reused_and_any_change_exports_again(tmp_path):
+    from rocm_dl_guide import cifar10
+
+    torch.manual_seed(0)
+    model = cifar10.Net().eval()
+    path = tmp_path / "net.onnx"
+    first = inference.export_once(model, path, image_size=32)
+    record = json.loads((tmp_path / "net.onnx.export.json").read_text())
+    assert record["weights"] == inference.weights_digest(model)
+    assert record["size"] == path.stat().st_size == first.size_bytes
+    stamp = path.stat().st_mtime_ns
+
+    again = inference.export_once(model, path, image_size=32)  # same weights: read back
+    assert path.stat().st_mtime_ns == stamp and again == first
+
+    with torch.no_grad():
+        model.fc3.bias += 1.0  # new weights: a new export that holds them
+    assert inference.weights_digest(model) != record["weights"]
+    inference.export_once(model, path, image_size=32)
+    assert path.stat().st_mtime_ns != stamp
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).random((2, 3, 32, 32), dtype=np.float32)
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(session.run(None, {"image": x})[0], expected, atol=1e-4)
+
+    # a file changed behind the record's back, or a damaged record: export again
+    for damage in (
+        lambda: path.write_bytes(path.read_bytes()[:100]),
+        lambda: (tmp_path / "net.onnx.export.json").write_text("{not json"),
+    ):
+        damage()
+        restored = inference.export_once(model, path, image_size=32)
+        assert restored.size_bytes == path.stat().st_size > 100
+        assert json.loads((tmp_path / "net.onnx.export.json").read_text())["size"] == (
+            path.stat().st_size
+        )
+    stamp = path.stat().st_mtime_ns
+    older = inference.export_once(model, path, image_size=32, opset=inference.OPSET - 1)
+    assert older.opset == inference.OPSET - 1 and path.stat().st_mtime_ns != stamp

@@ -37,12 +37,12 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
 BATCH_SIZES = (1, 8, 32)
-SMOKE_BATCH_SIZES = (1, 8, 16)
+SMOKE_BATCH_SIZES = (1, 4, 8)
 """The ``smoke`` profile's (two CPU cores): one run of batch 32 takes seconds there."""
 
 
 def batch_sizes(profile: profiles.ProfileLike = None) -> tuple[int, ...]:
-    """The batch sizes :func:`sweep` times: 1, 8 and 32, or 1, 8 and 16 in ``smoke``."""
+    """The batch sizes :func:`sweep` times: 1, 8 and 32, or 1, 4 and 8 in ``smoke``."""
     return SMOKE_BATCH_SIZES if profiles.current(profile).short_benchmarks else BATCH_SIZES
 
 

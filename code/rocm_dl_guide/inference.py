@@ -26,6 +26,7 @@ Benchmarks live in :mod:`rocm_dl_guide.bench`.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -380,6 +381,65 @@ def export_onnx(
     return read_onnx(path)
 
 
+def weights_digest(model: nn.Module) -> str:
+    """A digest of a model's class and of every parameter and buffer (name,
+    dtype, shape and values): equal digests mean the same network and weights."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(type(model).__qualname__.encode())
+    for name, tensor in model.state_dict().items():
+        tensor = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def export_once(
+    model: nn.Module, path: str | os.PathLike, image_size: int = 299, opset: int = OPSET
+) -> OnnxModel:
+    """:func:`export_onnx`, unless ``path`` already holds this very export.
+
+    Next to the file, ``<name>.export.json`` records what was exported (the
+    :func:`weights_digest`, input size, opset, PyTorch version) and the file's
+    size and modification time as written. When all of them still match, the
+    file is read back instead of exported again (Inception v3 takes seconds to
+    export, and several pages use the same model); any difference, a missing or
+    unreadable record, or an unreadable file means a new export.
+    """
+    import torch
+
+    path = Path(path)
+    record_path = path.with_name(path.name + ".export.json")
+    wanted = {
+        "weights": weights_digest(model),
+        "image_size": image_size,
+        "opset": opset,
+        "torch": torch.__version__,
+    }
+
+    def on_disk() -> dict[str, Any]:
+        stat = path.stat()
+        return {**wanted, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+    if path.is_file():
+        try:
+            record = json.loads(record_path.read_text())
+        except (OSError, ValueError):
+            record = None
+        if record == on_disk():
+            try:
+                return read_onnx(path)
+            except ModelFileError:
+                pass  # damaged since: export again
+    exported = export_onnx(model, path, image_size=image_size, opset=opset)
+    with atomic_write(record_path, "w") as fh:
+        json.dump(on_disk(), fh)
+    return exported
+
+
 @dataclass
 class Prepared:
     """What every inference page starts from: the PyTorch model and its ONNX export."""
@@ -400,15 +460,15 @@ def prepare(
     ``smoke``; :attr:`LoadedModel.note` says which) and export it to ONNX, by
     default as ``<data cache>/models/inception_v3.onnx``.
 
-    The export is redone every time, so the file always holds the weights of the
-    PyTorch model it is compared with.
+    The file always holds the weights of the PyTorch model it is compared with:
+    it is exported again whenever they differ (:func:`export_once`).
     """
     from rocm_dl_guide import inception
 
     prof = profiles.current(profile)
     loaded = inception.load_pretrained(prof)
     target = Path(path) if path is not None else models_dir() / MODEL_FILE
-    onnx_model = export_onnx(loaded.model, target)
+    onnx_model = export_once(loaded.model, target)
     onnx_model.weights_note = loaded.note
     return Prepared(loaded=loaded, onnx=onnx_model, profile=prof.name)
 

@@ -407,7 +407,7 @@ def test_smoke_profile_uses_fewer_runs_at_large_batches():
     assert bench.iterations_for(32, "smoke") == (1, 3)
     assert bench.iterations_for(32, "gpu") == (10, 100)
     assert bench.batch_sizes("gpu") == (1, 8, 32)
-    assert bench.batch_sizes("smoke") == (1, 4, 8)
+    assert bench.batch_sizes("smoke") == (1, 2, 4)
 
 
 def test_bench_run_reports_side_by_side_medians(no_migraphx, prepared):

@@ -11,7 +11,7 @@ totals over ranks with :func:`all_reduce_sums`, and lets only rank 0 log, draw
 progress and write checkpoints.
 
 :func:`launch` starts N local workers through torchrun's elastic agent
-(``python -m torch.distributed.run``), which restarts the whole group when a
+(``torch.distributed.run``, in the calling process), which restarts the whole group when a
 worker dies (``max_restarts``). :func:`lock_checkpoint_dir` keeps two jobs from
 writing into one checkpoint folder.
 """
@@ -19,7 +19,6 @@ writing into one checkpoint folder.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -243,7 +242,21 @@ def launcher_env(base: dict[str, str] | None = None) -> dict[str, str]:
 def launch(module_args: Sequence[str], nproc: int, **kwargs: Any) -> int:
     """Run ``python -m MODULE_ARGS...`` in ``nproc`` local workers under torchrun.
 
-    Blocks until the job ends and returns torchrun's exit code (non-zero when
-    the workers failed more often than ``max_restarts`` allows).
+    torchrun's elastic agent runs in this process (``torch.distributed.run.main``,
+    what the ``torchrun`` command calls, with :func:`torchrun_command`'s
+    arguments), which has imported PyTorch already: a second interpreter
+    importing it again would only add seconds to every launch. Blocks until the
+    job ends and returns 0, or 1 when the workers failed more often than
+    ``max_restarts`` allows (torchrun's summary of the failure goes to stderr).
     """
-    return subprocess.call(torchrun_command(module_args, nproc, **kwargs), env=launcher_env())
+    from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    cmd = torchrun_command(module_args, nproc, **kwargs)
+    os.environ.update(launcher_env())
+    try:
+        torchrun.main(cmd[cmd.index("torch.distributed.run") + 1 :])
+    except ChildFailedError as exc:
+        print(exc.format_msg(), file=sys.stderr)
+        return 1
+    return 0

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -510,3 +512,28 @@ def test_rebuilds_execute_exactly_the_dependent_pages(small_book):
     # The table's profile, device and time come from the glued records.
     assert "CPU (stand-in; Page A)" in home and "CPU (stand-in; Page B)" in home
     assert "2026-01-01 00:00 UTC" in home and ">smoke<" in home
+
+
+def test_build_kernels_freeze_what_is_left_at_exit(monkeypatch):
+    """Every page's kernel runs _ext/kernel_startup.py (the build sets
+    PYTHONSTARTUP, which IPython kernels honour): at exit, after every other exit
+    handler, the objects still alive are frozen, so the interpreter's last garbage
+    collections skip them."""
+    monkeypatch.setenv(guide_build.JOBS_VAR, "1")
+    monkeypatch.setenv("PYTHONSTARTUP", "")  # restored after the test
+    guide_build._on_config_inited(SimpleNamespace(parallel=1), None)
+    startup = os.environ["PYTHONSTARTUP"]
+    assert Path(startup) == guide_build.KERNEL_STARTUP and Path(startup).is_file()
+    code = textwrap.dedent(
+        f"""
+        import atexit, gc
+        atexit.register(lambda: print("at exit", gc.get_freeze_count()))  # runs last
+        exec(open({startup!r}).read())
+        print("before", gc.get_freeze_count())
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split()
+    assert out[:2] == ["before", "0"]
+    assert out[2:4] == ["at", "exit"] and int(out[4]) > 1000

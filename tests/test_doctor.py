@@ -131,6 +131,24 @@ def test_saved_rocminfo_gives_gpus_with_gfx_and_name(tmp_path, no_rocm):
     assert any(name.startswith("GPU ") for name in checks)
 
 
+def test_facts_with_a_saved_rocminfo_check_as_if_collected_with_it(tmp_path):
+    """The verify page's second report: this machine's facts with a saved
+    rocminfo output in place of its own give the same report as collecting them
+    with that output, and only the rocminfo part changes."""
+    from rocm_dl_guide import doctor, system
+
+    bare = _script(tmp_path / "bare-python", f'exec "{sys.executable}" -I -S "$@"')
+    env = {"ROCM_PATH": str(tmp_path / "no-rocm"), "PATH": os.devnull}
+    sample, source = rocminfo.load_sample("mi-instinct"), "SAMPLE mi-instinct"
+    here = system.collect(python=bare, env=env)
+    swapped = here.with_rocminfo(sample, source=source)
+    direct = system.collect(rocminfo_text=sample, rocminfo_source=source, python=bare, env=env)
+    assert swapped.frameworks == here.frameworks and swapped.host == here.host
+    assert [g["gfx"] for g in swapped.gpus()] == [a.gfx for a in rocminfo.parse(sample).gpus]
+    assert swapped.gpus() != here.gpus()
+    assert doctor.check_system(swapped).to_dict() == doctor.check_system(direct).to_dict()
+
+
 def test_garbled_saved_rocminfo(tmp_path, no_rocm):
     saved = tmp_path / "garbage.txt"
     saved.write_bytes(os.urandom(4096))

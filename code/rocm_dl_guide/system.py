@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from rocm_dl_guide import hostfacts, rocminfo
@@ -413,6 +413,15 @@ class SystemReport:
     """Device nodes, groups, container, host settings (None: not collected)."""
     rocminfo_capture: rocminfo.Capture | None = None
     """rocminfo's output verbatim, when it was run here or read from a snapshot."""
+
+    def with_rocminfo(self, text: str, source: str = "saved rocminfo output") -> SystemReport:
+        """The same facts with ``text`` (a saved ``rocminfo`` output) in place of
+        this machine's: what the checks see on another node, without probing
+        every framework again."""
+        cap = rocminfo.Capture("rocminfo", text=text)
+        return replace(
+            self, rocminfo_source=source, rocminfo=rocminfo.report_from(cap), rocminfo_capture=cap
+        )
 
     def gpus(self) -> list[dict]:
         """GPUs from ``rocminfo``; failing that, the GPUs PyTorch sees."""

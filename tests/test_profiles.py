@@ -32,6 +32,17 @@ def test_profiles_are_ordered_by_work():
     assert smoke.in_book and gpu.in_book and not full.in_book
 
 
+def test_epochs_follow_the_example_cap_then_the_profile_cap():
+    smoke, full = profiles.get("smoke"), profiles.get("full")
+    assert smoke.epochs(90, example="inception") == smoke.epoch_caps["inception"] == 2
+    assert smoke.epochs(90) == smoke.epochs(90, example="cifar10") == smoke.max_epochs == 3
+    assert smoke.epochs(1, example="inception") == 1  # a cap never adds epochs
+    assert smoke.epochs(90, override=5, example="inception") == 5  # asked for: as asked
+    assert full.epochs(90, example="inception") == 90
+    with pytest.raises(ValueError, match="at least 1"):
+        smoke.epochs(90, override=0)
+
+
 def test_provenance_names_profile_device_and_versions(monkeypatch):
     from rocm_dl_guide import provenance
 

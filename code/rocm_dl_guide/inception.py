@@ -56,10 +56,6 @@ RANDOM_INIT_LR = 0.001
 (the smoke profile, or offline): the guide's 0.1 is a fine-tuning rate and makes
 training from scratch diverge within a few dozen steps."""
 FULL_EPOCHS = 90
-SMOKE_EPOCHS = 2
-"""Epochs in the ``smoke`` profile when none are asked for: two epochs of the
-fixture (32 steps at 75 pixels) already show both losses falling, and each
-costs about 15 s on two CPU cores, the most of any smoke training run."""
 RECIPE = {
     "case study": "Inception v3 fine-tuning (PyTorch)",
     "optimizer": "SGD",
@@ -560,8 +556,8 @@ def train(
 
     SGD (lr 0.1, momentum 0.9, weight decay 1e-4) with StepLR (x0.1 every 30
     epochs), cross-entropy loss, batch 32, 90 epochs in the ``full`` profile;
-    the profile caps epochs (``smoke``: :data:`SMOKE_EPOCHS` unless ``epochs``
-    says otherwise), batches per epoch and the input size. With
+    the profile caps epochs (``smoke``: 2, its ``epoch_caps["inception"]``),
+    batches per epoch and the input size. With
     ``checkpoint_dir`` every epoch is checkpointed (``resume`` continues) and the
     final weights are saved as ``trained_inception_v3.pt``. ``lr`` defaults to
     the guide's 0.1 from pretrained weights and :data:`RANDOM_INIT_LR` from
@@ -573,9 +569,7 @@ def train(
     from rocm_dl_guide import train as loop
 
     prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs)
-    if epochs is None and prof.name == "smoke":
-        n_epochs = min(n_epochs, SMOKE_EPOCHS)
+    n_epochs = prof.epochs(FULL_EPOCHS, epochs, example="inception")
     dev = devices.pick()
     data = tiny_imagenet_loaders(
         prof, image_size=image_size, batch_size=batch_size, seed=seed, device=dev

@@ -277,6 +277,24 @@ def test_killed_worker_is_restarted_and_resumes_without_loss(tmp_path, uninterru
             assert got[key] == pytest.approx(want[key], rel=1e-6), (key, got, want)
 
 
+def test_a_killed_worker_without_restarts_fails_the_command(tmp_path):
+    """The launch runs torchrun's agent in the command's process: a group out of
+    restarts still ends the command with exit code 1 and torchrun's summary."""
+    run = scaling.train_cli(
+        "cifar10",
+        tmp_path,
+        nproc=2,
+        max_restarts=0,
+        extra=("--epochs", "3"),
+        kill_rank_after_epoch=(1, 1),
+        timeout=TIMEOUT,
+    )
+    assert run.killed == [1]
+    assert run.returncode == 1, run.log[-3000:]
+    assert run.lines("Root Cause") and run.lines("exitcode: -9")
+    assert run.record is None  # no result is reported for a failed job
+
+
 def test_two_nodes_on_localhost_match_one_node(tmp_path, uninterrupted):
     _, expected = uninterrupted
     run = scaling.two_node_launch("cifar10", tmp_path, extra=("--epochs", "2"), timeout=TIMEOUT)

@@ -8,15 +8,23 @@ also use ``inception``, and ``bench`` may use ``inference`` but not the other
 way round. ``tf_distributed`` (the TensorFlow chapter's distributed training)
 may use the core and ``fashion_mnist``; ``scaling`` (the distributed chapter's
 torchrun experiments) only the core. ``cli`` and ``__main__`` may import
-anything, and ``cli`` is the only module that builds an argparse parser. No
-module uses another module's private (``_name``) names, and no function is
-longer than 80 lines.
+anything, and only the ``cli`` subpackage (and ``__main__``) builds argparse
+parsers. No module uses another module's private (``_name``) names, and no
+function is longer than 80 lines.
+
+Modules are named by their dotted name inside the package (``train``,
+``doctor.system``, ``cli.train``; ``doctor`` for ``doctor/__init__.py``), and
+the whole package is walked, subpackages included. A module belongs to a tier
+when its name or one of its dotted prefixes is listed there: listing ``doctor``
+puts ``doctor.system`` in the core, listing ``cli`` puts ``cli.train`` among
+the entry points. The modules of one listed subpackage may import each other.
 
 The import graph counts every import, also those inside functions and under
-``TYPE_CHECKING``; it comes from ``_ext/guide_build.py``'s ``module_imports``,
-the same function the book's execution cache uses. Each check is a plain
-function, and :func:`test_each_check_can_fail` runs it on a small made-up
-graph or source that it must reject.
+``TYPE_CHECKING``, and resolves relative ones (``from . import x``, ``from ..
+import profiles``); it comes from ``_ext/guide_build/imports.py``'s
+``module_imports``, the same reader the book's execution cache uses. Each check
+is a plain function, and :func:`test_each_check_can_fail` runs it on a small
+made-up graph, source or package that it must reject.
 """
 
 from __future__ import annotations
@@ -29,25 +37,37 @@ from pathlib import Path
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "_ext"))
-import guide_build  # noqa: E402
+from guide_build import imports  # noqa: E402
 
 PACKAGE = "rocm_dl_guide"
 PACKAGE_DIR = ROOT / "code" / PACKAGE
 MAX_FUNCTION_LINES = 80
 
+# Each entry covers a module and, when it is a subpackage, every module in it.
+# Flat and coming layouts both pass: "doctor" is today's doctor.py and
+# tomorrow's doctor/ subpackage (doctor.system, doctor.compat, ...); the flat
+# setup-check modules below it move into doctor/ and can then be pruned here.
+# Likewise "cli" is cli.py or the cli/ subpackage (cli.train, cli.bench, ...).
 CORE = frozenset(
     {
         "__init__",
-        "compat",
         "datasets",
         "device",
-        "diagnose",
         "distributed",
         "doctor",
-        "files",
-        "fixtures",
+        # moving into doctor/ (then doctor.*): prune once they have moved
+        "compat",
+        "diagnose",
         "freshness",
         "hostfacts",
+        "rocminfo",
+        "snapshot",
+        "system",
+        # end of the modules moving into doctor/
+        "casestudies",
+        "checkpoints",
+        "files",
+        "fixtures",
         "keras_train",
         "messages",
         "plots",
@@ -55,20 +75,19 @@ CORE = frozenset(
         "profiles",
         "progress",
         "provenance",
-        "rocminfo",
         "runs",
         "sharded",
-        "snapshot",
-        "system",
         "tables",
         "train",
+        "training_speed",
     }
 )
 CASE_STUDIES = frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"})
 INFERENCE_CHAPTER = frozenset({"inference", "bench", "precision", "profiling", "tuning"})
 OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling", "selfcheck", "recipes"})
-ENTRY_POINTS = frozenset({"cli", "__main__"})
-PARSER_MODULE = "cli"
+ENTRY_POINTS = frozenset({"cli", "__main__"})  # "cli": cli.py, or cli/ and cli.*
+TIERS = CORE | CASE_STUDIES | INFERENCE_CHAPTER | OTHER_CHAPTERS | ENTRY_POINTS
+PARSER_MODULES = frozenset({"cli", "__main__"})
 PARSER_CALLS = frozenset({"add_parser", "add_subparsers", "ArgumentParser"})
 
 # The extra edges the inference chapter may have, beyond the core.
@@ -95,17 +114,33 @@ ALLOWED_EXTRA = {
 
 
 def package_modules(package_dir: Path = PACKAGE_DIR) -> dict[str, Path]:
-    """The package's modules by name (``__init__`` included)."""
-    return {p.stem: p for p in sorted(package_dir.glob("*.py"))}
+    """The package's modules, subpackages included, by dotted name (``__init__``,
+    ``train``, ``doctor`` for ``doctor/__init__.py``, ``doctor.system``)."""
+    return {
+        imports.module_name(path, package_dir): path
+        for path in sorted(package_dir.rglob("*.py"))
+        if "__pycache__" not in path.parts
+    }
 
 
 def import_graph(package_dir: Path = PACKAGE_DIR) -> dict[str, set[str]]:
     """module -> the package modules it imports (anywhere in it), itself excluded."""
     modules = package_modules(package_dir)
     return {
-        name: {m for m in guide_build.module_imports(path) if m in modules and m != name}
+        name: {m for m in imports.module_imports(path, package_dir) if m in modules and m != name}
         for name, path in modules.items()
     }
+
+
+def listed(module: str, names) -> str | None:
+    """The entry of ``names`` that covers ``module``: the module itself or its
+    longest dotted prefix there (``doctor`` covers ``doctor.system``, not
+    ``doctorx``), else ``None``."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in names:
+            return ".".join(parts[:end])
+    return None
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -132,32 +167,36 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def _edge_problem(src: str, dst: str) -> str | None:
-    if src in ENTRY_POINTS:
+    unit = listed(src, TIERS)
+    if unit is not None and unit == listed(dst, TIERS):
+        return None  # within one listed module or subpackage
+    if listed(src, ENTRY_POINTS):
         return None
-    if dst in ENTRY_POINTS:
+    if listed(dst, ENTRY_POINTS):
         return f"only {' and '.join(sorted(ENTRY_POINTS))} may import {dst}"
-    if dst in CORE:
+    if listed(dst, CORE):
         return None
-    if src in CORE:
+    if listed(src, CORE):
         return "the core must not import a case study, the inference chapter or the CLI"
-    if src in CASE_STUDIES:
+    if listed(src, CASE_STUDIES):
         return "a case study may import only the core (not another case study)"
-    if src in INFERENCE_CHAPTER or src in OTHER_CHAPTERS:
-        if dst in ALLOWED_EXTRA[src]:
+    chapter = listed(src, INFERENCE_CHAPTER | OTHER_CHAPTERS)
+    if chapter is not None:
+        extra = ALLOWED_EXTRA.get(chapter, frozenset())
+        if listed(dst, extra):
             return None
-        if src == "inference" and dst == "bench":
+        if chapter == "inference" and listed(dst, {"bench"}):
             return "inference must not import bench (bench uses inference)"
-        return f"{src} may import only the core, " + " and ".join(sorted(ALLOWED_EXTRA[src]))
+        return f"{src} may import only the core, " + " and ".join(sorted(extra))
     return None  # unclassified modules are reported by layer_violations
 
 
 def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     """``"src -> dst: why"`` for each forbidden edge, and each module of no tier."""
-    known = CORE | CASE_STUDIES | INFERENCE_CHAPTER | OTHER_CHAPTERS | ENTRY_POINTS
     problems = [
         f"{name}: module of no tier; add it to CORE (or another tier) in {Path(__file__).name}"
         for name in sorted(graph)
-        if name not in known
+        if listed(name, TIERS) is None
     ]
     for src in sorted(graph):
         for dst in sorted(graph[src]):
@@ -180,61 +219,70 @@ def parser_calls(source: str) -> list[str]:
     return found
 
 
+def parser_violations(modules: dict[str, Path]) -> list[str]:
+    """``"path line N: name"`` for each parser built outside ``cli`` and ``__main__``."""
+    problems = []
+    for name, path in modules.items():
+        if listed(name, PARSER_MODULES) is None:
+            calls = parser_calls(path.read_text(encoding="utf-8"))
+            problems += [f"{name}: {call}" for call in calls]
+    return problems
+
+
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def _imported_module(node: ast.ImportFrom) -> str | None:
-    """The package module an ``ImportFrom`` imports names from (``None``: the package)."""
-    if node.level == 0:
-        if node.module == PACKAGE:
-            return None
-        return node.module.split(".")[1] if node.module else None
-    return node.module.split(".")[0] if node.module else None
+def _module_of(expr: ast.expr, aliases: dict[str, str], modules: set[str]) -> str | None:
+    """The package module that ``expr`` (a name or ``name.attr...``) is bound to."""
+    if isinstance(expr, ast.Name):
+        return aliases.get(expr.id)
+    if isinstance(expr, ast.Attribute):
+        parent = _module_of(expr.value, aliases, modules)
+        if parent is not None and imports.child(parent, expr.attr) in modules:
+            return imports.child(parent, expr.attr)
+    return None
 
 
-def private_uses(module: str, source: str, modules: set[str]) -> list[str]:
+def private_uses(
+    module: str, source: str, modules: set[str], package: str | None = None
+) -> list[str]:
     """Uses in ``module`` of another package module's private names, as ``"line N: ..."``.
 
-    Catches ``from rocm_dl_guide.x import _y``, ``from rocm_dl_guide import x``
-    (or ``import rocm_dl_guide.x as x``) then ``x._y``, and
-    ``rocm_dl_guide.x._y``.
+    Catches ``from rocm_dl_guide.x import _y`` (or ``from .x import _y``),
+    ``from rocm_dl_guide import x`` (or ``import rocm_dl_guide.x as x``, ``from
+    . import x``) then ``x._y``, and ``rocm_dl_guide.x._y``. ``modules``: the
+    package's dotted module names; ``package``: where ``module``'s relative
+    imports start (by default the package it is in; its own name for an
+    ``__init__.py``).
     """
+    if package is None:
+        package = module.rpartition(".")[0] or imports.ROOT_MODULE
     tree = ast.parse(source)
-    aliases: dict[str, str] = {}  # a name bound to a package module -> that module
+    # a name bound to a package module -> that module
+    aliases: dict[str, str] = {PACKAGE: imports.ROOT_MODULE}
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (
-            node.level > 0 or (node.module or "").split(".")[0] == PACKAGE
-        ):
-            target = _imported_module(node)
+        if isinstance(node, ast.ImportFrom):
+            target = imports.from_module(node, package)
+            if target is None:
+                continue
             for alias in node.names:
-                if target is None and alias.name in modules:
-                    aliases[alias.asname or alias.name] = alias.name
+                if imports.child(target, alias.name) in modules:
+                    aliases[alias.asname or alias.name] = imports.child(target, alias.name)
                 elif _is_private(alias.name) and target != module:
-                    where = node.module or "." * node.level
+                    where = "." * node.level + (node.module or "")
                     found.append(f"line {node.lineno}: from {where} import {alias.name}")
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
                 if parts[0] == PACKAGE and len(parts) > 1 and alias.asname:
-                    aliases[alias.asname] = parts[1]
+                    aliases[alias.asname] = ".".join(parts[1:])
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Attribute) or not _is_private(node.attr):
-            continue
-        value = node.value
-        target = None
-        if isinstance(value, ast.Name):
-            target = aliases.get(value.id)
-        elif (
-            isinstance(value, ast.Attribute)
-            and isinstance(value.value, ast.Name)
-            and value.value.id == PACKAGE
-            and value.attr in modules
-        ):
-            target = value.attr
-        if target is not None and target != module:
-            found.append(f"line {node.lineno}: {target}.{node.attr}")
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            target = _module_of(node.value, aliases, modules)
+            if target is not None and target != module:
+                found.append(f"line {node.lineno}: {target}.{node.attr}")
     return sorted(found, key=lambda text: int(text.split()[1].rstrip(":")))
 
 
@@ -250,9 +298,11 @@ def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[str]:
 
 
 def _per_module(check) -> list[str]:
+    """``check(name, path, source)``'s problems for every module, each after its file."""
     problems = []
     for name, path in package_modules().items():
-        problems += [f"{name}.py {p}" for p in check(name, path.read_text(encoding="utf-8"))]
+        where = path.relative_to(PACKAGE_DIR).as_posix()
+        problems += [f"{where} {p}" for p in check(name, path, path.read_text(encoding="utf-8"))]
     return problems
 
 
@@ -261,7 +311,9 @@ def _per_module(check) -> list[str]:
 
 def test_import_graph_counts_function_level_imports():
     graph = import_graph()
-    assert "datasets" in graph["cli"]  # imported inside the data command's functions only
+    # imported inside the data command's functions only (in cli.py, or in cli/)
+    cli_imports = set().union(*(deps for name, deps in graph.items() if listed(name, {"cli"})))
+    assert "datasets" in cli_imports
     assert "inception" in graph["inference"]  # inside functions and under TYPE_CHECKING
 
 
@@ -276,29 +328,92 @@ def test_layers():
 
 
 def test_only_cli_builds_argparse_parsers():
-    problems = _per_module(lambda name, src: [] if name == PARSER_MODULE else parser_calls(src))
-    assert not problems, "argparse outside cli.py:\n" + "\n".join(problems)
+    problems = parser_violations(package_modules())
+    assert not problems, "argparse outside cli and __main__:\n" + "\n".join(problems)
 
 
 def test_no_private_names_across_modules():
     modules = set(package_modules())
-    problems = _per_module(lambda name, src: private_uses(name, src, modules))
+
+    def check(name, path, source):
+        return private_uses(name, source, modules, imports.package_name(path, PACKAGE_DIR))
+
+    problems = _per_module(check)
     assert not problems, "private names used across modules:\n" + "\n".join(problems)
 
 
 def test_no_function_longer_than_80_lines():
-    problems = _per_module(lambda name, src: long_functions(src))
+    problems = _per_module(lambda name, path, source: long_functions(source))
     assert not problems, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(problems)
 
 
 # --------------------------------------------------------------------------- the checks can fail
 
 
+# A made-up package with subpackages, in which every rule is broken once, by a
+# module inside a subpackage, some through relative imports.
+MADE_UP = {
+    "__init__.py": "",
+    "datasets.py": "",
+    "mnist.py": "",
+    "bench.py": "",
+    # a core subpackage: its __init__ and members import each other
+    "doctor/__init__.py": "from .report import run\n",
+    "doctor/report.py": "import argparse\nfrom . import system\n"
+    "parser = argparse.ArgumentParser()\n",
+    "doctor/system.py": "def f():\n    from .. import mnist\n",  # the core imports a case study
+    # the command line: may import anything, build parsers, import its own modules
+    "cli/__init__.py": "from .train import main\n",
+    "cli/train.py": "import argparse\nfrom ..doctor import system\nfrom . import common\n"
+    "argparse.ArgumentParser()\n",
+    "cli/common.py": "from rocm_dl_guide import bench\n",
+    # a case study in a subpackage: its own modules yes, another case study no
+    "imdb/__init__.py": "from . import model\n",
+    "imdb/model.py": "from . import data\nfrom rocm_dl_guide import datasets\n",
+    "imdb/data.py": "from ..mnist import load\n",
+    "doctorx.py": "",  # "doctor" covers doctor.system, not doctorx
+}
+
+
+def _made_up_package(root: Path) -> Path:
+    for name, source in MADE_UP.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(source)
+    return root
+
+
+def _subpackage_checks_can_fail(tmp_path: Path) -> None:
+    package_dir = _made_up_package(tmp_path / "made_up")
+    graph = import_graph(package_dir)
+    # relative imports seen, resolved to the modules they name
+    assert graph["doctor"] == {"doctor.report"} and graph["doctor.report"] == {"doctor.system"}
+    assert graph["doctor.system"] == {"mnist"}  # from .. import, inside a function
+    assert graph["cli.train"] == {"doctor.system", "cli.common"}
+    assert graph["imdb.data"] == {"mnist"}  # from ..mnist import a name: the module
+    problems = layer_violations(graph)
+    for bad in ("doctor.system -> mnist:", "imdb.data -> mnist:", "doctorx:"):
+        assert any(p.startswith(bad) for p in problems), (bad, problems)
+    assert len(problems) == 3, problems  # cli.*, doctor's and imdb's own edges are fine
+    modules = package_modules(package_dir)
+    assert parser_violations(modules) == ["doctor.report: line 3: ArgumentParser"]
+    assert listed("cli.train", PARSER_MODULES) == "cli" and listed("clix", PARSER_MODULES) is None
+    # private names through relative imports, in a module and in an __init__
+    src = "from . import report\nreport._x\nfrom ..mnist import _y\nfrom .system import _own\n"
+    assert private_uses("doctor.system", src, set(modules)) == [
+        "line 2: doctor.report._x",
+        "line 3: from ..mnist import _y",
+    ]
+    assert private_uses("doctor", "from . import system\nsystem._z\n", set(modules), "doctor") == [
+        "line 2: doctor.system._z"
+    ]
+
+
 def test_each_check_can_fail(tmp_path):
     # the graph sees imports inside functions
-    mod = tmp_path / "mod.py"
+    package_dir = _made_up_package(tmp_path / "flat")
+    mod = package_dir / "mod.py"
     mod.write_text("def f():\n    from rocm_dl_guide import bench\n    import rocm_dl_guide.cli\n")
-    assert guide_build.module_imports(mod) == {"bench", "cli"}
+    assert imports.module_imports(mod, package_dir) == {"bench", "cli"}
 
     # a cycle, named edge by edge
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
@@ -362,3 +477,6 @@ def test_each_check_can_fail(tmp_path):
     body = "".join(f"    x{i} = {i}\n" for i in range(79))
     assert long_functions("def f():\n" + body) == []
     assert long_functions("def f():\n" + body + "    return 1\n") == ["f (line 1): 81 lines"]
+
+    # the same checks, broken inside subpackages
+    _subpackage_checks_can_fail(tmp_path)

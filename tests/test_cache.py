@@ -1,4 +1,4 @@
-"""The execution cache notices what a page depends on (_ext/guide_build.py).
+"""The execution cache notices what a page depends on (_ext/guide_build/).
 
 Unit level: which package modules a page depends on, followed through the
 package's own imports, and a fingerprint that changes exactly when one of
@@ -25,7 +25,7 @@ import pytest
 from conftest import ROOT, Build, build_book, build_failure_summary
 
 sys.path.insert(0, str(ROOT / "_ext"))
-import guide_build  # noqa: E402
+from guide_build import imports, inputs, parallel, provenance_table  # noqa: E402
 
 PACKAGE_DIR = ROOT / "code" / "rocm_dl_guide"
 
@@ -36,14 +36,25 @@ def names(paths) -> set[str]:
 
 def test_page_dependencies_follow_the_package_imports():
     page = "```{code-cell} ipython3\nfrom rocm_dl_guide import cifar10\n```\n"
-    deps = names(guide_build.dependencies(page, PACKAGE_DIR))
+    deps = names(imports.dependencies(page, PACKAGE_DIR))
     # cifar10 imports datasets and profiles at the top, train and device inside
     # functions; datasets imports fixtures; train imports progress and plots.
     assert {"__init__", "cifar10", "datasets", "profiles", "train", "device", "fixtures"} <= deps
     assert "keras_train" not in deps and "doctor" not in deps and "imdb" not in deps
 
 
-def test_page_module_forms():
+def write_package(root: Path, files: dict[str, str]) -> Path:
+    """A made-up ``rocm_dl_guide`` in ``root/code``: relative path -> source."""
+    package_dir = root / "code" / "rocm_dl_guide"
+    for name, source in {"__init__.py": '__version__ = "0"\n', **files}.items():
+        (package_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (package_dir / name).write_text(textwrap.dedent(source))
+    return package_dir
+
+
+def test_page_module_forms(tmp_path):
+    flat = {f"{m}.py": "" for m in ("provenance", "tables", "train", "compat", "plots", "mnist")}
+    package_dir = write_package(tmp_path, {**flat, "sub/__init__.py": "", "sub/mod.py": ""})
     text = textwrap.dedent(
         """
         from rocm_dl_guide import provenance, tables as t
@@ -55,7 +66,7 @@ def test_page_module_forms():
         )
         """
     )
-    assert guide_build.page_modules(text) == {
+    assert imports.page_modules(text, package_dir) == {
         "__init__",
         "provenance",
         "tables",
@@ -64,6 +75,109 @@ def test_page_module_forms():
         "plots",
         "mnist",
     }
+    # a subpackage's module, a name from a subpackage's __init__, a name from
+    # the package's __init__; a page has no package to resolve ``from .`` against
+    text = textwrap.dedent(
+        """
+        from rocm_dl_guide.sub import mod, NAME
+        from rocm_dl_guide import __version__
+        import rocm_dl_guide.sub.mod as m
+        from . import tables
+        """
+    )
+    assert imports.page_modules(text, package_dir) == {"__init__", "sub", "sub.mod"}
+
+
+# A made-up package with a subpackage (``sub``) and a subpackage in that
+# (``sub.deep``), importing each other in every form the reader resolves.
+SUBPACKAGES = {
+    "profiles.py": "",
+    "helpers.py": "from . import profiles\n",  # relative, at the top level
+    "unrelated.py": "",
+    "sub/__init__.py": "from rocm_dl_guide import profiles\nNAME = 1\n",
+    "sub/mod.py": """\
+        from . import leaf
+        from .. import helpers
+        from .deep import inner
+        from .names import CONSTANT
+        """,
+    "sub/leaf.py": "def f():\n    from rocm_dl_guide.sub import other, NAME\n",
+    "sub/names.py": "CONSTANT = 1\n",
+    "sub/other.py": "",
+    "sub/unused.py": "from . import mod\n",
+    # an __init__'s relative imports start from its own package
+    "sub/deep/__init__.py": "from . import inner\nfrom .. import names\n",
+    "sub/deep/inner.py": "from ...helpers import X\nfrom .... import beyond_the_top\n",
+}
+
+
+def test_module_imports_resolve_relative_imports_in_subpackages(tmp_path):
+    package_dir = write_package(tmp_path, SUBPACKAGES)
+
+    def imported(path):
+        return imports.module_imports(package_dir / path, package_dir)
+
+    assert imported("sub/mod.py") == {"sub.leaf", "helpers", "sub.deep.inner", "sub.names"}
+    assert imported("sub/leaf.py") == {"sub.other", "sub"}  # NAME is defined in sub/__init__
+    assert imported("sub/__init__.py") == {"profiles"}
+    assert imported("sub/deep/__init__.py") == {"sub.deep.inner", "sub.names"}
+    assert imported("sub/deep/inner.py") == {"helpers"}  # nothing beyond the top
+    assert imported("helpers.py") == {"profiles"}
+    assert imports.module_name(package_dir / "sub/deep/inner.py", package_dir) == "sub.deep.inner"
+    assert imports.module_name(package_dir / "sub/deep/__init__.py", package_dir) == "sub.deep"
+    assert imports.module_name(package_dir / "__init__.py", package_dir) == "__init__"
+    assert imports.ancestors("sub.deep.inner") == ["__init__", "sub", "sub.deep"]
+
+
+def test_page_dependencies_go_through_subpackages(tmp_path):
+    """Importing ``rocm_dl_guide.sub.mod`` runs ``sub/__init__.py`` too, and
+    everything the two import, absolutely or relatively."""
+    package_dir = write_package(tmp_path, SUBPACKAGES)
+    page = "```{code-cell} ipython3\nimport rocm_dl_guide.sub.mod\n```\n"
+    deps = {p.relative_to(package_dir).as_posix() for p in imports.dependencies(page, package_dir)}
+    assert deps == {
+        "__init__.py",
+        "sub/__init__.py",  # run by importing sub.mod
+        "profiles.py",  # sub/__init__: absolute; helpers: from . import
+        "sub/mod.py",
+        "sub/leaf.py",  # from . import
+        "helpers.py",  # from .. import
+        "sub/deep/__init__.py",  # run by from .deep import inner
+        "sub/deep/inner.py",
+        "sub/names.py",  # from .names import CONSTANT
+        "sub/other.py",  # sub/leaf, inside a function
+    }
+
+
+def test_editing_a_module_changes_exactly_the_pages_that_import_it(tmp_path):
+    """Editing any module re-executes exactly the pages that import it, directly
+    or through the package (its subpackages' __init__ files included)."""
+    package_dir = write_package(tmp_path, SUBPACKAGES)
+    pages = {
+        "mod": "import rocm_dl_guide.sub.mod",
+        "helpers": "from rocm_dl_guide import helpers",
+        "inner": "from rocm_dl_guide.sub.deep import inner",
+    }
+    pages = {k: f"```{{code-cell}} ipython3\n{v}\n```\n" for k, v in pages.items()}
+    edits = {
+        # inner: imported by mod through ``from .deep import inner``
+        "sub/deep/inner.py": {"mod", "inner"},
+        "sub/names.py": {"mod", "inner"},  # inner's page runs sub/deep/__init__
+        "sub/leaf.py": {"mod"},
+        "sub/other.py": {"mod"},
+        "sub/__init__.py": {"mod", "inner"},
+        "profiles.py": {"mod", "helpers", "inner"},
+        "helpers.py": {"mod", "helpers", "inner"},
+        "__init__.py": {"mod", "helpers", "inner"},
+        "sub/unused.py": set(),
+        "unrelated.py": set(),
+    }
+    for path, expected in edits.items():
+        before = {k: inputs.fingerprint(v, tmp_path, package_dir) for k, v in pages.items()}
+        with (package_dir / path).open("a") as fh:
+            fh.write("\n# edited\n")
+        after = {k: inputs.fingerprint(v, tmp_path, package_dir) for k, v in pages.items()}
+        assert {k for k in pages if after[k] != before[k]} == expected, path
 
 
 @pytest.fixture
@@ -82,27 +196,27 @@ def tree(tmp_path) -> Path:
 def test_fingerprint_changes_only_with_what_the_page_uses(tree):
     pkg = tree / "code" / "rocm_dl_guide"
     page = "```{code-cell} ipython3\nfrom rocm_dl_guide import compat\n```\n"
-    before = guide_build.fingerprint(page, tree, pkg)
-    assert before == guide_build.fingerprint(page, tree, pkg)  # stable
+    before = inputs.fingerprint(page, tree, pkg)
+    assert before == inputs.fingerprint(page, tree, pkg)  # stable
     with (pkg / "imdb.py").open("a") as fh:  # a module the page does not use
         fh.write("\n# unrelated edit\n")
-    assert guide_build.fingerprint(page, tree, pkg) == before
+    assert inputs.fingerprint(page, tree, pkg) == before
     with (pkg / "compat.py").open("a") as fh:
         fh.write("\n# edit\n")
-    changed = guide_build.fingerprint(page, tree, pkg)
+    changed = inputs.fingerprint(page, tree, pkg)
     assert changed != before
     with (tree / "requirements.txt").open("a") as fh:
         fh.write("extra-package==1.0\n")
-    assert guide_build.fingerprint(page, tree, pkg) != changed
+    assert inputs.fingerprint(page, tree, pkg) != changed
 
 
 def test_inject_marks_the_first_code_cell_only():
     cell = "```{code-cell} ipython3\n"
     text = f"# T\n\n{cell}:tags: [x]\nprint(1)\n```\n\n{cell}print(2)\n```\n"
-    out = guide_build.inject(text, "abc123")
+    out = inputs.inject(text, "abc123")
     assert out.count(":guide-inputs: abc123") == 1
     assert out.index(":guide-inputs:") < out.index("print(1)")
-    assert guide_build.inject("no cells here", "x") == "no cells here"
+    assert inputs.inject("no cells here", "x") == "no cells here"
 
 
 # --------------------------------------------------------------------------- provenance data
@@ -155,9 +269,9 @@ def test_provenance_record_reaches_the_table_as_data(tmp_path):
 
     from rocm_dl_guide import provenance
 
-    assert guide_build.PROVENANCE_KEY == provenance.GLUE_KEY
-    assert guide_build.PROVENANCE_KIND == provenance.RECORD_KIND
-    assert guide_build.PROVENANCE_MIME == provenance.RECORD_MIME
+    assert provenance_table.PROVENANCE_KEY == provenance.GLUE_KEY
+    assert provenance_table.PROVENANCE_KIND == provenance.RECORD_KIND
+    assert provenance_table.PROVENANCE_MIME == provenance.RECORD_MIME
     device = "GPU 0: AMD Instinct MI300X (gfx942; 192 GB), ROCm 6.4. via PyTorch"
     fields = {
         "profile": "gpu",
@@ -176,12 +290,14 @@ def test_provenance_record_reaches_the_table_as_data(tmp_path):
     (folder / "book" / "training").mkdir(parents=True)
     (folder / "book" / "training" / "page.glue.json").write_text(json.dumps(glue))
 
-    info = guide_build.provenance_from_glue(guide_build.read_glue(folder, "book/training/page"))
+    info = provenance_table.provenance_from_glue(
+        provenance_table.read_glue(folder, "book/training/page")
+    )
     assert info["profile"] == "gpu" and info["device"] == device
     assert info["when"] == "2026-02-03 04:05 UTC" and info["versions"]["PyTorch"] == "2.7.0"
 
     order = ["book/index", "book/training/page", "book/training/other"]
-    rows = guide_build.rows_from(
+    rows = provenance_table.rows_from(
         order,
         {"book/training/page": info},
         {"book/training/page": {"runtime": 12.345, "method": "cache"}},
@@ -199,16 +315,16 @@ def test_provenance_record_reaches_the_table_as_data(tmp_path):
         }
     ]
     builder = type("Builder", (), {"get_relative_uri": lambda self, a, b: b + ".html"})()
-    table = guide_build._table(type("App", (), {"builder": builder})(), "book/index", rows)
+    table = provenance_table._table(type("App", (), {"builder": builder})(), "book/index", rows)
     cells = [entry.astext() for entry in table.findall(nodes.entry)]
     assert cells[:6] == ["Page", "Profile", "Device", "Executed", "Seconds", "This build"]
     assert cells[6:] == ["A page", "gpu", device, "2026-02-03 04:05 UTC", "12.3", "from cache"]
 
 
 def test_provenance_from_glue_rejects_what_is_not_a_record():
-    assert guide_build.provenance_from_glue({}) is None  # the page glued no provenance
-    assert guide_build.provenance_from_glue({"other": {"data": {}}}) is None
-    MIME = guide_build.PROVENANCE_MIME
+    assert provenance_table.provenance_from_glue({}) is None  # the page glued no provenance
+    assert provenance_table.provenance_from_glue({"other": {"data": {}}}) is None
+    MIME = provenance_table.PROVENANCE_MIME
     good = {"kind": "rocm_dl_guide.provenance", "profile": "smoke", "device": "CPU (x)"}
     bad = [
         {"guide-provenance": {"data": {"text/plain": "'smoke'"}}},  # no record output
@@ -217,17 +333,33 @@ def test_provenance_from_glue_rejects_what_is_not_a_record():
         {"guide-provenance": {"data": {MIME: good}}},  # no executed_at
     ]
     for glue in bad:
-        with pytest.raises(guide_build.ProvenanceError):
-            guide_build.provenance_from_glue(glue)
+        with pytest.raises(provenance_table.ProvenanceError):
+            provenance_table.provenance_from_glue(glue)
     record = {**good, "executed_at": "2026-01-01 00:00 UTC"}
-    info = guide_build.provenance_from_glue({"guide-provenance": {"data": {MIME: record}}})
+    info = provenance_table.provenance_from_glue({"guide-provenance": {"data": {MIME: record}}})
     assert info["profile"] == "smoke" and info["when"] == "2026-01-01 00:00 UTC"
+
+
+def test_reading_any_page_reads_the_home_page_too():
+    """The home page's provenance table changes whenever a page is read again."""
+    found = {"index", "book/a", "book/b"}
+    docnames = ["book/a"]
+    provenance_table.read_home_too(docnames, "index", found)
+    assert docnames == ["book/a", "index"]
+    provenance_table.read_home_too(docnames, "index", found)
+    assert docnames == ["book/a", "index"]  # once
+    nothing: list[str] = []
+    provenance_table.read_home_too(nothing, "index", found)
+    assert nothing == []  # an unchanged rebuild reads nothing
+    elsewhere = ["book/a"]
+    provenance_table.read_home_too(elsewhere, "home", found)
+    assert elsewhere == ["book/a"]  # not one of the book's pages
 
 
 def test_a_page_run_next_to_another_says_so_in_its_note_and_the_table(monkeypatch):
     from rocm_dl_guide import profiles, provenance
 
-    assert guide_build.THREADS_VAR == provenance.BUILD_THREADS_VAR
+    assert parallel.THREADS_VAR == provenance.BUILD_THREADS_VAR
     monkeypatch.setenv(profiles.ENV_VAR, "smoke")
     monkeypatch.delenv(provenance.BUILD_THREADS_VAR, raising=False)
     alone = provenance.collect("none")
@@ -235,24 +367,24 @@ def test_a_page_run_next_to_another_says_so_in_its_note_and_the_table(monkeypatc
     monkeypatch.setenv(provenance.BUILD_THREADS_VAR, "1/2")
     shared = provenance.collect("none")
     assert "ran it next to another page, with 1 of the 2 CPU threads" in shared.markdown()
-    info = guide_build.provenance_from_record(shared.record())
+    info = provenance_table.provenance_from_record(shared.record())
     assert info["device"].endswith("(1 of 2 CPU threads: ran next to another page)")
 
 
 def test_parallel_build_jobs_and_thread_shares():
-    assert guide_build.build_jobs({}, cpus=2) == 2
-    assert guide_build.build_jobs({}, cpus=1) == 1
-    assert guide_build.build_jobs({"GUIDE_BUILD_JOBS": "1"}, cpus=16) == 1
-    assert guide_build.build_jobs({"GUIDE_BUILD_JOBS": " 4 "}, cpus=2) == 4
+    assert parallel.build_jobs({}, cpus=2) == 2
+    assert parallel.build_jobs({}, cpus=1) == 1
+    assert parallel.build_jobs({"GUIDE_BUILD_JOBS": "1"}, cpus=16) == 1
+    assert parallel.build_jobs({"GUIDE_BUILD_JOBS": " 4 "}, cpus=2) == 4
     for bad in ("two", "0", "-1"):
         with pytest.raises(ValueError, match="GUIDE_BUILD_JOBS"):
-            guide_build.build_jobs({"GUIDE_BUILD_JOBS": bad}, cpus=2)
-    assert guide_build.threads_for(jobs=2, cpus=2, timed=False) == 1
-    assert guide_build.threads_for(jobs=2, cpus=16, timed=False) == 8
-    assert guide_build.threads_for(jobs=3, cpus=2, timed=False) == 1
-    assert guide_build.threads_for(jobs=2, cpus=2, timed=True) is None  # every thread
-    assert guide_build.threads_for(jobs=1, cpus=2, timed=False) is None  # serial build
-    assert guide_build._one_page_per_chunk(["a", "b", "c"], 2) == [["a"], ["b"], ["c"]]
+            parallel.build_jobs({"GUIDE_BUILD_JOBS": bad}, cpus=2)
+    assert parallel.threads_for(jobs=2, cpus=2, timed=False) == 1
+    assert parallel.threads_for(jobs=2, cpus=16, timed=False) == 8
+    assert parallel.threads_for(jobs=3, cpus=2, timed=False) == 1
+    assert parallel.threads_for(jobs=2, cpus=2, timed=True) is None  # every thread
+    assert parallel.threads_for(jobs=1, cpus=2, timed=False) is None  # serial build
+    assert parallel._one_page_per_chunk(["a", "b", "c"], 2) == [["a"], ["b"], ["c"]]
 
 
 def test_execution_cache_is_created_before_the_workers_and_waits_for_locks(tmp_path):
@@ -263,9 +395,9 @@ def test_execution_cache_is_created_before_the_workers_and_waits_for_locks(tmp_p
     from jupyter_cache import get_cache
 
     cache = tmp_path / "cache"
-    guide_build.prepare_execution_cache(cache)
+    parallel.prepare_execution_cache(cache)
     assert (cache / "global.db").is_file() and (cache / "__version__.txt").is_file()
-    guide_build.prepare_execution_cache(cache)  # again: the wrapper is not stacked
+    parallel.prepare_execution_cache(cache)  # again: the wrapper is not stacked
     # another process holds the write lock for 7 s, longer than SQLite's default 5 s
     ready = multiprocessing.get_context("fork").Event()
     holder = multiprocessing.get_context("fork").Process(
@@ -315,14 +447,14 @@ def _hold_write_lock(db: Path, ready, seconds: float) -> None:
 
 def test_execution_order_puts_timed_pages_first_then_the_longest():
     docs = ["a", "bench", "b", "c", "slow", "tuning"]
-    order = guide_build.execution_order(
+    order = parallel.execution_order(
         docs, timed=["tuning", "bench"], long=["slow", "c"], seconds={"bench": 60.0, "b": 9.0}
     )
     # timed pages first (longest first among them), then by the cache's seconds,
     # then by the configured slow pages, then by name
     assert order == ["bench", "tuning", "b", "slow", "c", "a"]
     # Sphinx starts two tasks, then takes the last queued one first
-    assert guide_build.queue_order(order, 2) == ["bench", "tuning", "a", "c", "slow", "b"]
+    assert parallel.queue_order(order, 2) == ["bench", "tuning", "a", "c", "slow", "b"]
 
 
 def _append(args) -> None:
@@ -341,7 +473,7 @@ def test_sphinx_workers_take_pages_in_the_intended_order(tmp_path):
     log = tmp_path / "order.txt"
     order = ["p0", "p1", "p2", "p3", "p4"]
     tasks = ParallelTasks(1)  # one worker: the pages run strictly one after another
-    for name in guide_build.queue_order(order, 1):
+    for name in parallel.queue_order(order, 1):
         tasks.add_task(_append, (str(log), name))
     tasks.join()
     assert log.read_text(encoding="utf-8").split() == order
@@ -356,26 +488,26 @@ def test_a_timed_page_holds_the_execution_lock_alone(tmp_path, monkeypatch):
         return SimpleNamespace(config=config, parallel=2, doctreedir=str(tmp_path))
 
     lock = tmp_path / "guide-execution.lock"
-    monkeypatch.setattr(guide_build.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
-    guide_build._execution_slot(app(timed=True), "book/timed")
+    parallel._execution_slot(app(timed=True), "book/timed")
     try:
         assert "OMP_NUM_THREADS" not in os.environ  # every thread for a timed page
         with open(lock) as other, pytest.raises(BlockingIOError):
             fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)  # nothing else may run
     finally:
-        guide_build._release_slot()
-    guide_build._execution_slot(app(timed=False), "book/plain")
+        parallel._release_slot()
+    parallel._execution_slot(app(timed=False), "book/plain")
     try:
         assert os.environ["OMP_NUM_THREADS"] == "1"
-        assert os.environ[guide_build.THREADS_VAR] == "1/2"
+        assert os.environ[parallel.THREADS_VAR] == "1/2"
         with open(lock) as other:
             fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)  # another page may run
             with pytest.raises(BlockingIOError):
                 fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a timed one may not
     finally:
-        guide_build._release_slot()
-        os.environ.pop(guide_build.THREADS_VAR, None)
+        parallel._release_slot()
+        os.environ.pop(parallel.THREADS_VAR, None)
 
 
 def test_timed_pages_exist_and_report_timings():
@@ -434,7 +566,7 @@ def _page(title: str, module: str) -> str:
                     "kind": "rocm_dl_guide.provenance", "version": 1, "profile": "smoke",
                     "device": "CPU (stand-in; {title})", "executed_at": "2026-01-01 00:00 UTC",
                 }}
-                return {{"{guide_build.PROVENANCE_MIME}": record, "text/plain": "record"}}
+                return {{"{provenance_table.PROVENANCE_MIME}": record, "text/plain": "record"}}
 
         glue("guide-provenance", Record(), display=False)
         Markdown("**Provenance.** Prose for the reader, which the table does not read.")
@@ -519,11 +651,11 @@ def test_build_kernels_freeze_what_is_left_at_exit(monkeypatch):
     PYTHONSTARTUP, which IPython kernels honour): at exit, after every other exit
     handler, the objects still alive are frozen, so the interpreter's last garbage
     collections skip them."""
-    monkeypatch.setenv(guide_build.JOBS_VAR, "1")
+    monkeypatch.setenv(parallel.JOBS_VAR, "1")
     monkeypatch.setenv("PYTHONSTARTUP", "")  # restored after the test
-    guide_build._on_config_inited(SimpleNamespace(parallel=1), None)
+    parallel._on_config_inited(SimpleNamespace(parallel=1), None)
     startup = os.environ["PYTHONSTARTUP"]
-    assert Path(startup) == guide_build.KERNEL_STARTUP and Path(startup).is_file()
+    assert Path(startup) == parallel.KERNEL_STARTUP and Path(startup).is_file()
     code = textwrap.dedent(
         f"""
         import atexit, gc

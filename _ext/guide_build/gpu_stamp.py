@@ -1,0 +1,40 @@
+"""GPU verification stamp: when the PyTorch path last passed ``make gpu-check``.
+
+``{guide-gpu-stamp}`` shows when the PyTorch path last passed ``make
+gpu-check`` on a GPU (the tracked record that only that command writes), with
+that run's figures.
+"""
+
+from __future__ import annotations
+
+from docutils import nodes
+from sphinx.util.docutils import SphinxDirective
+
+
+class GpuStampDirective(SphinxDirective):
+    """``{guide-gpu-stamp} [example]``: when the PyTorch path last passed
+    ``make gpu-check`` on a GPU, from the tracked verification record
+    (``rocm_dl_guide.selfcheck.stamp``), with that run's figures for ``example``
+    (``mnist``, ``cifar10`` or ``inception``)."""
+
+    optional_arguments = 1
+    has_content = False
+
+    def run(self):
+        from docutils.statemachine import StringList
+
+        from rocm_dl_guide import selfcheck
+
+        example = self.arguments[0] if self.arguments else None
+        if example is not None and example not in selfcheck.EXAMPLES:
+            raise self.error(f"unknown example {example!r}: one of {selfcheck.EXAMPLES}")
+        if selfcheck.RECORD_FILE.is_file():
+            self.env.note_dependency(str(selfcheck.RECORD_FILE))
+        node = nodes.container(classes=["guide-gpu-stamp"])
+        text = selfcheck.stamp(example)
+        self.state.nested_parse(StringList(text.splitlines()), self.content_offset, node)
+        return [node]
+
+
+def setup(app) -> None:
+    app.add_directive("guide-gpu-stamp", GpuStampDirective)

@@ -1,0 +1,232 @@
+"""Parallel execution: several pages read (and executed) at once.
+
+Executing the pages is most of a clean build, and most of a page's time is one
+process starting, importing and running on a core or two, so the pages are
+read (and executed) by ``GUIDE_BUILD_JOBS`` worker processes at once (Sphinx's
+parallel read; default: 2, or 1 on a one-core machine; ``GUIDE_BUILD_JOBS=1``
+builds serially). Each worker takes one page at a time. The pages listed in
+``guide_timed_pages``, whose figures are timings, come first and run alone,
+with every thread: an exclusive lock keeps every other execution out while one
+of them runs. The other pages follow, longest first (by the execution cache's
+timings, or ``guide_long_pages`` when it has none), two at a time, each with
+its share of the CPU threads (its provenance note says so). The execution cache
+(jupyter-cache, one SQLite file) is created before the workers start, and its
+connections wait for each other's writes instead of failing at once. Every
+kernel runs ``_ext/kernel_startup.py`` at its start, so that shutting it down
+does not cost a second of garbage collection.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import Any
+
+from .imports import is_executable
+
+JOBS_VAR = "GUIDE_BUILD_JOBS"
+"""Worker processes that read and execute pages (1: a serial build)."""
+THREADS_VAR = "ROCM_DL_GUIDE_BUILD_THREADS"
+"""Set for a page that runs next to another: the CPU threads it was given, and
+the machine's (``"1/2"``); ``rocm_dl_guide.provenance`` shows it in the note."""
+_slot: dict[str, Any] = {}
+
+
+def build_jobs(environ: dict[str, str] | None = None, cpus: int | None = None) -> int:
+    """How many pages to execute at once: ``$GUIDE_BUILD_JOBS``, else 2 (1 on one core)."""
+    environ = os.environ if environ is None else environ
+    cpus = cpus or os.cpu_count() or 1
+    value = environ.get(JOBS_VAR, "").strip()
+    if not value:
+        return min(2, cpus)
+    try:
+        jobs = int(value)
+    except ValueError:
+        raise ValueError(f"{JOBS_VAR} must be a whole number, not {value!r}") from None
+    if jobs < 1:
+        raise ValueError(f"{JOBS_VAR} must be 1 or more, not {jobs}")
+    return jobs
+
+
+def threads_for(jobs: int, cpus: int, timed: bool) -> int | None:
+    """CPU threads for one page's kernel: all of them (``None``: leave the
+    default) for a timed page or a serial build, else an equal share."""
+    if timed or jobs <= 1:
+        return None
+    return max(1, cpus // jobs)
+
+
+def _execution_slot(app, docname: str) -> None:
+    """Before a page executes (in a worker process): wait for the lock, shared
+    by ordinary pages, exclusive for timed ones, and give the page's kernel its
+    share of the threads through the environment it inherits."""
+    timed = docname in app.config.guide_timed_pages
+    cpus = os.cpu_count() or 1
+    threads = threads_for(app.parallel, cpus, timed)
+    for var in ("OMP_NUM_THREADS", THREADS_VAR):
+        os.environ.pop(var, None)
+    if threads is not None:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        os.environ[THREADS_VAR] = f"{threads}/{cpus}"
+    path = Path(app.doctreedir) / "guide-execution.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "a+")  # noqa: SIM115 - held until _release_slot
+    fcntl.flock(fh, fcntl.LOCK_EX if timed else fcntl.LOCK_SH)
+    _slot["lock"] = fh
+
+
+def _release_slot() -> None:
+    fh = _slot.pop("lock", None)
+    if fh is not None:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+def _one_page_per_chunk(arguments, nproc, maxbatch=10):
+    """Sphinx's ``make_chunks`` for this build: one page per worker task, so
+    that two workers share the pages as they finish, not in fixed thirds."""
+    return [[name] for name in arguments]
+
+
+KERNEL_STARTUP = Path(__file__).parent.parent / "kernel_startup.py"
+"""The file every page's kernel runs at its start (``PYTHONSTARTUP``): a faster exit."""
+
+
+def _on_config_inited(app, config) -> None:
+    # Set here, in the main process: the page workers and their kernels inherit it.
+    os.environ["PYTHONSTARTUP"] = str(KERNEL_STARTUP)
+    jobs = build_jobs()
+    if jobs > 1 and app.parallel <= 1:
+        app.parallel = jobs
+    if app.parallel > 1:
+        import sphinx.builders
+
+        if hasattr(sphinx.builders, "make_chunks"):
+            sphinx.builders.make_chunks = _one_page_per_chunk
+
+
+SQLITE_WAIT_S = 120.0
+"""How long a worker's connection to the execution cache waits for another's write."""
+
+
+def _cache_path(app) -> Path | None:
+    if getattr(app.config, "nb_execution_mode", "") != "cache":
+        return None
+    cache_path = getattr(app.config, "nb_execution_cache_path", "") or ".jupyter_cache"
+    return Path(app.srcdir, cache_path)
+
+
+def prepare_execution_cache(path: Path | None) -> None:
+    """Make jupyter-cache safe for pages executed by several processes at once.
+
+    jupyter-cache creates its SQLite database (tables and version file) the
+    first time a process opens a cache folder that has none, so two workers
+    starting on a clean build would both create it; here the main process
+    creates it before any worker exists. Its connections use SQLite's default
+    wait of 5 seconds for a lock another process holds; they wait
+    :data:`SQLITE_WAIT_S` instead, so that two pages finishing together queue
+    their writes rather than one failing with "database is locked".
+    """
+    from jupyter_cache import get_cache
+    from jupyter_cache.cache import db as cache_db
+
+    original = cache_db.create_engine
+    if not getattr(original, "guide_waits", False):
+
+        def create_engine(url, *args, **kwargs):
+            connect_args = dict(kwargs.pop("connect_args", {}) or {})
+            connect_args.setdefault("timeout", SQLITE_WAIT_S)
+            return original(url, *args, connect_args=connect_args, **kwargs)
+
+        create_engine.guide_waits = True
+        cache_db.create_engine = create_engine
+    if path is not None:
+        path.mkdir(parents=True, exist_ok=True)
+        get_cache(str(path)).db  # noqa: B018 - creates the database now
+
+
+def _previous_seconds(app) -> dict[str, float]:
+    """Source path -> how long its last execution took, from the execution cache."""
+    path = _cache_path(app)
+    if path is None or not path.is_dir():
+        return {}
+    try:
+        from jupyter_cache import get_cache
+
+        records = get_cache(str(path)).list_cache_records()
+    except Exception:  # an unreadable cache only loses the ordering
+        return {}
+    seconds: dict[str, float] = {}
+    for record in sorted(records, key=lambda r: r.created):
+        seconds[str(record.uri)] = float((record.data or {}).get("execution_seconds") or 0.0)
+    return seconds
+
+
+def execution_order(
+    docnames: list[str], timed: list[str], long: list[str], seconds: dict[str, float]
+) -> list[str]:
+    """The order the workers take pages in: the timed pages first (they run one
+    after the other, alone, while nothing else runs), then the rest longest
+    first, so that the last page to finish is a short one. ``seconds`` are the
+    last execution times the cache remembers; pages it does not know are
+    ranked by ``long`` (the configured slow pages, in that order), then by name."""
+    rank = {d: i for i, d in enumerate(long)}
+
+    def key(d: str) -> tuple:
+        return (d not in timed, -seconds.get(d, 0.0), rank.get(d, len(rank)), d)
+
+    return sorted(docnames, key=key)
+
+
+def queue_order(order: list[str], nproc: int) -> list[str]:
+    """The list to hand to Sphinx so that its workers take pages in ``order``.
+
+    Sphinx's ``ParallelTasks`` (7.x) starts the first ``nproc`` tasks at once
+    and queues the rest, and a free worker takes the task queued *last*
+    (``dict.popitem``). So the first ``nproc`` pages go in order, the rest
+    reversed.
+    """
+    return order[:nproc] + order[nproc:][::-1]
+
+
+def _order_for_workers(app, env, docnames: list[str]) -> None:
+    if app.parallel <= 1:
+        return
+    by_path = _previous_seconds(app)
+    seconds = {d: by_path.get(str(env.doc2path(d)), 0.0) for d in docnames}
+    order = execution_order(
+        docnames, app.config.guide_timed_pages, app.config.guide_long_pages, seconds
+    )
+    docnames[:] = queue_order(order, app.parallel)
+
+
+def _on_env_before_read(app, env, docnames: list[str]) -> None:
+    if app.parallel > 1 and docnames:
+        prepare_execution_cache(_cache_path(app))
+    _order_for_workers(app, env, docnames)
+
+
+def _on_source_read(app, docname: str, source: list[str]) -> None:
+    if app.parallel > 1 and is_executable(source[0]):
+        _execution_slot(app, docname)
+
+
+def _on_doctree_read(app, doctree) -> None:
+    _release_slot()  # the page has been executed (or taken from the cache)
+
+
+def setup(app) -> None:
+    # Pages whose figures are timings: executed alone, with every CPU thread.
+    app.add_config_value("guide_timed_pages", [], "env")
+    # The slowest other pages, started first when the execution cache has no timings.
+    app.add_config_value("guide_long_pages", [], "env")
+    # sphinx-external-toc loads sphinx-multitoc-numbering, which does not
+    # declare parallel safety. It only replaces the TOC collector's section
+    # numbering, which runs in the main process after every page was read.
+    app.setup_extension("sphinx_multitoc_numbering")
+    app.extensions["sphinx_multitoc_numbering"].parallel_read_safe = True
+    app.connect("config-inited", _on_config_inited)
+    app.connect("env-before-read-docs", _on_env_before_read)
+    app.connect("source-read", _on_source_read)
+    app.connect("doctree-read", _on_doctree_read)

@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rocm_dl_guide import cifar10, train  # noqa: E402
+from rocm_dl_guide import checkpoints, cifar10  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_per_class_accuracy_adds_up(run):
 def test_saved_weights_reload_to_the_same_predictions(run):
     assert run.weights is not None and run.weights.name == "cifar_net.pt"
     fresh = cifar10.Net()
-    train.load_weights(fresh, run.weights)
+    checkpoints.load_weights(fresh, run.weights)
     before, labels = cifar10.predict(run.model, run.data.test_loader, "cpu")
     after, labels2 = cifar10.predict(fresh, run.data.test_loader, "cpu")
     assert torch.equal(before, after) and torch.equal(labels, labels2)
@@ -100,7 +100,7 @@ def test_cli_killed_after_an_epoch_resumes_without_gap_or_repeat(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    ckpt = killed_dir / train.CHECKPOINT_NAME
+    ckpt = killed_dir / checkpoints.CHECKPOINT_NAME
     seen_epochs = []
     deadline = time.monotonic() + 120
     try:
@@ -147,7 +147,7 @@ def test_cli_killed_after_an_epoch_resumes_without_gap_or_repeat(tmp_path):
     )
     assert clean.returncode == 0, clean.stderr
     got = _read(ckpt)["history"]
-    want = _read(clean_dir / train.CHECKPOINT_NAME)["history"]
+    want = _read(clean_dir / checkpoints.CHECKPOINT_NAME)["history"]
     assert [row["epoch"] for row in got] == [1, 2, 3, 4]
     for a, b in zip(got, want, strict=True):  # same data order, same weights: same numbers
         for key in ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "lr"):

@@ -298,3 +298,10 @@ def test_a_gap_in_the_versions_ends_the_run():
     table = compat.framework_window_table("PyTorch").set_index("ROCm")
     # ROCm 6.3.2 lists 2.4, 2.3, 2.2 and 1.13: three consecutive, then a gap
     assert table.loc["6.3.2", "newest and consecutive prior"] == 3
+
+
+def test_major_minor_is_one_rule_for_every_version_string():
+    assert compat.major_minor("2.6.0+rocm6.4") == "2.6"
+    assert compat.major_minor("6.4.1-120") == "6.4"
+    assert compat.major_minor("7") is None and compat.major_minor(None) is None
+    assert compat.major_minor("not a version") is None

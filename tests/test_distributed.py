@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from rocm_dl_guide import distributed, runs, scaling, sharded, train
+from rocm_dl_guide import checkpoints, distributed, runs, scaling, sharded
 
 TIMEOUT = 240
 
@@ -99,7 +99,7 @@ def test_lock_refuses_a_second_run_on_the_same_folder(tmp_path):
         lock.release()
     assert proc.returncode == 1
     assert "in use by another training run" in proc.stderr, proc.stderr[-2000:]
-    assert not (tmp_path / train.CHECKPOINT_NAME).exists()  # nothing was written
+    assert not (tmp_path / checkpoints.CHECKPOINT_NAME).exists()  # nothing was written
 
 
 def test_lock_refuses_before_launching_any_worker(tmp_path):
@@ -241,7 +241,7 @@ def uninterrupted(tmp_path_factory):
     ckpt = tmp_path_factory.mktemp("uninterrupted")
     run = scaling.train_cli("cifar10", ckpt, nproc=2, extra=("--epochs", "2"), timeout=TIMEOUT)
     assert run.returncode == 0, run.log[-3000:]
-    return run, torch.load(ckpt / train.CHECKPOINT_NAME, weights_only=True)["history"]
+    return run, torch.load(ckpt / checkpoints.CHECKPOINT_NAME, weights_only=True)["history"]
 
 
 def test_train_nproc_2_json(uninterrupted):
@@ -270,7 +270,7 @@ def test_killed_worker_is_restarted_and_resumes_without_loss(tmp_path, uninterru
     assert run.lines("exitcode: -9")  # torchrun saw the SIGKILL ...
     assert run.lines("resuming from")  # ... and the restarted group resumed
     assert run.record["resumed_from_epoch"] == 1 and run.record["epochs_completed"] == 2
-    history = torch.load(tmp_path / train.CHECKPOINT_NAME, weights_only=True)["history"]
+    history = torch.load(tmp_path / checkpoints.CHECKPOINT_NAME, weights_only=True)["history"]
     assert [h["epoch"] for h in history] == [1, 2]  # no epoch lost or repeated
     for got, want in zip(history, expected, strict=True):
         for key in ("train_loss", "train_accuracy", "val_loss", "val_accuracy"):
@@ -300,7 +300,7 @@ def test_two_nodes_on_localhost_match_one_node(tmp_path, uninterrupted):
     run = scaling.two_node_launch("cifar10", tmp_path, extra=("--epochs", "2"), timeout=TIMEOUT)
     assert run.returncode == 0, run.log[-3000:]
     assert run.record["world_size"] == 2
-    history = torch.load(tmp_path / train.CHECKPOINT_NAME, weights_only=True)["history"]
+    history = torch.load(tmp_path / checkpoints.CHECKPOINT_NAME, weights_only=True)["history"]
     assert [h["train_loss"] for h in history] == pytest.approx(
         [h["train_loss"] for h in expected], rel=1e-6
     )
@@ -313,13 +313,13 @@ def test_fsdp_checkpoint_saved_by_two_ranks_resumes_on_one(tmp_path):
     )
     assert first.returncode == 0, first.log[-3000:]
     assert first.lines("fully sharded (FSDP2): 2 processes")
-    folder = tmp_path / f"{train.SHARDED_PREFIX}1"
+    folder = tmp_path / f"{checkpoints.SHARDED_PREFIX}1"
     assert sorted(p.name for p in folder.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
     layout = sharded.layout(folder)
     assert set(layout["file"]) == {"__0_0.distcp", "__1_0.distcp"}  # each rank holds a part
     dense = layout[layout["tensor"] == "7.weight"]  # Linear(9216, 128): 64 rows per rank
     assert list(dense["offsets"]) == [(0, 0), (64, 0)] and dense["shape"].iloc[0] == (128, 9216)
-    ckpt = torch.load(tmp_path / train.CHECKPOINT_NAME, weights_only=True)
+    ckpt = torch.load(tmp_path / checkpoints.CHECKPOINT_NAME, weights_only=True)
     assert ckpt["sharded"] == folder.name and ckpt["model"] is None
 
     second = scaling.train_cli(
@@ -332,9 +332,9 @@ def test_fsdp_checkpoint_saved_by_two_ranks_resumes_on_one(tmp_path):
     assert second.returncode == 0, second.log[-3000:]
     assert second.record["world_size"] == 1 and second.record["resumed_from_epoch"] == 1
     assert second.record["test_accuracy"] > 0.5  # chance is 0.1
-    history = torch.load(tmp_path / train.CHECKPOINT_NAME, weights_only=True)["history"]
+    history = torch.load(tmp_path / checkpoints.CHECKPOINT_NAME, weights_only=True)["history"]
     assert [h["epoch"] for h in history] == [1, 2]
-    assert not folder.exists() and (tmp_path / f"{train.SHARDED_PREFIX}2").is_dir()
+    assert not folder.exists() and (tmp_path / f"{checkpoints.SHARDED_PREFIX}2").is_dir()
 
 
 def test_throughput_table_from_runs():

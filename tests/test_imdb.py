@@ -8,7 +8,7 @@ import matplotlib
 import numpy as np
 import pytest
 
-from rocm_dl_guide import fixtures, imdb
+from rocm_dl_guide import fixtures, imdb, profiles
 
 matplotlib.use("Agg")
 
@@ -121,3 +121,13 @@ def test_cli_trains_imdb():
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1 and "IMDB sentiment: test accuracy" in lines[0], proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+def test_data_folder_keeps_the_profiles_data_source(monkeypatch):
+    """A Profile whose data source was changed keeps it: the gpu profile's sizes on
+    fixtures (as on an offline GPU machine) must not ask for the real download."""
+    monkeypatch.delenv(profiles.DATA_SOURCE_VAR, raising=False)
+    offline_gpu = profiles.with_data_source(profiles.get("gpu"), "fixtures")
+    prepared, folder = imdb.data_folder(offline_gpu)
+    assert prepared.kind == "fixture"
+    assert (folder / "train" / "pos").is_dir() and (folder / "test" / "neg").is_dir()

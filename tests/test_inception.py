@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rocm_dl_guide import datasets, inception, profiles  # noqa: E402
+from rocm_dl_guide import casestudies, datasets, inception, profiles  # noqa: E402
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -233,7 +233,7 @@ def test_smoke_training_runs_and_learns(tmp_path):
     # no epochs asked for: the smoke profile's two (the page's run)
     run = inception.train(profile="smoke", checkpoint_dir=tmp_path, progress=False)
     hist = run.result.history
-    assert run.epochs == profiles.get("smoke").epoch_caps["inception"] == 2
+    assert run.epochs == casestudies.get("inception-v3").epoch_caps["smoke"] == 2
     assert [m.epoch for m in hist] == [1, 2]
     assert run.data.image_size == 75 and run.data.prepared.kind == "fixture"
     assert run.lr == inception.RANDOM_INIT_LR  # random weights: not the fine-tuning rate

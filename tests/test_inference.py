@@ -34,7 +34,7 @@ PAGES = ROOT / "book" / "optimization"
 def prepared(tmp_path_factory):
     """Inception v3 (smoke profile: random weights) and its ONNX export, once."""
     path = tmp_path_factory.mktemp("models") / "inception_v3.onnx"
-    return inference.prepare("smoke", path)
+    return inference.export_inception("smoke", path)
 
 
 @pytest.fixture(scope="module")

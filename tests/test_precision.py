@@ -16,7 +16,7 @@ ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
 from conftest import guide_cli  # noqa: E402
-from rocm_dl_guide import cifar10, inference, precision  # noqa: E402
+from rocm_dl_guide import cifar10, device, inference, precision  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +139,7 @@ def test_agreement_counts_top1_matches_with_the_reference_and_accuracy():
         out[first] = np.roll(out[first], 1, axis=1)
         return out
 
-    found = precision.agreement(
+    found = precision.prediction_agreement(
         [_engine("ref", lambda x: logits[x[:, 0].astype(int)]), _engine("other", flipped)],
         images,
         labels,
@@ -152,7 +152,7 @@ def test_agreement_counts_top1_matches_with_the_reference_and_accuracy():
 
 def test_agreement_refuses_mismatched_inputs():
     with pytest.raises(precision.PrecisionError, match="3 images for 2 labels"):
-        precision.agreement([_engine("e", lambda x: x)], np.zeros((3, 1)), np.zeros(2))
+        precision.prediction_agreement([_engine("e", lambda x: x)], np.zeros((3, 1)), np.zeros(2))
 
 
 # --------------------------------------------------------------------------- the CPU
@@ -162,25 +162,26 @@ CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma f16c avx512f avx512_vnni
 
 
 def test_cpu_flags_and_what_each_precision_uses():
-    flags = precision.cpu_flags(CPUINFO)
-    assert flags["avx512_vnni"] and flags["avx512_bf16"] and not flags["amx_tile"]
+    flags = device.cpu_flags(CPUINFO)
+    assert {"avx512_vnni", "avx512_bf16"} <= flags and "amx_tile" not in flags
     assert "VNNI" in precision.instructions("int8", flags)
     assert "AVX512-BF16" in precision.instructions("bf16", flags)
-    plain = precision.cpu_flags("flags\t: avx2 fma f16c\n")
+    plain = device.cpu_flags("flags\t: avx2 fma f16c\n")
     assert "no VNNI" in precision.instructions("int8", plain)
     assert "software" in precision.instructions("bf16", plain)
-    assert precision.cpu_flags("") == dict.fromkeys(precision.CPU_FLAGS, False)
+    assert device.cpu_flags("") == set()
+    assert "fp32" == precision.instructions("fp32", set())
 
 
 def test_precisions_without_instructions_are_skipped_and_say_why():
-    plain = precision.cpu_flags("flags\t: avx2 fma f16c\n")
+    plain = device.cpu_flags("flags\t: avx2 fma f16c\n")
     why = precision.skipped(precision.ENGINES, plain)
     assert "PyTorch eager bf16" in why and "no bf16 instructions" in why["PyTorch eager bf16"]
     assert "ONNX Runtime int8" not in why and "torch.compile fp32" not in why
     if not inference.migraphx_status().available:
         assert "MIGraphX fp16" in why and "MIGraphX int8" in why
     assert "PyTorch eager bf16" not in precision.skipped(precision.ENGINES, plain, emulated=True)
-    rich = precision.cpu_flags(CPUINFO)
+    rich = device.cpu_flags(CPUINFO)
     assert "PyTorch eager bf16" not in precision.skipped(precision.ENGINES, rich)
 
 
@@ -192,20 +193,24 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize(
-    "args,text",
+    "args,flag",
     [
-        (["bench", "precision", "--batch", "8"], "use --batches"),
-        (["bench", "precision", "--tuning"], "use --batches"),
-        (["bench", "inference", "--batches", "1,8"], "are for 'bench precision'"),
+        (["bench", "precision", "--batch", "8"], "--batch"),
+        (["bench", "precision", "--tuning"], "--tuning"),
+        (["bench", "precision", "--backend", "onnxruntime"], "--backend"),
+        (["bench", "inference", "--batches", "1,8"], "--batches"),
+        (["bench", "inference", "--emulated"], "--emulated"),
         (["bench", "precision", "--iterations", "0"], "--iterations"),
     ],
 )
-def test_bench_precision_argument_errors_are_one_line(args, text):
+def test_bench_precision_argument_errors_are_usage_errors(args, flag):
+    """Each bench subcommand takes only its own flags: argparse refuses the
+    others (and values out of bounds) with exit code 2, naming the flag."""
     proc = _cli(*args)
     assert proc.returncode == 2, proc.stdout
     assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("bench: ") and text in lines[0], proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "error:" in last and flag in last, proc.stderr
 
 
 def test_bench_precision_rejects_bad_batch_lists():
@@ -239,7 +244,7 @@ def test_bench_precision_json_rows(tmp_path):
     assert rows[precision.REFERENCE]["accuracy"] > 0.2
     assert rows[("ONNX Runtime", "fp32")]["top1_agreement"] >= 0.99
     assert rows[("ONNX Runtime", "int8")]["top1_agreement"] >= 0.8
-    assert data["threads"] >= 1 and data["versions"]["onnxruntime"]
+    assert data["threads"] >= 1 and data["versions"]["ONNX Runtime"]
     assert "fixture" in data["agreement_note"] and "Inception v3" in data["speed_model"]
     assert "1" in data["iterations"]
     assert data["skipped"] == {}  # only what was asked for, and this machine runs all of it
@@ -251,7 +256,7 @@ def _bench(rows) -> precision.PrecisionBench:
         rows=rows,
         machine="CPU (test)",
         threads=2,
-        cpu_flags={},
+        cpu_flags=[],
         versions={},
         profile="smoke",
         speed_model="m",

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from rocm_dl_guide import profiles
+from rocm_dl_guide import casestudies, profiles
 
 
 def test_env_var_selects_profile(monkeypatch):
@@ -34,13 +34,16 @@ def test_profiles_are_ordered_by_work():
 
 def test_epochs_follow_the_example_cap_then_the_profile_cap():
     smoke, full = profiles.get("smoke"), profiles.get("full")
-    assert smoke.epochs(90, example="inception") == smoke.epoch_caps["inception"] == 2
+    cap = casestudies.get("inception-v3").epoch_caps["smoke"]
+    assert smoke.epochs(90, example="inception-v3") == cap == 2
     assert smoke.epochs(90) == smoke.epochs(90, example="cifar10") == smoke.max_epochs == 3
-    assert smoke.epochs(1, example="inception") == 1  # a cap never adds epochs
-    assert smoke.epochs(90, override=5, example="inception") == 5  # asked for: as asked
-    assert full.epochs(90, example="inception") == 90
+    assert smoke.epochs(1, example="inception-v3") == 1  # a cap never adds epochs
+    assert smoke.epochs(90, override=5, example="inception-v3") == 5  # asked for: as asked
+    assert full.epochs(90, example="inception-v3") == 90
     with pytest.raises(ValueError, match="at least 1"):
         smoke.epochs(90, override=0)
+    with pytest.raises(casestudies.UnknownCaseStudyError, match="inception-v3"):
+        smoke.epochs(90, example="inception")  # one name per case study
 
 
 def test_provenance_names_profile_device_and_versions(monkeypatch):

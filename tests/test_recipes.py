@@ -12,7 +12,7 @@ import inspect
 
 import pytest
 
-from rocm_dl_guide import cifar10, imdb, inception, profiles, recipes
+from rocm_dl_guide import casestudies, cifar10, imdb, inception, profiles, recipes
 
 GUIDE = {
     "inception-v3": {
@@ -70,7 +70,8 @@ def test_the_training_functions_use_the_recipe():
 
 def test_the_table_has_a_row_per_case_study_and_every_column():
     frame = recipes.table()
-    assert list(frame["command"]) == list(recipes.CASE_STUDIES)
+    assert list(frame["command"]) == list(recipes.names())
+    assert set(recipes.names()) == set(casestudies.REGISTRY) - {"mnist-tensorflow"}
     assert list(frame.columns) == ["command", *recipes.COLUMNS]
     row = frame.set_index("command").loc["cifar10"]
     assert row["batch size"] == 4 and row["weight decay"] == "-"

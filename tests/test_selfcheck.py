@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rocm_dl_guide import selfcheck, train  # noqa: E402
+from rocm_dl_guide import selfcheck, training_speed  # noqa: E402
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -58,7 +58,7 @@ def test_make_gpu_check_refuses_clearly(tmp_path):
 
 
 def test_cpu_run_passes_and_reports_the_gpu_parts_as_skipped(tmp_path):
-    only = ["train:cifar10", "precision:cifar10", "dataloader", "checkpoint-resume", "ddp"]
+    only = ["train:cifar10", "speed:cifar10", "dataloader", "checkpoint-resume", "ddp"]
     done = _cli(
         "--steps",
         "2",
@@ -73,7 +73,8 @@ def test_cpu_run_passes_and_reports_the_gpu_parts_as_skipped(tmp_path):
     data = json.loads(done.stdout.strip().splitlines()[-1])
     assert data["passed"] is True and data["mode"] == "cpu" and data["format"] == 1
     assert data["data_source"] == "fixtures" and data["profile"] == "smoke"
-    assert data["device"]["type"] == "cpu" and data["versions"]["PyTorch"] == torch.__version__
+    assert data["device"]["type"] == "cpu"
+    assert torch.__version__.startswith(data["versions"]["PyTorch"].split("+")[0])
     checks = {c["name"]: c for c in data["checks"]}
     assert list(checks) == only
     assert checks["train:cifar10"]["status"] == "pass"
@@ -83,7 +84,7 @@ def test_cpu_run_passes_and_reports_the_gpu_parts_as_skipped(tmp_path):
         assert checks[name]["status"] == "skip" and "GPU" in checks[name]["detail"]
     figs = data["figures"]["cifar10"]
     assert figs["float32_img_per_s"] > 0 and figs["amp-float16_img_per_s"] is None
-    assert "amp-float16" in checks["precision:cifar10"]["detail"]  # skipped, with the reason
+    assert "amp-float16" in checks["speed:cifar10"]["detail"]  # skipped, with the reason
     # the written report reads back; the text report says the same
     report = selfcheck.load_report(tmp_path / "report" / "selfcheck.json")
     assert report.passed and [c.name for c in report.checks] == only
@@ -130,7 +131,7 @@ def test_a_failing_check_fails_the_run_and_is_reported(tmp_path, monkeypatch):
 
 
 def _gpu_report(status: str = "pass") -> selfcheck.Report:
-    checks = [selfcheck.Check(n, status, "ok", 1.0) for n in selfcheck.CHECK_NAMES[:6]]
+    checks = [selfcheck.Outcome(n, status, "ok", 1.0) for n in selfcheck.CHECK_NAMES[:6]]
     checks[3].figures = {
         "float32_img_per_s": 1000.0,
         "amp+channels_last_img_per_s": 2500.0,
@@ -171,7 +172,7 @@ def test_only_a_passed_gpu_run_writes_the_record(tmp_path):
     selfcheck.write_record(_gpu_report(), path)
     record = selfcheck.latest_record(path)
     assert record["device"]["name"] == "AMD Instinct MI300X" and record["commit"]
-    text = selfcheck.stamp("mnist", path=path)
+    text = selfcheck.stamp("mnist-pytorch", path=path)
     assert "2026-11-23 10:00 UTC on AMD Instinct MI300X (ROCm/HIP 7.0, gfx942)" in text
     assert "amp+channels_last 2,500 img/s" in text and "amp speedup 2.50x" in text
 
@@ -200,7 +201,7 @@ def test_peak_throughput_table():
     assert selfcheck.peak_throughput("Radeon RX 7900 XTX") is None
 
 
-def test_compare_precision_fixed_dtypes_and_unknown_variants():
+def test_training_speed_fixed_dtypes_and_unknown_variants():
     from torch import nn
 
     batches = [(torch.randn(4, 3, 8, 8), torch.randint(0, 2, (4,)))]
@@ -208,7 +209,7 @@ def test_compare_precision_fixed_dtypes_and_unknown_variants():
     def model_fn():
         return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 36, 2))
 
-    got = train.compare_precision(
+    got = training_speed.compare(
         model_fn, batches, "cpu", steps=1, warmup=0, repeats=1, variants=["float32", "amp-float16"]
     )
     frame = got.frame.set_index("variant")
@@ -216,7 +217,7 @@ def test_compare_precision_fixed_dtypes_and_unknown_variants():
     assert frame.loc["float32", "images_per_second"] > 0
     assert frame.loc["amp-float16", "note"].startswith("skipped: float16 autocast")
     with pytest.raises(ValueError, match="unknown variant"):
-        train.compare_precision(model_fn, batches, "cpu", variants=["fp8"])
+        training_speed.compare(model_fn, batches, "cpu", variants=["fp8"])
 
 
 def test_wheelhouse_serves_every_python_offline(tmp_path):

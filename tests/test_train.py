@@ -27,16 +27,13 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from rocm_dl_guide import train  # noqa: E402
+from rocm_dl_guide import train, training_speed  # noqa: E402
+from rocm_dl_guide.checkpoints import CheckpointError, load_weights, save_weights  # noqa: E402
 from rocm_dl_guide.train import (  # noqa: E402
-    CheckpointError,
     EpochMetrics,
     TrainResult,
-    compare_precision,
     evaluate,
     fit,
-    load_weights,
-    save_weights,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -324,9 +321,9 @@ def test_amp_and_channels_last_on_cpu():
     assert model[0].weight.is_contiguous(memory_format=torch.channels_last)
 
 
-def test_compare_precision_reports_every_variant():
+def test_training_speed_reports_every_variant():
     loader = DataLoader(make_data(128, seed=4), batch_size=32)
-    result = compare_precision(make_model, loader, "cpu", steps=2, warmup=1, repeats=2)
+    result = training_speed.compare(make_model, loader, "cpu", steps=2, warmup=1, repeats=2)
     frame = result.frame
     assert list(frame["variant"]) == ["float32", "channels_last", "amp", "amp+channels_last"]
     assert {"images_per_second", "speedup", "note", "dtype"} <= set(frame.columns)
@@ -621,12 +618,10 @@ def test_native_bf16_detection_from_cpu_flags():
     assert not device.cpu_has_native_bf16({"avx2", "fma", "avx512f"})
 
 
-def test_compare_precision_skips_emulated_bf16_and_says_why(monkeypatch):
-    import rocm_dl_guide.train as loop
-
-    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: False)
+def test_training_speed_skips_emulated_bf16_and_says_why(monkeypatch):
+    monkeypatch.setattr(training_speed, "cpu_has_native_bf16", lambda: False)
     loader = DataLoader(make_data(64, seed=5), batch_size=32)
-    result = compare_precision(make_model, loader, "cpu", steps=1, warmup=0, repeats=1)
+    result = training_speed.compare(make_model, loader, "cpu", steps=1, warmup=0, repeats=1)
     rows = result.frame.set_index("variant")
     for variant in ("amp", "amp+channels_last"):
         assert math.isnan(rows.loc[variant, "images_per_second"])

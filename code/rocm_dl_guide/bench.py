@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rocm_dl_guide import inference, profiles
+from rocm_dl_guide.provenance import library_versions
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -160,20 +161,8 @@ def eager_runner(model, x: np.ndarray, device=None) -> Callable[[], np.ndarray]:
     return run
 
 
-def _versions() -> dict[str, str]:
-    import platform
-
-    from rocm_dl_guide.provenance import installed_version
-
-    found = {"Python": platform.python_version()}
-    for name in ("PyTorch", "torchvision", "ONNX Runtime", "MIGraphX"):
-        ver = installed_version(name)
-        if ver:
-            found[name] = ver
-    mgx = inference.migraphx_status()
-    if mgx.available and "MIGraphX" not in found:
-        found["MIGraphX"] = str(getattr(mgx.module, "__version__", "installed"))
-    return found
+LIBRARIES = ("PyTorch", "torchvision", "ONNX Runtime", "MIGraphX")
+"""The libraries whose versions a benchmark records."""
 
 
 @dataclass
@@ -290,7 +279,7 @@ def _method(backend: str, provider: str) -> str:
 
 
 def tuning_comparison(
-    prepared: inference.Prepared | None = None,
+    prepared: inference.ExportedInception | None = None,
     batch: int = 1,
     warmup: int | None = None,
     iterations: int | None = None,
@@ -303,7 +292,7 @@ def tuning_comparison(
     MIGraphX, ONNX Runtime with graph optimisations off against all of them,
     which is the CPU counterpart and is labelled so in :attr:`TuningResult.method`.
     """
-    prepared = prepared or inference.prepare()
+    prepared = prepared or inference.export_inception()
     name = inference.select_backend(backend)
     threads = threads or inference.default_threads()
     w, n = iterations_for(batch, prepared.profile)
@@ -345,7 +334,7 @@ def run(
     backend: str | None = None,
     tuning: bool = False,
     threads: int | None = None,
-    prepared: inference.Prepared | None = None,
+    prepared: inference.ExportedInception | None = None,
     profile: profiles.ProfileLike = None,
 ) -> InferenceBench:
     """PyTorch eager against the compiled backend at one batch size, on the
@@ -354,7 +343,7 @@ def run(
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     name = inference.select_backend(backend)
-    prepared = prepared or inference.prepare(profile)
+    prepared = prepared or inference.export_inception(profile)
     threads = threads or inference.default_threads()
     w, n = iterations_for(batch, prepared.profile)
     warmup = w if warmup is None else warmup
@@ -388,7 +377,7 @@ def run(
         within_tolerance=err <= tol,
         profile=prepared.profile,
         weights=prepared.loaded.note,
-        versions=_versions(),
+        versions=library_versions(LIBRARIES),
         note=inference.backend_note(compiled),
     )
     if tuning:
@@ -446,7 +435,7 @@ class Sweep:
 
 def sweep(
     batches: tuple[int, ...] | None = None,
-    prepared: inference.Prepared | None = None,
+    prepared: inference.ExportedInception | None = None,
     backend: str | None = None,
     threads: int | None = None,
     runs: tuple[int, int] | None = None,
@@ -458,7 +447,7 @@ def sweep(
     import pandas as pd
 
     batches = batches or batch_sizes()
-    prepared = prepared or inference.prepare()
+    prepared = prepared or inference.export_inception()
     name = inference.select_backend(backend)
     threads = threads or inference.default_threads()
     results: dict[int, InferenceBench] = {}
@@ -491,7 +480,7 @@ def sweep(
         eager_device=last.eager_device if last else "",
         threads=threads,
         max_rel_error=max((r.max_rel_error for r in results.values()), default=0.0),
-        versions=_versions(),
+        versions=library_versions(LIBRARIES),
         profile=prepared.profile,
         weights=prepared.loaded.note,
         note=last.note if last else "",

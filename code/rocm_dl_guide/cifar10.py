@@ -252,6 +252,14 @@ class CifarRun:
         return self.result.plot(ax=ax, title=f"CIFAR-10 CNN ({self.data.prepared.kind} data)")
 
 
+def training_workload(profile: profiles.ProfileLike = None, device=None):
+    """What ``selfcheck`` times: the network and its training loader
+    (a :class:`rocm_dl_guide.training_speed.Workload`)."""
+    from rocm_dl_guide.training_speed import Workload
+
+    return Workload(Net, load(profile, device=device).train_loader)
+
+
 def train(
     profile: profiles.ProfileLike = None,
     epochs: int | None = None,
@@ -274,7 +282,7 @@ def train(
     from rocm_dl_guide import train as loop
 
     prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs)
+    n_epochs = prof.epochs(FULL_EPOCHS, epochs, example="cifar10")
     dev = devices.pick()
     data = load(prof, seed=seed, device=dev)
     torch.manual_seed(seed)

@@ -125,6 +125,17 @@ def stream_of(rocm_version) -> str | None:
 # ----------------------------------------------------------------------- versions
 
 
+def major_minor(version: str | None) -> str | None:
+    """``"major.minor"`` of a version string (``"6.4"`` from ``"6.4.1-120"``), or
+    ``None`` when it has no two leading numbers.
+
+    >>> major_minor("2.6.0+rocm6.4"), major_minor("7"), major_minor(None)
+    ('2.6', None, None)
+    """
+    parts = normalize_version(version or "").split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 and all(p.isdigit() for p in parts[:2]) else None
+
+
 def normalize_version(v: str) -> str:
     """The first run of up to three dot-separated numbers in ``v``, or ``""``.
 

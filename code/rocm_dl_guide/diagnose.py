@@ -453,17 +453,12 @@ def pytorch_build_checks(sysrep: SystemReport) -> list[Check]:
     return checks
 
 
-def _major_minor(version: str | None) -> str | None:
-    parts = compat.normalize_version(version or "").split(".")
-    return ".".join(parts[:2]) if len(parts) >= 2 and all(p.isdigit() for p in parts[:2]) else None
-
-
 def release_distance(a: str, b: str) -> int | None:
     """How many ROCm releases (major.minor) lie between ``a`` and ``b``, by the
     compatibility data's list (a release older than all it lists counts as one
     past the oldest, so the distance is then a lower bound); None when unknown."""
-    order = list(dict.fromkeys(_major_minor(v) for v in compat.rocm_releases()))
-    ma, mb = _major_minor(a), _major_minor(b)
+    order = list(dict.fromkeys(compat.major_minor(v) for v in compat.rocm_releases()))
+    ma, mb = compat.major_minor(a), compat.major_minor(b)
     if not ma or not mb or not order:
         return None
 
@@ -482,14 +477,14 @@ def _hip_window_check(sysrep: SystemReport, info) -> list[Check]:
     """A ROCm PyTorch built for another ROCm release than the one installed."""
     hip = info.details.get("hip") if info else None
     system = sysrep.rocm.version
-    if not hip or not system or _major_minor(hip) == _major_minor(system):
+    if not hip or not system or compat.major_minor(hip) == compat.major_minor(system):
         return []
     gap = release_distance(hip, system)
     policy = (compat.data().get("kernel_driver_policy") or {}).get("text", "")
     src = compat.sources().get("amdgpu-driver-compat-matrix", {}).get("url")
     sources = (src,) if src else ()
     head = (
-        f"PyTorch carries the ROCm {_major_minor(hip)} libraries (HIP {hip}) while ROCm "
+        f"PyTorch carries the ROCm {compat.major_minor(hip)} libraries (HIP {hip}) while ROCm "
         f"{system} is installed: the wheel uses its own libraries, and what must match is the "
         "kernel driver"
     )

@@ -45,6 +45,19 @@ class Context:
     """The process group's backend (``nccl``/``gloo``), ``None`` for one process."""
     device: torch.device
 
+    @classmethod
+    def single(cls, device: str | torch.device | None = None) -> Context:
+        """Rank 0 of a one-process job on ``device`` (default: the GPU if any)."""
+        from rocm_dl_guide.device import pick
+
+        return cls(
+            rank=0,
+            world_size=1,
+            local_rank=0,
+            backend=None,
+            device=torch.device(device) if device is not None else pick(),
+        )
+
     @property
     def distributed(self) -> bool:
         return self.backend is not None
@@ -74,9 +87,8 @@ def setup(device: str | torch.device | None = None) -> Context:
     ``gloo`` on the CPU; an already initialised process group is reused.
     """
     if not launched_by_torchrun():
-        from rocm_dl_guide.device import pick
 
-        return Context(0, 1, 0, None, torch.device(device) if device is not None else pick())
+        return Context.single(device)
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         if local_rank >= torch.cuda.device_count():

@@ -36,12 +36,6 @@ def _from_verdict(name: str, verdict: compat.Verdict, cid: str = "") -> Check:
     return Check(name, status, verdict.message, tuple(verdict.sources), cid)
 
 
-def _major_minor(version: str | None) -> str | None:
-    norm = compat.normalize_version(version or "")
-    parts = norm.split(".")
-    return ".".join(parts[:2]) if len(parts) >= 2 else None
-
-
 def _driver_check(rocm_ver: str, module_version: str) -> Check:
     """Check the kernel driver against ROCm, where the number can be read as a driver release.
 
@@ -113,7 +107,7 @@ def _rocm_check(sysrep: SystemReport) -> tuple[Check, str | None]:
         return _found_rocm_check(sysrep), rocm_ver
     hip = _hip_version(sysrep)
     if hip:
-        rocm_ver = _major_minor(hip)
+        rocm_ver = compat.major_minor(hip)
         message = (
             f"no system ROCm ({sysrep.rocm.error}); PyTorch carries its own ROCm "
             f"libraries (HIP {hip}), so ROCm {rocm_ver} is assumed for the checks below"

@@ -129,7 +129,7 @@ def probability_model(model):
 
 def epochs_for(profile: profiles.ProfileLike = None, override: int | None = None) -> int:
     """The number of epochs: ``override``, else the guide's 10 capped by the profile."""
-    return profiles.current(profile).epochs(FULL_EPOCHS, override)
+    return profiles.current(profile).epochs(FULL_EPOCHS, override, example="fashion-mnist")
 
 
 # --------------------------------------------------------------------------- figures
@@ -255,7 +255,7 @@ def train(
     from rocm_dl_guide import keras_train
 
     prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs)
+    n_epochs = prof.epochs(FULL_EPOCHS, epochs, example="fashion-mnist")
     (train_images, train_labels), (test_images, test_labels), data = load_data(prof)
     train_images, test_images = train_images / 255.0, test_images / 255.0
     keras = _keras()

@@ -93,9 +93,9 @@ def _keras():
 # --------------------------------------------------------------------------- the files
 
 
-def prepare(profile: profiles.ProfileLike = None) -> tuple[datasets.PreparedData, Path]:
+def data_folder(profile: profiles.ProfileLike = None) -> tuple[datasets.PreparedData, Path]:
     """``(prepared, dataset_dir)``: the data layer's IMDB and its ``aclImdb`` folder."""
-    prepared = datasets.prepare("imdb", profiles.current(profile).name)
+    prepared = datasets.prepare("imdb", profiles.current(profile))
     return prepared, prepared.root / "aclImdb"
 
 
@@ -351,7 +351,7 @@ def repeats_for(data: datasets.PreparedData) -> int:
 
 def epochs_for(profile: profiles.ProfileLike = None, override: int | None = None) -> int:
     """The number of epochs: ``override``, else the guide's 10 capped by the profile."""
-    return profiles.current(profile).epochs(FULL_EPOCHS, override)
+    return profiles.current(profile).epochs(FULL_EPOCHS, override, example="imdb")
 
 
 @dataclass
@@ -394,8 +394,8 @@ def train(
     from rocm_dl_guide import keras_train
 
     prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs)
-    data, dataset_dir = prepare(prof)
+    n_epochs = prof.epochs(FULL_EPOCHS, epochs, example="imdb")
+    data, dataset_dir = data_folder(prof)
     raw = load_datasets(dataset_dir, seed=seed, verbose=False)
     vectorize_layer = make_vectorizer(raw.train)
     train_ds, val_ds, test_ds = vectorize_datasets(vectorize_layer, raw, repeats_for(data))

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
     from torch import nn
 
-    from rocm_dl_guide.train import PrecisionComparison
+    from rocm_dl_guide.training_speed import SpeedComparison, Workload
 
 # ImageNet statistics used by every torchvision classifier's preprocessing.
 MEAN = (0.485, 0.456, 0.406)
@@ -556,7 +556,7 @@ def train(
 
     SGD (lr 0.1, momentum 0.9, weight decay 1e-4) with StepLR (x0.1 every 30
     epochs), cross-entropy loss, batch 32, 90 epochs in the ``full`` profile;
-    the profile caps epochs (``smoke``: 2, its ``epoch_caps["inception"]``),
+    the profile caps epochs (``smoke``: 2, the registry's cap for ``inception-v3``),
     batches per epoch and the input size. With
     ``checkpoint_dir`` every epoch is checkpointed (``resume`` continues) and the
     final weights are saved as ``trained_inception_v3.pt``. ``lr`` defaults to
@@ -569,7 +569,7 @@ def train(
     from rocm_dl_guide import train as loop
 
     prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs, example="inception")
+    n_epochs = prof.epochs(FULL_EPOCHS, epochs, example="inception-v3")
     dev = devices.pick()
     data = tiny_imagenet_loaders(
         prof, image_size=image_size, batch_size=batch_size, seed=seed, device=dev
@@ -612,13 +612,27 @@ def train(
     )
 
 
-def compare_precision(
+def training_workload(profile: profiles.ProfileLike = None, device=None) -> Workload:
+    """What ``selfcheck`` times: the fine-tuning model and the training loader."""
+    from rocm_dl_guide.training_speed import Workload
+
+    prof = profiles.current(profile)
+    data = tiny_imagenet_loaders(prof, device=device)
+    classes = len(data.classes)
+
+    def model_fn():
+        return finetune_model(classes, prof)[0]
+
+    return Workload(model_fn, data.train_loader, data.image_size)
+
+
+def compare_training_speed(
     profile: profiles.ProfileLike = None,
     batch_size: int | None = None,
     image_size: int | None = None,
-) -> PrecisionComparison:
+) -> SpeedComparison:
     """Training-step throughput of Inception v3 in float32, channels-last, autocast
-    and both, measured in one run (see :func:`rocm_dl_guide.train.compare_precision`).
+    and both, measured in one run (see :func:`rocm_dl_guide.training_speed.compare`).
 
     Uses tiny-imagenet-200 batches at the profile's input size and a randomly
     initialised model (weights do not change the speed). On the CPU the run is
@@ -628,7 +642,7 @@ def compare_precision(
     import torch
 
     from rocm_dl_guide import device as devices
-    from rocm_dl_guide import train as loop
+    from rocm_dl_guide import training_speed
 
     prof = profiles.current(profile)
     dev = devices.pick()
@@ -641,7 +655,7 @@ def compare_precision(
     )
     n = len(data.classes)
     torch.manual_seed(0)
-    result = loop.compare_precision(
+    result = training_speed.compare(
         lambda: random_inception(n, aux_logits=False),
         data.train_loader,
         dev,

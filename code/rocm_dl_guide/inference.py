@@ -441,7 +441,7 @@ def export_once(
 
 
 @dataclass
-class Prepared:
+class ExportedInception:
     """What every inference page starts from: the PyTorch model and its ONNX export."""
 
     loaded: LoadedModel
@@ -453,9 +453,9 @@ class Prepared:
         return self.loaded.model
 
 
-def prepare(
+def export_inception(
     profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None
-) -> Prepared:
+) -> ExportedInception:
     """Load Inception v3 as the profile says (pretrained weights, or random ones in
     ``smoke``; :attr:`LoadedModel.note` says which) and export it to ONNX, by
     default as ``<data cache>/models/inception_v3.onnx``.
@@ -470,7 +470,7 @@ def prepare(
     target = Path(path) if path is not None else models_dir() / MODEL_FILE
     onnx_model = export_once(loaded.model, target)
     onnx_model.weights_note = loaded.note
-    return Prepared(loaded=loaded, onnx=onnx_model, profile=prof.name)
+    return ExportedInception(loaded=loaded, onnx=onnx_model, profile=prof.name)
 
 
 # --------------------------------------------------------------------------- compiled models
@@ -949,7 +949,7 @@ def write_cpp_inputs(
     PyTorch's logits for it (1 x 1000 float32), to compare with."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    prepared = prepare(profile, directory / MODEL_FILE)
+    prepared = export_inception(profile, directory / MODEL_FILE)
     x = image_batch()
     logits = torch_logits(prepared.model, x, "cpu")
     files = {
@@ -1098,7 +1098,10 @@ def _mgx_ops(text: str) -> dict[str, int]:
 
 
 def graph_views(
-    prepared: Prepared, backend: str | None = None, lines: int = 25, workdir: Path | None = None
+    prepared: ExportedInception,
+    backend: str | None = None,
+    lines: int = 25,
+    workdir: Path | None = None,
 ) -> GraphViews:
     """What the optimisation passes did to the exported model.
 

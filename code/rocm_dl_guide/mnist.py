@@ -80,6 +80,14 @@ def torch_loaders(profile: profiles.ProfileLike = None, device=None):
     return train_loader, test_loader, data
 
 
+def training_workload(profile: profiles.ProfileLike = None, device=None):
+    """What ``selfcheck`` times: the CNN and its training loader
+    (a :class:`rocm_dl_guide.training_speed.Workload`)."""
+    from rocm_dl_guide.training_speed import Workload
+
+    return Workload(mnist_cnn, torch_loaders(profile, device)[0])
+
+
 def train_pytorch(
     profile: profiles.ProfileLike = None,
     epochs: int | None = None,
@@ -98,7 +106,7 @@ def train_pytorch(
     from rocm_dl_guide import train
 
     prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS_TORCH, epochs)
+    n_epochs = prof.epochs(FULL_EPOCHS_TORCH, epochs, example="mnist-pytorch")
     torch.manual_seed(seed)
     dev = devices.pick()
     train_loader, test_loader, data = torch_loaders(prof, dev)
@@ -162,7 +170,7 @@ def train_keras(
     from rocm_dl_guide import keras_train
 
     prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS_KERAS, epochs)
+    n_epochs = prof.epochs(FULL_EPOCHS_KERAS, epochs, example="mnist-tensorflow")
     (x_train, y_train), (x_test, y_test), data = datasets.mnist_arrays("mnist", profile=prof)
     keras_train.import_tensorflow()
     import keras

@@ -26,15 +26,16 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rocm_dl_guide import inference, profiles
+from rocm_dl_guide import device, inference, profiles
 from rocm_dl_guide.files import atomic_path
+from rocm_dl_guide.provenance import library_versions
 
 CPU_FLAGS = (
     "avx2",
@@ -76,40 +77,32 @@ class PrecisionError(ValueError):
 # --------------------------------------------------------------------------- the CPU
 
 
-def cpu_flags(cpuinfo: str | None = None) -> dict[str, bool]:
-    """Which of :data:`CPU_FLAGS` this CPU has (``cpuinfo``: the text of
-    ``/proc/cpuinfo``, read when not given; all ``False`` where it is missing)."""
-    from rocm_dl_guide import device
-
-    present = device.cpu_flags(cpuinfo)
-    return {flag: flag in present for flag in CPU_FLAGS}
-
-
-def instructions(precision: str, flags: dict[str, bool]) -> str:
-    """In words: which instructions a CPU ``precision`` can use, given ``flags``."""
+def instructions(precision: str, flags: Collection[str]) -> str:
+    """In words: which instructions a CPU ``precision`` can use, given ``flags``
+    (the CPU's flags, :func:`rocm_dl_guide.device.cpu_flags`)."""
     if precision == "int8":
-        if flags.get("amx_int8"):
+        if ("amx_int8" in flags):
             return "int8 matrix tiles (AMX-INT8)"
-        if flags.get("avx512_vnni") or flags.get("avx_vnni"):
+        if ("avx512_vnni" in flags) or ("avx_vnni" in flags):
             return "int8 dot products (VNNI)"
-        if flags.get("avx2"):
+        if ("avx2" in flags):
             return "AVX2 integer multiply-add, no VNNI"
         return "no SIMD int8 instructions found"
     if precision == "bf16":
-        if flags.get("amx_bf16"):
+        if ("amx_bf16" in flags):
             return "bf16 matrix tiles (AMX-BF16)"
-        if flags.get("avx512_bf16"):
+        if ("avx512_bf16" in flags):
             return "bf16 dot products (AVX512-BF16)"
         return "no bf16 instructions: converted to and from fp32 in software"
     if precision == "fp16":
-        if flags.get("avx512_fp16"):
+        if ("avx512_fp16" in flags):
             return "fp16 arithmetic (AVX512-FP16)"
-        if flags.get("f16c"):
+        if ("f16c" in flags):
             return "fp16 storage only (F16C conversions), fp32 arithmetic"
         return "no fp16 instructions"
-    if flags.get("avx512f"):
+    if ("avx512f" in flags):
         return "fp32 (AVX-512)"
-    return "fp32 (AVX2 and FMA)" if flags.get("avx2") else "fp32"
+    return "fp32 (AVX2 and FMA)" if ("avx2" in flags) else "fp32"
 
 
 # --------------------------------------------------------------------------- calibration
@@ -297,17 +290,17 @@ def _migraphx_engine(path: Path, precision: str, batch: int, batches: list[np.nd
     )
 
 
-def native(precision: str, flags: dict[str, bool]) -> bool:
+def native(precision: str, flags: Collection[str]) -> bool:
     """Whether this CPU has instructions for ``precision`` (fp32 and int8 always run)."""
     if precision == "bf16":
-        return bool(flags.get("avx512_bf16") or flags.get("amx_bf16"))
+        return bool(("avx512_bf16" in flags) or ("amx_bf16" in flags))
     if precision == "fp16":
-        return bool(flags.get("avx512_fp16"))
+        return bool("avx512_fp16" in flags)
     return True
 
 
 def skipped(
-    include: Iterable[tuple[str, str]], flags: dict[str, bool], emulated: bool = False
+    include: Iterable[tuple[str, str]], flags: Collection[str], emulated: bool = False
 ) -> dict[str, str]:
     """``"backend precision"`` -> why it is not run here: MIGraphX where it does
     not import; a CPU precision without instructions on this CPU (it would run
@@ -356,7 +349,7 @@ def engines(
 
 
 @dataclass
-class Agreement:
+class PredictionAgreement:
     """How one engine's predictions compare with the fp32 model's, on a test set."""
 
     backend: str
@@ -367,9 +360,9 @@ class Agreement:
     images: int
 
 
-def agreement(
+def prediction_agreement(
     engine_list: list[Engine], images: np.ndarray, labels: np.ndarray, batch: int = 100
-) -> list[Agreement]:
+) -> list[PredictionAgreement]:
     """Top-1 agreement of every engine with the first one (the fp32 reference)
     and each one's accuracy, on ``images``/``labels``."""
     if not engine_list:
@@ -382,7 +375,7 @@ def agreement(
         preds.append(np.concatenate(out))
     reference = preds[0]
     return [
-        Agreement(
+        PredictionAgreement(
             backend=e.backend,
             precision=e.precision,
             top1_agreement=float((p == reference).mean()),
@@ -405,7 +398,8 @@ class PrecisionBench:
     ``top1_agreement`` and ``accuracy`` (on the trained CIFAR-10 network)."""
     machine: str
     threads: int
-    cpu_flags: dict[str, bool]
+    cpu_flags: list[str]
+    """The flags of :data:`CPU_FLAGS` this CPU has."""
     versions: dict[str, str]
     profile: str
     speed_model: str
@@ -506,21 +500,10 @@ class PrecisionBench:
         lines += [
             f"speed: {self.speed_model}; medians on {self.machine}, {self.threads} thread(s)",
             f"agreement and accuracy: {self.agreement_note}",
-            "CPU flags: " + (", ".join(f for f, on in self.cpu_flags.items() if on) or "none"),
+            "CPU flags: " + (", ".join(self.cpu_flags) or "none"),
         ]
         lines += [f"not run: {name}: {why}" for name, why in self.skipped.items()]
         return "\n".join(lines)
-
-
-def _versions() -> dict[str, str]:
-    import onnxruntime
-    import torch
-
-    versions = {"torch": torch.__version__.split("+")[0], "onnxruntime": onnxruntime.__version__}
-    status = inference.migraphx_status()
-    if status.available:
-        versions["migraphx"] = str(getattr(status.module, "__version__", "unknown"))
-    return versions
 
 
 def trained_cifar10(profile: profiles.ProfileLike = None, epochs: int | None = None):
@@ -559,7 +542,7 @@ def _steps(total: int, show: bool):
 
 def _agreements(prof, include, threads, calibration, test_images, epochs):
     """Train the CIFAR-10 network, quantize it, and compare every engine with its
-    fp32 predictions: ``({(backend, precision): Agreement}, note)``."""
+    fp32 predictions: ``({(backend, precision): PredictionAgreement}, note)``."""
     model, data, note = trained_cifar10(prof, epochs)
     work = inference.models_dir()
     small = work / "cifar10_net.onnx"
@@ -568,7 +551,7 @@ def _agreements(prof, include, threads, calibration, test_images, epochs):
     small_int8 = quantize_onnx_int8(small, work / "cifar10_net.int8.onnx", calib)
     xs, ys = _test_arrays(data, test_images)
     found = engines(model, small, small_int8, [xs[:100]], min(100, len(xs)), threads, include)
-    return {(a.backend, a.precision): a for a in agreement(found, xs, ys)}, note
+    return {(a.backend, a.precision): a for a in prediction_agreement(found, xs, ys)}, note
 
 
 def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dict[str, Any]]:
@@ -629,7 +612,7 @@ def run(
 
     prof = profiles.current(profile)
     threads = threads or inference.default_threads()
-    flags = cpu_flags()
+    flags = device.cpu_flags()
     not_run = skipped(include, flags, emulated)
     # The reference first: agreement and speed-ups are against it.
     include = [REFERENCE] + [
@@ -641,7 +624,7 @@ def run(
             prof, include, threads, calibration, test_images, agreement_epochs
         )
         bar.update(1)
-        prepared = inference.prepare(prof)
+        prepared = inference.export_inception(prof)
         tiny = inception.tiny_imagenet_loaders(prof, image_size=299, batch_size=8)
         # With random weights (smoke) the int8 model is timed, never judged by
         # its answers: one batch gives it its scales (calibrating Inception v3
@@ -667,8 +650,8 @@ def run(
         rows=rows,
         machine=inference.cpu_description(),
         threads=threads,
-        cpu_flags=flags,
-        versions=_versions(),
+        cpu_flags=[f for f in CPU_FLAGS if f in flags],
+        versions=library_versions(("PyTorch", "ONNX Runtime", "MIGraphX")),
         profile=prof.name,
         speed_model=f"Inception v3 ({prepared.loaded.note})",
         agreement_model="CIFAR-10 network (training chapter)",

@@ -25,7 +25,7 @@ random weights: what cannot be downloaded is an error.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 ENV_VAR = "ROCM_DL_GUIDE_PROFILE"
 DATA_SOURCE_VAR = "ROCM_DL_GUIDE_DATA_SOURCE"
@@ -52,10 +52,6 @@ class Profile:
     short_benchmarks: bool
     """Benchmarks use few timed runs at large batches (two CPU cores, a page under a
     minute) instead of a GPU's 10 warm-up and 100 timed runs at every batch size."""
-
-    epoch_caps: dict[str, int] = field(default_factory=dict)
-    """Tighter epoch caps than :attr:`max_epochs` for named examples (the
-    ``example`` argument of :meth:`epochs`)."""
 
     data_source_explicit: bool = False
     """True when the data source was asked for (environment or command line)
@@ -86,13 +82,18 @@ class Profile:
 
     def epochs(self, full: int, override: int | None = None, example: str | None = None) -> int:
         """How many epochs to train: ``override`` if given, else the example's
-        ``full`` number capped by :attr:`epoch_caps` for ``example``, or else by
-        :attr:`max_epochs`."""
+        ``full`` number capped by the case study's own cap for this profile
+        (:attr:`rocm_dl_guide.casestudies.CaseStudy.epoch_caps`, ``example`` being
+        its registry name), or else by :attr:`max_epochs`."""
         if override is not None:
             if override < 1:
                 raise ValueError(f"epochs must be at least 1, got {override}")
             return override
-        cap = self.epoch_caps.get(example or "") or self.max_epochs
+        cap = self.max_epochs
+        if example is not None:
+            from rocm_dl_guide import casestudies
+
+            cap = casestudies.get(example).epoch_caps.get(self.name) or cap
         return min(full, cap) if cap else full
 
 
@@ -106,9 +107,6 @@ PROFILES: dict[str, Profile] = {
         image_size=75,
         in_book=True,
         short_benchmarks=True,
-        # Inception v3 is the slowest smoke run (about 15 s an epoch on two CPU
-        # cores); two epochs of its fixture (32 steps) already show both losses falling.
-        epoch_caps={"inception": 2},
     ),
     "gpu": Profile(
         name="gpu",

@@ -256,7 +256,7 @@ def profile_step(
     import torch
 
     from rocm_dl_guide import device as devices
-    from rocm_dl_guide import train
+    from rocm_dl_guide import runs
 
     if kind not in KINDS:
         raise ProfilingError(f"unknown kind of step {kind!r}: choose from {', '.join(KINDS)}")
@@ -268,7 +268,7 @@ def profile_step(
     one, title, note = make(prof, dev)
     on_gpu = dev.type == "cuda"
     example = EXAMPLES[kind]
-    target = Path(folder) if folder is not None else train.runs_dir(f"profile-{example}-{kind}")
+    target = Path(folder) if folder is not None else runs.runs_dir(f"profile-{example}-{kind}")
     p, times = record_steps(one, steps, dev)
     trace = target / TRACE_NAME
     with _kineto_chatter_dropped(on_gpu), tempfile.TemporaryDirectory() as tmp:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -46,17 +48,38 @@ _DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
         "onnxruntime-gpu",
     ),
     "MIGraphX": ("migraphx",),
+    "ONNX": ("onnx",),
 }
 
 
 def installed_version(framework: str) -> str | None:
-    """The installed version of ``framework`` (a key of the table above), or ``None``."""
+    """The installed version of ``framework`` (a key of the table above), or ``None``.
+
+    MIGraphX ships with ROCm rather than as a pip distribution: when no
+    distribution is found, an already imported ``migraphx`` module's version counts.
+    """
     for dist in _DISTRIBUTIONS.get(framework, (framework,)):
         try:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
+    if framework == "MIGraphX" and "migraphx" in sys.modules:
+        return str(getattr(sys.modules["migraphx"], "__version__", "installed"))
     return None
+
+
+def library_versions(names: Iterable[str] | None = None) -> dict[str, str]:
+    """The one collector of library versions: Python, ``rocm_dl_guide`` and each of
+    ``names`` that is installed (default: every library of the table above), keyed
+    by their display names (``PyTorch``, ``ONNX Runtime`` ...). Imports nothing."""
+    versions = {"Python": platform.python_version(), "rocm_dl_guide": __version__}
+    for name in _DISTRIBUTIONS if names is None else names:
+        if name not in _DISTRIBUTIONS:
+            raise ValueError(f"unknown library {name!r}: one of {', '.join(_DISTRIBUTIONS)}")
+        ver = installed_version(name)
+        if ver:
+            versions[name] = ver
+    return versions
 
 
 def _tensorflow_device() -> str:
@@ -135,11 +158,7 @@ def collect(framework: str = "pytorch", profile: profiles.ProfileLike = None) ->
         device = str(describe())
     else:
         device = f"CPU ({cpu_name()})"
-    versions = {"Python": platform.python_version(), "rocm_dl_guide": __version__}
-    for name in _DISTRIBUTIONS:
-        ver = installed_version(name)
-        if ver:
-            versions[name] = ver
+    versions = library_versions()
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return Provenance(
         profile=prof.name,

@@ -1,14 +1,18 @@
-"""What a classification case study returns: one shape for PyTorch and Keras runs.
+"""Training runs: what a case study returns, its JSON record, and its folder.
 
 :class:`ClassifierRun` is shared by the MNIST runs (:mod:`rocm_dl_guide.mnist`)
 and the Fashion-MNIST case study, so that neither case study imports the other.
+:func:`run_record` is what ``train --json`` prints, for every case study;
+:func:`runs_dir` is the folder a named run (or a page) writes into.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
-from rocm_dl_guide.datasets import PreparedData
+from rocm_dl_guide.datasets import PreparedData, cache_dir
 
 
 @dataclass
@@ -47,8 +51,9 @@ def run_record(example: str, run: object, data_source: str | None = None) -> dic
     else its last validation accuracy), ``resumed_from_epoch`` (``None`` when it
     started from scratch), ``img_per_s`` (training throughput of the last epoch,
     summed over ranks; ``None`` where the framework does not report it),
-    ``device``, ``profile`` and ``data_source`` (``real`` or ``fixtures``, as the
-    caller resolved it). Works for every case study's run object.
+    ``device``, ``profile``, ``data_source`` (``real`` or ``fixtures``, as the
+    caller resolved it) and ``history``: one dict per epoch (:func:`epoch_history`).
+    Works for every case study's run object.
     """
     result = getattr(run, "result", None)
     history = getattr(result, "history", None)
@@ -69,4 +74,54 @@ def run_record(example: str, run: object, data_source: str | None = None) -> dic
         "device": getattr(run, "device", None),
         "profile": getattr(run, "profile", None),
         "data_source": data_source,
+        "history": epoch_history(result),
     }
+
+
+HISTORY_KEYS = ("epoch", "train_loss", "train_accuracy", "val_loss", "val_accuracy")
+"""The keys every epoch of :func:`epoch_history` has (PyTorch runs add
+``images_per_second``, ``seconds`` and ``lr``)."""
+_KERAS_NAMES = {"loss": "train_loss", "accuracy": "train_accuracy"}
+
+
+def _plain(value: object) -> object:
+    """A JSON-ready scalar: NaN becomes ``None``, NumPy numbers plain Python ones."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)) or hasattr(value, "item"):
+        number = value.item() if hasattr(value, "item") else value
+        return None if number != number else number
+    return value
+
+
+def epoch_history(result: object) -> list[dict[str, object]]:
+    """A training result's history, one dict per epoch with :data:`HISTORY_KEYS`
+    (``None`` where not measured), for PyTorch's ``train.TrainResult`` and Keras's
+    ``keras_train.KerasResult`` alike; ``[]`` for anything else."""
+    history = getattr(result, "history", None)
+    if isinstance(history, list):
+        rows = [dict(vars(m)) for m in history]
+    elif hasattr(history, "to_dict"):
+        rows = [
+            {_KERAS_NAMES.get(k, k): v for k, v in row.items()}
+            for row in history.to_dict(orient="records")
+        ]
+    else:
+        return []
+    out = []
+    for row in rows:
+        known = {k: _plain(row.get(k)) for k in HISTORY_KEYS}
+        extra = {k: _plain(v) for k, v in row.items() if k not in known}
+        known["epoch"] = int(known["epoch"]) if known["epoch"] is not None else None
+        out.append(known | extra)
+    return out
+
+
+def runs_dir(name: str) -> Path:
+    """A checkpoint directory for the example ``name``: ``$ROCM_DL_GUIDE_RUNS/name``,
+    default ``<data cache>/runs/name``. One per example, reused by every run, so
+    repeated builds overwrite rather than pile up checkpoints."""
+    base = os.environ.get("ROCM_DL_GUIDE_RUNS")
+    path = (Path(base).expanduser() if base else cache_dir() / "runs") / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path

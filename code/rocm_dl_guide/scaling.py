@@ -266,10 +266,10 @@ def train_cli(
 
 def _wait_for_epoch(directory: Path, epoch: int, proc: subprocess.Popen, timeout: float) -> None:
     """Wait until ``last.pt`` in ``directory`` holds ``epoch`` (it is written atomically)."""
-    from rocm_dl_guide import train
+    from rocm_dl_guide import checkpoints
 
     deadline = time.monotonic() + timeout
-    path = directory / train.CHECKPOINT_NAME
+    path = directory / checkpoints.CHECKPOINT_NAME
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the job ended (exit {proc.returncode}) before epoch {epoch}")

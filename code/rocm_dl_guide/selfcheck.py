@@ -5,11 +5,12 @@ where PyTorch sees no GPU; on a GPU machine it runs, offline, on generated
 fixtures at the ``gpu`` profile's sizes (``--data-source fixtures``; random
 weights):
 
-- every PyTorch case study (MNIST, CIFAR-10, Inception v3) for a bounded number
-  of steps per epoch through the shared loop, checking that the work ran on the
+- every PyTorch case study of the registry (:mod:`rocm_dl_guide.casestudies`:
+  MNIST, Inception v3, CIFAR-10) for a bounded number of steps per epoch
+  through the shared loop, checking that the work ran on the
   GPU (the loop's device, and the memory the GPU allocated);
 - float32 against autocast in bfloat16 and in float16 with a gradient scaler,
-  and channels-last, per case study (:func:`rocm_dl_guide.train.compare_precision`);
+  and channels-last, per case study (:func:`rocm_dl_guide.training_speed.compare`);
   for Inception v3 also the achieved FLOP/s as a fraction of the device's peak;
 - DataLoader workers with pinned memory, a checkpoint and a resume;
 - the ONNX export and the inference backends that are importable (MIGraphX,
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -39,7 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rocm_dl_guide import __version__, profiles
+from rocm_dl_guide import casestudies, profiles
 from rocm_dl_guide.files import atomic_write
 from rocm_dl_guide.messages import one_line
 
@@ -48,7 +48,8 @@ DATA_DIR = Path(__file__).parent / "data"
 RECORD_FILE = DATA_DIR / "gpu-verification.json"
 """The tracked verification record: written only by ``selfcheck --gpu --record``."""
 PEAK_FILE = DATA_DIR / "peak_matrix_throughput.json"
-EXAMPLES = ("mnist", "cifar10", "inception")
+EXAMPLES = tuple(cs.name for cs in casestudies.REGISTRY.values() if cs.workload is not None)
+"""The case studies selfcheck trains and times: the registry's with a training workload."""
 AMP_TARGET = 2.0
 """Inception v3 fine-tuning with AMP and channels-last: the speed-up over
 float32 that a GPU should reach (a benchmark figure, not a pass/fail check)."""
@@ -63,7 +64,7 @@ class RecordError(RuntimeError):
 
 
 @dataclass
-class Check:
+class Outcome:
     """One check's outcome: ``pass``, ``fail`` or ``skip`` (with the reason)."""
 
     name: str
@@ -75,7 +76,7 @@ class Check:
 
 
 @dataclass
-class Context:
+class Setup:
     """What every check gets: where to run, at what sizes, where to write."""
 
     device: Any
@@ -105,7 +106,7 @@ class Report:
     data_source: str
     steps: int
     started: str
-    checks: list[Check]
+    checks: list[Outcome]
     commit: str | None = None
     format: int = REPORT_FORMAT
 
@@ -115,15 +116,15 @@ class Report:
         statuses = [c.status for c in self.checks]
         return "fail" not in statuses and "pass" in statuses
 
-    def check(self, name: str) -> Check | None:
+    def check(self, name: str) -> Outcome | None:
         return next((c for c in self.checks if c.name == name), None)
 
     def figures(self) -> dict[str, Any]:
-        """The summary figures: images/s per example and precision, the speed-ups,
+        """The summary figures: images/s per example and variant, the speed-ups,
         peak GPU memory and the Inception v3 target."""
         out: dict[str, Any] = {}
         for example in EXAMPLES:
-            check = self.check(f"precision:{example}")
+            check = self.check(f"speed:{example}")
             if check and check.figures:
                 out[example] = check.figures
         peaks = [c.figures.get("peak_memory_mib") for c in self.checks]
@@ -188,7 +189,7 @@ def load_report(path: str | os.PathLike) -> Report:
             raise ValueError(f"report format {data.get('format')!r}, not {REPORT_FORMAT}")
         data.pop("passed", None)
         data.pop("figures", None)
-        data["checks"] = [Check(**c) for c in data["checks"]]
+        data["checks"] = [Outcome(**c) for c in data["checks"]]
         return Report(**data)
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"{path}: not a selfcheck report ({one_line(exc)})") from None
@@ -260,21 +261,11 @@ def peak_throughput(name: str) -> dict[str, Any] | None:
 
 
 def versions() -> dict[str, str]:
-    import torch
-    import torchvision
+    """Python, this package, PyTorch, torchvision, ONNX Runtime and ONNX, under
+    the names the provenance note of every page uses."""
+    from rocm_dl_guide.provenance import library_versions
 
-    out = {
-        "Python": platform.python_version(),
-        "PyTorch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "rocm_dl_guide": __version__,
-    }
-    for name in ("onnxruntime", "onnx"):
-        try:
-            out[name] = __import__(name).__version__
-        except ImportError:
-            continue
-    return out
+    return library_versions(("PyTorch", "torchvision", "ONNX Runtime", "ONNX"))
 
 
 def git_commit() -> str | None:
@@ -303,7 +294,7 @@ def _peak_mib(device) -> float | None:
     return round(torch.cuda.max_memory_allocated() / 2**20, 1)
 
 
-def _on_gpu_detail(ctx: Context, result) -> str:
+def _on_gpu_detail(ctx: Setup, result) -> str:
     """Why we believe the loop trained on the GPU (raises if it did not)."""
     if ctx.device.type != "cuda":
         return f"on {result.device}"
@@ -317,12 +308,9 @@ def _on_gpu_detail(ctx: Context, result) -> str:
     return f"on {result.device} ({allocated / 2**20:,.0f} MiB of GPU memory at peak)"
 
 
-def check_case_study(ctx: Context, example: str) -> Check:
+def check_case_study(ctx: Setup, example: str) -> Outcome:
     """Train one case study for one bounded epoch through its own ``train`` function."""
-    from rocm_dl_guide import cifar10, inception, mnist
-
-    trainer = {"mnist": mnist.train_pytorch, "cifar10": cifar10.train, "inception": inception.train}
-    run = trainer[example](
+    run = casestudies.get(example).train_function()(
         profile=ctx.profile,
         epochs=1,
         checkpoint_dir=ctx.out_dir / "checkpoints" / example,
@@ -332,7 +320,7 @@ def check_case_study(ctx: Context, example: str) -> Check:
     where = _on_gpu_detail(ctx, run.result)
     accuracy = getattr(run, "test_accuracy", None)
     accuracy = final.val_accuracy if accuracy is None else accuracy
-    return Check(
+    return Outcome(
         f"train:{example}",
         "pass",
         f"1 epoch of {ctx.steps} steps {where}; accuracy {100 * accuracy:.1f}% on fixtures",
@@ -340,23 +328,7 @@ def check_case_study(ctx: Context, example: str) -> Check:
     )
 
 
-def _model_and_loader(ctx: Context, example: str):
-    from rocm_dl_guide import cifar10, inception, mnist
-
-    if example == "mnist":
-        return mnist.mnist_cnn, mnist.torch_loaders(ctx.profile, ctx.device)[0], None
-    if example == "cifar10":
-        return cifar10.Net, cifar10.load(ctx.profile, device=ctx.device).train_loader, None
-    data = inception.tiny_imagenet_loaders(ctx.profile, device=ctx.device)
-    classes = len(data.classes)
-
-    def model_fn():
-        return inception.finetune_model(classes, ctx.profile)[0]
-
-    return model_fn, data.train_loader, data.image_size
-
-
-PRECISION_VARIANTS = (
+SPEED_VARIANTS = (
     "float32",
     "channels_last",
     "amp-bfloat16",
@@ -365,20 +337,22 @@ PRECISION_VARIANTS = (
 )
 
 
-def check_precision(ctx: Context, example: str) -> Check:
-    """float32 against autocast (bfloat16; float16 with a grad scaler) and channels-last."""
-    from rocm_dl_guide import train
+def check_training_speed(ctx: Setup, example: str) -> Outcome:
+    """Training speed: float32 against autocast (bfloat16; float16 with a grad
+    scaler) and channels-last."""
+    from rocm_dl_guide import training_speed
 
-    model_fn, loader, image_size = _model_and_loader(ctx, example)
+    workload = casestudies.get(example).workload_function()(ctx.profile, ctx.device)
+    model_fn, loader, image_size = workload
     steps, warmup, repeats = (20, 5, 3) if ctx.device.type == "cuda" else (3, 1, 1)
-    comparison = train.compare_precision(
+    comparison = training_speed.compare(
         model_fn,
         loader,
         ctx.device,
         steps=steps,
         warmup=warmup,
         repeats=repeats,
-        variants=PRECISION_VARIANTS,
+        variants=SPEED_VARIANTS,
     )
     frame = comparison.frame
     failed = frame[frame["note"].str.startswith("failed")]
@@ -398,7 +372,7 @@ def check_precision(ctx: Context, example: str) -> Check:
         if r.note.startswith("skipped: "):
             reasons.setdefault(r.note.removeprefix("skipped: ").split(",")[0], []).append(r.variant)
     skipped = [f"{', '.join(names)} ({why})" for why, names in reasons.items()]
-    if example == "inception":
+    if example == "inception-v3":
         figs.update(_inception_target(ctx, model_fn, image_size, comparison))
     detail = ", ".join(
         f"{r.variant} {r.images_per_second:,.0f}"
@@ -407,10 +381,10 @@ def check_precision(ctx: Context, example: str) -> Check:
     )
     detail = f"img/s: {detail}" + (f"; skipped: {'; '.join(skipped)}" if skipped else "")
     figs["peak_memory_mib"] = _peak_mib(ctx.device)
-    return Check(f"precision:{example}", "pass", detail, figures=figs)
+    return Outcome(f"speed:{example}", "pass", detail, figures=figs)
 
 
-def _inception_target(ctx: Context, model_fn, image_size, comparison) -> dict[str, Any]:
+def _inception_target(ctx: Setup, model_fn, image_size, comparison) -> dict[str, Any]:
     """The AMP + channels-last speed-up against the 2x target, and the achieved
     FLOP/s as a fraction of the device's peak (FLOPs counted by PyTorch)."""
     import torch
@@ -436,7 +410,7 @@ def _inception_target(ctx: Context, model_fn, image_size, comparison) -> dict[st
     }
 
 
-def check_loader(ctx: Context) -> Check:
+def check_loader(ctx: Setup) -> Outcome:
     """DataLoader workers, and pinned memory with asynchronous copies on a GPU."""
     from rocm_dl_guide import cifar10
 
@@ -451,15 +425,16 @@ def check_loader(ctx: Context) -> Check:
     if x is None or x.device.type != ctx.device.type:
         raise AssertionError(f"batches did not reach {ctx.device}")
     if ctx.device.type != "cuda":
-        return Check("dataloader", "skip", "pinned memory and workers are the GPU path (no GPU)")
-    return Check(
+        why = "pinned memory and workers are the GPU path (no GPU)"
+        return Outcome("dataloader", "skip", why)
+    return Outcome(
         "dataloader",
         "pass",
         f"{loader.num_workers} workers, pinned batches, non-blocking copies to {x.device}",
     )
 
 
-def check_resume(ctx: Context) -> Check:
+def check_resume(ctx: Setup) -> Outcome:
     """Checkpoint after one epoch, resume for a second; the checkpoint loads onto the device."""
     import torch
 
@@ -477,10 +452,11 @@ def check_resume(ctx: Context) -> Check:
     tensor = next(iter(state["model"].values()))
     if tensor.device.type != ctx.device.type:
         raise AssertionError(f"the checkpoint loaded onto {tensor.device}")
-    return Check("checkpoint-resume", "pass", f"resumed after epoch 1, loaded onto {tensor.device}")
+    detail = f"resumed after epoch 1, loaded onto {tensor.device}"
+    return Outcome("checkpoint-resume", "pass", detail)
 
 
-def check_inference(ctx: Context) -> list[Check]:
+def check_inference(ctx: Setup) -> list[Outcome]:
     """Export Inception v3 to ONNX; run it on every importable backend, against PyTorch."""
     import importlib.util
 
@@ -488,13 +464,13 @@ def check_inference(ctx: Context) -> list[Check]:
 
     if importlib.util.find_spec("onnx") is None:
         why = "the onnx package is not installed (pip install onnx; not in the wheelhouse)"
-        return [Check("onnx-export", "skip", why, 0.0)]
+        return [Outcome("onnx-export", "skip", why, 0.0)]
     start = time.perf_counter()
-    prepared = inference.prepare(ctx.profile, ctx.out_dir / "inception_v3.onnx")
+    prepared = inference.export_inception(ctx.profile, ctx.out_dir / "inception_v3.onnx")
     model = prepared.model.to(ctx.device)
     ops = inference.op_counts(prepared.onnx.path)
     detail = f"{sum(ops.values())} nodes, {len(ops)} operator types; {prepared.loaded.note}"
-    checks = [Check("onnx-export", "pass", detail, round(time.perf_counter() - start, 1))]
+    checks = [Outcome("onnx-export", "pass", detail, round(time.perf_counter() - start, 1))]
     x = inference.image_batch(batch_size=2)
     mgx = inference.migraphx_status()
     ort_version = inference.onnxruntime_version()
@@ -504,7 +480,7 @@ def check_inference(ctx: Context) -> list[Check]:
     }
     for name, (available, why_not) in backends.items():
         if not available:
-            checks.append(Check(f"inference:{name}", "skip", why_not, 0.0))
+            checks.append(Outcome(f"inference:{name}", "skip", why_not, 0.0))
             continue
         start = time.perf_counter()
         try:
@@ -514,17 +490,17 @@ def check_inference(ctx: Context) -> list[Check]:
             detail = f"{compiled.summary()}; {agree.summary()}"
         except Exception as exc:  # noqa: BLE001 - one backend's failure is its check's
             status, detail = "fail", one_line(exc)
-        checks.append(Check(f"inference:{name}", status, detail, time.perf_counter() - start))
+        checks.append(Outcome(f"inference:{name}", status, detail, time.perf_counter() - start))
     return checks
 
 
-def check_ddp(ctx: Context) -> Check:
+def check_ddp(ctx: Setup) -> Outcome:
     """``train cifar10 --nproc N`` over all local GPUs (nccl)."""
     from rocm_dl_guide import scaling
 
     if ctx.gpu_count < 2:
         why = "one GPU" if ctx.gpu_count == 1 else "no GPU (the distributed chapter runs gloo)"
-        return Check("ddp", "skip", f"DDP over GPUs needs two or more: {why}")
+        return Outcome("ddp", "skip", f"DDP over GPUs needs two or more: {why}")
     extra = ("--epochs", "1", "--profile", ctx.profile.name, "--data-source", "fixtures")
     run = scaling.train_cli(
         "cifar10", ctx.out_dir / "checkpoints" / "ddp", nproc=ctx.gpu_count, extra=extra
@@ -532,7 +508,7 @@ def check_ddp(ctx: Context) -> Check:
     record = run.record or {}
     if run.returncode != 0 or record.get("world_size") != ctx.gpu_count:
         raise AssertionError(f"exit {run.returncode}; {record or run.log[-300:]}")
-    return Check(
+    return Outcome(
         "ddp",
         "pass",
         f"{record['world_size']} ranks, backend {record['backend']}, test accuracy "
@@ -541,7 +517,7 @@ def check_ddp(ctx: Context) -> Check:
     )
 
 
-def check_profiler(ctx: Context) -> Check:
+def check_profiler(ctx: Setup) -> Outcome:
     """torch.profiler on two training steps of the CIFAR-10 network; on a GPU the
     profile must also hold the GPU time of its kernels."""
     from rocm_dl_guide import profiling
@@ -557,7 +533,7 @@ def check_profiler(ctx: Context) -> Check:
     if on_gpu and not (result.frame["GPU self ms"] > 0).any():
         raise AssertionError("the profile recorded no GPU kernel time")
     top = result.frame.iloc[0]
-    return Check(
+    return Outcome(
         "profiler",
         "pass",
         f"{result.step_ms:.1f} ms per step; top operator {top['operator']} "
@@ -566,18 +542,18 @@ def check_profiler(ctx: Context) -> Check:
     )
 
 
-def check_tunableop(ctx: Context) -> Check:
+def check_tunableop(ctx: Setup) -> Outcome:
     """PyTorch's TunableOp tunes one GEMM and writes its results file (GPU only)."""
     from rocm_dl_guide import tuning
 
     if ctx.device.type != "cuda":
-        return Check("tunableop", "skip", "TunableOp tunes GEMMs on a GPU (no GPU here)")
+        return Outcome("tunableop", "skip", "TunableOp tunes GEMMs on a GPU (no GPU here)")
     result = tuning.tunableop_comparison(
         m=2048, n=2048, k=2048, folder=ctx.out_dir / "tunableop", iterations=20
     )
     if not result.ran or not result.results or not result.results_file.is_file():
         raise AssertionError(f"TunableOp did not tune: {result.reason or 'no results'}")
-    return Check(
+    return Outcome(
         "tunableop",
         "pass",
         f"fp16 GEMM 2048^3: {result.untuned.median_ms:.3f} ms default, "
@@ -590,9 +566,9 @@ def check_tunableop(ctx: Context) -> Check:
 # --------------------------------------------------------------------------- the run
 
 
-_CHECKS: tuple[tuple[str, Callable[[Context], Check | list[Check]]], ...] = (
+_CHECKS: tuple[tuple[str, Callable[[Setup], Outcome | list[Outcome]]], ...] = (
     *((f"train:{e}", partial(check_case_study, example=e)) for e in EXAMPLES),
-    *((f"precision:{e}", partial(check_precision, example=e)) for e in EXAMPLES),
+    *((f"speed:{e}", partial(check_training_speed, example=e)) for e in EXAMPLES),
     ("dataloader", lambda ctx: check_loader(ctx)),
     ("checkpoint-resume", lambda ctx: check_resume(ctx)),
     ("inference", lambda ctx: check_inference(ctx)),
@@ -604,7 +580,7 @@ CHECK_NAMES = tuple(name for name, _ in _CHECKS)
 """The checks in the order they run (``--only`` picks among them)."""
 
 
-def check_profile(gpu: bool, steps: int) -> profiles.Profile:
+def run_profile(gpu: bool, steps: int) -> profiles.Profile:
     """The sizes to check at: the ``gpu`` profile's on a GPU, ``smoke``'s on the CPU;
     always the fixtures (offline), with ``steps`` training batches per epoch."""
     base = profiles.get("gpu" if gpu else "smoke")
@@ -634,7 +610,7 @@ def run(
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
     out = Path(out_dir)
-    ctx = Context(device, check_profile(gpu, steps), out, steps, gpu)
+    ctx = Setup(device, run_profile(gpu, steps), out, steps, gpu)
     report = Report(
         mode="gpu" if gpu else "cpu",
         device=device_facts(device),
@@ -656,7 +632,7 @@ def run(
         try:
             got = step(ctx)
         except Exception as exc:  # noqa: BLE001 - a failed check is reported, not raised
-            got = Check(name, "fail", f"{type(exc).__name__}: {one_line(exc)}"[:400])
+            got = Outcome(name, "fail", f"{type(exc).__name__}: {one_line(exc)}"[:400])
         for check in got if isinstance(got, list) else [got]:
             if check.seconds is None:
                 check.seconds = round(time.perf_counter() - start, 1)
@@ -679,7 +655,7 @@ def write_record(report: Report, path: str | os.PathLike = RECORD_FILE) -> Path:
     if not report.passed:
         failed = [c.name for c in report.checks if c.status == "fail"]
         raise RecordError(f"not recording a failed run (failed: {', '.join(failed)})")
-    required = [n for n in CHECK_NAMES if n.startswith(("train:", "precision:"))]
+    required = [n for n in CHECK_NAMES if n.startswith(("train:", "speed:"))]
     missing = [n for n in required if not (c := report.check(n)) or c.status != "pass"]
     if missing:
         raise RecordError(f"not recording a partial run (did not pass: {', '.join(missing)})")

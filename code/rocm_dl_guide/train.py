@@ -6,18 +6,18 @@ caps from the run profile, optional mixed precision (``amp``) and
 ``channels_last``, models with auxiliary heads (Inception v3), a compact tqdm
 progress bar, and crash-safe checkpoints that a later run resumes from.
 
+The loop, like torchvision's ``references/classification/train.py``, is a few
+plain steps that :func:`fit` calls in order: :func:`setup_loop` (device,
+precision, the DDP or FSDP wrapper), :func:`restore_checkpoint`, then per epoch
+:func:`train_one_epoch` (each batch is one :func:`train_step`),
+:func:`evaluate` and :func:`save_checkpoint`.
+
 Checkpoints
-    With ``checkpoint_dir``, :func:`fit` writes ``checkpoint_dir/last.pt`` at the
-    end of every epoch: model, optimizer, scheduler and grad-scaler state, the
-    epoch number, the full history and the RNG states (Python, NumPy, PyTorch,
-    and the GPU's when training on one). The file is written atomically (a
-    temporary file in the same directory, flushed and fsync'ed, then
-    ``os.replace``), so a reader never sees half a checkpoint and a crash while
-    saving leaves the previous one intact. ``best.pt`` holds the weights of the
-    epoch with the best validation accuracy so far. ``resume=True`` continues
-    from the last complete epoch; because the RNG states are restored, the
-    resumed run draws the same shuffles and dropout masks as an uninterrupted
-    one.
+    With ``checkpoint_dir``, :func:`fit` writes ``checkpoint_dir/last.pt``
+    atomically at the end of every epoch (:mod:`rocm_dl_guide.checkpoints`).
+    ``resume=True`` continues from the last complete epoch; because the RNG
+    states are restored, the resumed run draws the same shuffles and dropout
+    masks as an uninterrupted one.
 
 Mixed precision
     ``amp=True`` runs forward passes under :func:`torch.autocast`: bfloat16 on
@@ -32,9 +32,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import random
 import shutil
-import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -44,29 +42,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from rocm_dl_guide import distributed, files, sharded
+from rocm_dl_guide import checkpoints, distributed, files, sharded
+from rocm_dl_guide.checkpoints import CheckpointError
 from rocm_dl_guide.device import cpu_has_native_bf16
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
-
-CHECKPOINT_NAME = "last.pt"
-"""File name of the checkpoint written at every epoch end."""
-BEST_NAME = "best.pt"
-"""File name of the weights of the best epoch by validation accuracy."""
-SHARDED_PREFIX = "sharded-epoch-"
-"""FSDP runs: the DCP folder of epoch N is ``sharded-epoch-N`` next to ``last.pt``."""
-_FORMAT = "rocm_dl_guide.checkpoint/1"
-_REQUIRED_KEYS = ("format", "epoch", "model", "optimizer", "history", "rng")
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint or weights file that cannot be used (corrupt, truncated, foreign)."""
-
-    def __init__(self, path: str | os.PathLike, reason: str):
-        self.path = Path(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
 
 
 @dataclass
@@ -136,208 +117,12 @@ class TrainResult:
         )
 
 
-# --------------------------------------------------------------------------- atomic files
-
-
-def _atomic_torch_save(obj: Any, path: Path) -> None:
-    """``torch.save`` to ``path`` so that readers see the old file or the new, never half.
-
-    Writes a hidden temporary file in the same directory (``.NAME.*.tmp``, never
-    mistaken for a checkpoint), flushes and fsyncs it, renames it over ``path``
-    and fsyncs the directory. On any error the temporary file is removed and
-    ``path`` is untouched.
-    """
-    with files.atomic_write(path) as fh:
-        torch.save(obj, fh)
-
-
-def _stale_temp_files(path: Path) -> list[Path]:
-    """Temporary files left by a process killed while saving ``path``."""
-    return files.stale_temp_files(path)
-
-
-def runs_dir(name: str) -> Path:
-    """A checkpoint directory for the example ``name``: ``$ROCM_DL_GUIDE_RUNS/name``,
-    default ``<data cache>/runs/name``. One per example, reused by every run, so
-    repeated builds overwrite rather than pile up checkpoints."""
-    from rocm_dl_guide.datasets import cache_dir
-
-    base = os.environ.get("ROCM_DL_GUIDE_RUNS")
-    path = (Path(base).expanduser() if base else cache_dir() / "runs") / name
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def save_weights(model: nn.Module, path: str | os.PathLike) -> Path:
-    """Save ``model.state_dict()`` to ``path`` atomically; returns the path."""
-    path = Path(path)
-    _atomic_torch_save(model.state_dict(), path)
-    return path
-
-
-def load_weights(
-    model: nn.Module,
-    path: str | os.PathLike,
-    map_location: str | torch.device | None = None,
-    strict: bool = True,
-) -> nn.Module:
-    """Load weights saved by :func:`save_weights` (or a :func:`fit` checkpoint) into ``model``.
-
-    Uses ``torch.load(weights_only=True)``. ``map_location=None`` loads onto the
-    CPU first, and ``load_state_dict`` then copies into the model's own device,
-    so weights saved on a GPU load on a CPU-only machine. A missing file raises
-    ``FileNotFoundError``; a malformed, truncated or mismatching one raises
-    :class:`CheckpointError` naming the file. Returns ``model``.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no weights file at {path}")
-    try:
-        state = torch.load(path, map_location=map_location or "cpu", weights_only=True)
-    except Exception as exc:
-        raise CheckpointError(
-            path, f"not a readable PyTorch weights file ({type(exc).__name__}: {exc})"
-        ) from exc
-    if isinstance(state, Mapping) and state.get("format") == _FORMAT and "model" in state:
-        state = state["model"]
-    if not isinstance(state, Mapping) or not all(
-        isinstance(v, torch.Tensor) for v in state.values()
-    ):
-        raise CheckpointError(path, "does not hold a state dict (a mapping of names to tensors)")
-    try:
-        model.load_state_dict(state, strict=strict)
-    except RuntimeError as exc:
-        raise CheckpointError(path, f"does not match this model: {exc}") from exc
-    return model
-
-
-# --------------------------------------------------------------------------- RNG state
-
-
-def _loader_generator(loader: Any) -> torch.Generator | None:
-    """The ``torch.Generator`` a DataLoader shuffles with, if it was given one."""
-    for owner in (loader, getattr(loader, "sampler", None)):
-        gen = getattr(owner, "generator", None)
-        if isinstance(gen, torch.Generator):
-            return gen
-    return None
-
-
-def _rng_state(device: torch.device, loader: Any = None) -> dict[str, Any]:
-    """RNG states as plain types and tensors, so ``torch.load(weights_only=True)`` reads them.
-
-    Includes the training loader's own generator, when it has one, so a resumed
-    run shuffles exactly as an uninterrupted one would.
-    """
-    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    gen = _loader_generator(loader)
-    if gen is not None:
-        state["loader"] = gen.get_state()
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy ships with every torch wheel in practice
-        np = None
-    if np is not None:
-        kind, keys, pos, has_gauss, cached = np.random.get_state()
-        state["numpy"] = {
-            "kind": kind,
-            "keys": torch.from_numpy(keys.astype("int64")),
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "cached_gaussian": float(cached),
-        }
-    if device.type == "cuda" and torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: Mapping[str, Any], loader: Any = None) -> None:
-    gen = _loader_generator(loader)
-    if gen is not None and state.get("loader") is not None:
-        gen.set_state(state["loader"].cpu())
-    python = state["python"]
-    random.setstate((python[0], tuple(python[1]), python[2]))
-    torch.set_rng_state(state["torch"].cpu())
-    if "numpy" in state:
-        import numpy as np
-
-        s = state["numpy"]
-        np.random.set_state(
-            (
-                s["kind"],
-                s["keys"].numpy().astype(np.uint32),
-                s["pos"],
-                s["has_gauss"],
-                s["cached_gaussian"],
-            )
-        )
-    cuda = state.get("cuda")
-    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all([t.cpu() for t in cuda])
-
-
-# --------------------------------------------------------------------------- checkpoints
-
-
-def _read_checkpoint(path: Path) -> dict[str, Any]:
-    """Load and sanity-check a training checkpoint; raises :class:`CheckpointError`."""
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise CheckpointError(
-            path,
-            f"cannot be read as a checkpoint ({type(exc).__name__}: {exc}). "
-            "It is corrupt or truncated; delete it to train from scratch, or restore a copy.",
-        ) from exc
-    if not isinstance(ckpt, dict) or ckpt.get("format") != _FORMAT:
-        raise CheckpointError(path, "is not a rocm_dl_guide training checkpoint")
-    missing = [k for k in _REQUIRED_KEYS if k not in ckpt]
-    if missing:
-        raise CheckpointError(path, f"is incomplete: missing {', '.join(missing)}")
-    epoch, history = ckpt["epoch"], ckpt["history"]
-    if (
-        not isinstance(epoch, int)
-        or not isinstance(history, list)
-        or not all(isinstance(row, dict) for row in history)
-        or [row.get("epoch") for row in history] != list(range(1, epoch + 1))
-    ):
-        raise CheckpointError(path, f"is inconsistent: epoch {epoch!r} does not match its history")
-    return ckpt
-
-
-def _write_checkpoint(
-    path: Path,
-    loop: _Loop,
-    history: list[EpochMetrics],
-    best_val_accuracy: float | None,
-    loader: Any = None,
-    shards: Path | None = None,
-) -> None:
-    """``last.pt``: everything to resume. With ``shards`` (an FSDP run) the model and
-    optimizer state live in that DCP folder next to it, and ``last.pt`` names it."""
-    _atomic_torch_save(
-        {
-            "format": _FORMAT,
-            "epoch": history[-1].epoch,
-            "model": None if shards else loop.module.state_dict(),
-            "optimizer": None if shards else loop.optimizer.state_dict(),
-            "sharded": shards.name if shards else None,
-            "scheduler": loop.scheduler.state_dict() if loop.scheduler is not None else None,
-            "scaler": loop.scaler.state_dict() if loop.scaler.is_enabled() else None,
-            "history": [asdict(m) for m in history],
-            "best_val_accuracy": best_val_accuracy,
-            "rng": _rng_state(loop.device, loader),
-            "torch_version": str(torch.__version__),
-        },
-        path,
-    )
-
-
 # --------------------------------------------------------------------------- step helpers
 
 
-def _amp_dtype(device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for ``device``, or ``None`` where autocast is unavailable."""
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``device`` (bfloat16 where supported, else float16), or
+    ``None`` where autocast is unavailable."""
     if not torch.amp.is_autocast_available(device.type):
         return None
     if device.type == "cuda":
@@ -353,12 +138,14 @@ def _autocast(device: torch.device, dtype: torch.dtype | None):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def _sync(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
+    """Wait for the GPU's queued work (a no-op on the CPU), before reading a clock."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def _split_batch(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def split_batch(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inputs, labels)`` of a batch: a pair, or a dict with image/label keys."""
     if isinstance(batch, Mapping):
         for xk, yk in (("image", "label"), ("input", "target"), ("x", "y")):
             if xk in batch and yk in batch:
@@ -393,7 +180,8 @@ def _split_output(out: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     raise TypeError(f"cannot find logits in a model output of type {type(out).__name__}")
 
 
-def _prepare(x: torch.Tensor, device: torch.device, channels_last: bool) -> torch.Tensor:
+def to_device(x: torch.Tensor, device: torch.device, channels_last: bool) -> torch.Tensor:
+    """``x`` on ``device`` (asynchronously from pinned memory), NHWC if asked for."""
     x = x.to(device, non_blocking=True)
     if channels_last and x.dim() == 4:
         x = x.contiguous(memory_format=torch.channels_last)
@@ -474,9 +262,9 @@ def evaluate(
     passes its own shard, see :func:`rocm_dl_guide.distributed.shard_eval_loader`).
     Raises ``ValueError`` if the loader is empty.
     """
-    device = torch.device(device) if device is not None else _default_device()
+    device = torch.device(device) if device is not None else default_device()
     loss_fn = _loss_on(loss_fn, device)
-    amp_dtype = _amp_dtype(device) if amp else None
+    amp_dtype = autocast_dtype(device) if amp else None
     was_training = model.training
     model.eval()
     tally = _Tally(device)
@@ -485,8 +273,8 @@ def evaluate(
             for i, batch in enumerate(loader):
                 if max_batches is not None and i >= max_batches:
                     break
-                x, y = _split_batch(batch)
-                x, y = _prepare(x, device, channels_last), y.to(device, non_blocking=True)
+                x, y = split_batch(batch)
+                x, y = to_device(x, device, channels_last), y.to(device, non_blocking=True)
                 with _autocast(device, amp_dtype):
                     logits, _ = _split_output(model(x))
                     loss = loss_fn(logits, y)
@@ -518,6 +306,9 @@ class FitOptions:
     """Continue after the last complete epoch stored in ``checkpoint_dir``."""
     amp: bool = False
     """Autocast: bfloat16 where supported, else float16 with a grad scaler."""
+    amp_dtype: str | None = None
+    """With ``amp``: force ``"bfloat16"`` or ``"float16"`` (with a grad scaler)
+    instead of the device's choice (:func:`autocast_dtype`)."""
     channels_last: bool = False
     """NHWC memory format for the model and 4-D inputs."""
     aux_logits_weight: float | None = None
@@ -539,11 +330,15 @@ class FitOptions:
             raise ValueError("scheduler_interval must be 'epoch' or 'batch'")
         if self.resume and self.checkpoint_dir is None:
             raise ValueError("resume=True needs a checkpoint_dir")
+        if self.amp_dtype not in (None, "bfloat16", "float16"):
+            raise ValueError("amp_dtype must be None, 'bfloat16' or 'float16'")
 
 
-@dataclass
-class _Loop:
-    """What every step of :func:`fit` needs: the model and its optimisation state."""
+@dataclass(kw_only=True)
+class LoopState:
+    """What every step of :func:`fit` needs: the model and its optimisation state.
+
+    Built by :func:`setup_loop`; its fields are keywords."""
 
     model: nn.Module
     """What trains: the model, or its DistributedDataParallel wrapper."""
@@ -560,8 +355,8 @@ class _Loop:
     """The model itself (whose ``state_dict`` is saved and loaded)."""
 
 
-@dataclass
-class _Start:
+@dataclass(kw_only=True)
+class StartingPoint:
     """Where a run starts: from scratch, or after a checkpoint's last epoch."""
 
     checkpoint: Path | None
@@ -580,14 +375,25 @@ def _loss_on(loss_fn: Callable | None, device: torch.device) -> Callable:
     return loss_fn
 
 
-def _make_loop(model, optimizer, loss_fn, scheduler, ctx, options, say) -> _Loop:
+def setup_loop(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    *,
+    ctx: distributed.Context,
+    options: FitOptions,
+    loss_fn: Callable | None = None,
+    scheduler: Any = None,
+    say: Callable[[str], Any] = lambda _msg: None,
+) -> LoopState:
     """Move the model to the device, wrap it for data parallelism when several
     processes train together, and pick the precision: the set-up of a run."""
     device = ctx.device
     model.to(device)
     if options.channels_last:
         model.to(memory_format=torch.channels_last)
-    amp_dtype = _amp_dtype(device) if options.amp else None
+    amp_dtype = autocast_dtype(device) if options.amp else None
+    if amp_dtype is not None and options.amp_dtype is not None:
+        amp_dtype = getattr(torch, options.amp_dtype)
     if options.amp and amp_dtype is None:
         say(f"note: autocast is not available on {device}; training in float32")
     elif options.amp and device.type == "cpu":
@@ -611,87 +417,95 @@ def _make_loop(model, optimizer, loss_fn, scheduler, ctx, options, say) -> _Loop
 
         ids = [ctx.local_rank] if device.type == "cuda" else None
         trained = DistributedDataParallel(model, device_ids=ids)
-    return _Loop(
-        trained, optimizer, loss_fn, scheduler, device, amp_dtype, scaler, options, say, ctx, model
+    return LoopState(
+        model=trained,
+        optimizer=optimizer,
+        loss_fn=loss_fn,
+        scheduler=scheduler,
+        device=device,
+        amp_dtype=amp_dtype,
+        scaler=scaler,
+        options=options,
+        say=say,
+        ctx=ctx,
+        module=model,
     )
 
 
-def restore_checkpoint(loop: _Loop) -> _Start:
+def restore_checkpoint(state: LoopState) -> StartingPoint:
     """Step 1 of :func:`fit`: load ``last.pt`` into the model and optimizer when resuming.
 
     Removes temporary files left by a run killed while saving. Returns where the
     run starts; an unusable checkpoint raises :class:`CheckpointError`.
     """
-    opts, say = loop.options, loop.say
+    opts, say = state.options, state.say
     if opts.checkpoint_dir is None:
-        return _Start(None)
-    path = Path(opts.checkpoint_dir) / CHECKPOINT_NAME
-    lock = _take_checkpoint_dir(loop, path)
+        return StartingPoint(checkpoint=None)
+    path = Path(opts.checkpoint_dir) / checkpoints.CHECKPOINT_NAME
+    lock = _take_checkpoint_dir(state, path)
     resume = opts.resume or distributed.restart_count() > 0  # torchrun restarted the group
     if not resume:
         if path.exists():
             say(f"starting from scratch; {path} will be overwritten (resume=False)")
-        return _Start(path, lock=lock)
+        return StartingPoint(checkpoint=path, lock=lock)
     if not path.exists():
         say(f"no checkpoint at {path}: starting from scratch")
-        return _Start(path, lock=lock)
-    ckpt = _read_checkpoint(path)
+        return StartingPoint(checkpoint=path, lock=lock)
+    ckpt = checkpoints.read_checkpoint(path)
     try:
-        _load_model_and_optimizer(loop, ckpt, path)
-        if loop.scheduler is not None and ckpt.get("scheduler") is not None:
-            loop.scheduler.load_state_dict(ckpt["scheduler"])
-        if loop.scaler.is_enabled() and ckpt.get("scaler"):
-            loop.scaler.load_state_dict(ckpt["scaler"])
+        checkpoints.load_model_and_optimizer(
+            ckpt, path, state.module, state.optimizer, state.options.fsdp
+        )
+        if state.scheduler is not None and ckpt.get("scheduler") is not None:
+            state.scheduler.load_state_dict(ckpt["scheduler"])
+        if state.scaler.is_enabled() and ckpt.get("scaler"):
+            state.scaler.load_state_dict(ckpt["scaler"])
     except (RuntimeError, ValueError, KeyError) as exc:
         raise CheckpointError(path, f"does not match this model/optimizer: {exc}") from exc
     try:
         history = [EpochMetrics(**row) for row in ckpt["history"]]
     except TypeError as exc:
         raise CheckpointError(path, f"has an unknown history format: {exc}") from exc
-    best = ckpt.get("best_val_accuracy")
-    return _Start(path, ckpt["epoch"], history, best, ckpt["rng"], lock)
+    return StartingPoint(
+        checkpoint=path,
+        epoch=ckpt["epoch"],
+        history=history,
+        best_val_accuracy=ckpt.get("best_val_accuracy"),
+        rng=ckpt["rng"],
+        lock=lock,
+    )
 
 
-def _load_model_and_optimizer(loop: _Loop, ckpt: Mapping[str, Any], path: Path) -> None:
-    if ckpt.get("sharded"):  # an FSDP run's DCP folder; DCP reshards it for this job
-        folder = path.parent / ckpt["sharded"]
-        if not (folder / ".metadata").is_file():
-            raise CheckpointError(path, f"names {folder.name}, which is missing or incomplete")
-        sharded.load(folder, loop.module, loop.optimizer)
-    elif loop.options.fsdp:
-        raise CheckpointError(path, "was written without fsdp; resume it without --fsdp")
-    else:
-        loop.module.load_state_dict(ckpt["model"])
-        loop.optimizer.load_state_dict(ckpt["optimizer"])
-
-
-def _take_checkpoint_dir(loop: _Loop, path: Path) -> Any:
+def _take_checkpoint_dir(state: LoopState, path: Path) -> Any:
     """Rank 0 locks the checkpoint folder and removes temporary files of a killed
     save; the other ranks wait for it. Returns the lock (``None`` on other ranks)."""
     lock = None
-    if loop.ctx.is_main:
+    if state.ctx.is_main:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = distributed.lock_checkpoint_dir(path.parent)
-        for stale in _stale_temp_files(path) + _stale_temp_files(path.parent / BEST_NAME):
-            loop.say(f"removing {stale.name}, left by a run killed while saving")
+        best = path.parent / checkpoints.BEST_NAME
+        for stale in files.stale_temp_files(path) + files.stale_temp_files(best):
+            state.say(f"removing {stale.name}, left by a run killed while saving")
             stale.unlink(missing_ok=True)
     distributed.barrier()
     return lock
 
 
-def _train_step(loop: _Loop, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def train_step(
+    state: LoopState, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimisation step; returns (detached main logits, detached main loss)."""
-    loop.optimizer.zero_grad(set_to_none=True)
-    with _autocast(loop.device, loop.amp_dtype):
-        logits, aux = _split_output(loop.model(x))
-        loss = loop.loss_fn(logits, y)
+    state.optimizer.zero_grad(set_to_none=True)
+    with _autocast(state.device, state.amp_dtype):
+        logits, aux = _split_output(state.model(x))
+        loss = state.loss_fn(logits, y)
         total = loss
-        weight = loop.options.aux_logits_weight
+        weight = state.options.aux_logits_weight
         if aux is not None and weight:
-            total = loss + weight * loop.loss_fn(aux, y)
-    loop.scaler.scale(total).backward()
-    loop.scaler.step(loop.optimizer)
-    loop.scaler.update()
+            total = loss + weight * state.loss_fn(aux, y)
+    state.scaler.scale(total).backward()
+    state.scaler.step(state.optimizer)
+    state.scaler.update()
     return logits.detach(), loss.detach()
 
 
@@ -709,21 +523,24 @@ def step_function(
     without epochs, checkpoints or logs: for profilers and micro-benchmarks that
     want to look at exactly the step that trains the case studies.
     """
-    device = torch.device(device) if device is not None else _default_device()
-    one = distributed.Context(0, 1, 0, None, device)
-    loop = _make_loop(
-        model, optimizer, loss_fn, None, one, options or FitOptions(), lambda _m: None
+    device = torch.device(device) if device is not None else default_device()
+    state = setup_loop(
+        model,
+        optimizer,
+        ctx=distributed.Context.single(device),
+        options=options or FitOptions(),
+        loss_fn=loss_fn,
     )
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        x = _prepare(x, device, loop.options.channels_last)
-        return _train_step(loop, x, y.to(device))[1]
+        x = to_device(x, device, state.options.channels_last)
+        return train_step(state, x, y.to(device))[1]
 
     return step
 
 
 def train_one_epoch(
-    loop: _Loop, loader: Iterable, epoch: int, epochs: int
+    state: LoopState, loader: Iterable, epoch: int, epochs: int
 ) -> tuple[_Tally, float, float]:
     """Step 2 of :func:`fit`: one pass over ``loader`` (capped by ``max_train_batches``).
 
@@ -734,8 +551,8 @@ def train_one_epoch(
 
     from rocm_dl_guide.progress import enabled as bars_enabled
 
-    opts, device = loop.options, loop.device
-    show = bars_enabled(opts.progress) and loop.ctx.is_main
+    opts, device = state.options, state.device
+    show = bars_enabled(opts.progress) and state.ctx.is_main
     distributed.set_epoch(loader, epoch)
     total = _num_batches(loader, opts.max_train_batches)
     bar = tqdm(
@@ -746,20 +563,20 @@ def train_one_epoch(
         disable=not show,
         dynamic_ncols=True,
     )
-    loop.model.train()
+    state.model.train()
     tally = _Tally(device)
-    lr = float(loop.optimizer.param_groups[0]["lr"])
+    lr = float(state.optimizer.param_groups[0]["lr"])
     start = time.perf_counter()
     try:
         for i, batch in enumerate(loader):
             if opts.max_train_batches is not None and i >= opts.max_train_batches:
                 break
-            x, y = _split_batch(batch)
-            x, y = _prepare(x, device, opts.channels_last), y.to(device, non_blocking=True)
-            lr = float(loop.optimizer.param_groups[0]["lr"])
-            logits, loss = _train_step(loop, x, y)
-            if loop.scheduler is not None and opts.scheduler_interval == "batch":
-                loop.scheduler.step()
+            x, y = split_batch(batch)
+            x, y = to_device(x, device, opts.channels_last), y.to(device, non_blocking=True)
+            lr = float(state.optimizer.param_groups[0]["lr"])
+            logits, loss = train_step(state, x, y)
+            if state.scheduler is not None and opts.scheduler_interval == "batch":
+                state.scheduler.step()
             tally.add(logits, y, loss)
             bar.update(1)
             if show and (i % 10 == 0 or i + 1 == total):
@@ -767,7 +584,7 @@ def train_one_epoch(
                 bar.set_postfix(
                     {"loss": f"{tally.loss():.4f}", "img/s": f"{rate:.0f}"}, refresh=False
                 )
-        _sync(device)
+        synchronize(device)
         seconds = time.perf_counter() - start
     finally:
         bar.close()
@@ -777,23 +594,23 @@ def train_one_epoch(
     return tally, seconds, lr
 
 
-def _step_scheduler(loop: _Loop, val_loss: float | None, train_loss: float) -> None:
+def _step_scheduler(state: LoopState, val_loss: float | None, train_loss: float) -> None:
     """The once-per-epoch scheduler step (``ReduceLROnPlateau`` gets a loss)."""
-    if loop.scheduler is None or loop.options.scheduler_interval != "epoch":
+    if state.scheduler is None or state.options.scheduler_interval != "epoch":
         return
-    if isinstance(loop.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-        loop.scheduler.step(val_loss if val_loss is not None else train_loss)
+    if isinstance(state.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        state.scheduler.step(val_loss if val_loss is not None else train_loss)
     else:
-        loop.scheduler.step()
+        state.scheduler.step()
 
 
 def _run_epoch(
-    loop: _Loop, train_loader, val_loader, epoch: int, epochs: int, checkpoint: Path | None
+    state: LoopState, train_loader, val_loader, epoch: int, epochs: int, checkpoint: Path | None
 ) -> EpochMetrics:
     """Train one epoch, then evaluate and step the scheduler; returns its metrics."""
-    opts = loop.options
+    opts = state.options
     started = time.perf_counter()
-    tally, train_seconds, lr = train_one_epoch(loop, train_loader, epoch, epochs)
+    tally, train_seconds, lr = train_one_epoch(state, train_loader, epoch, epochs)
     train_loss = tally.loss()
     if not math.isfinite(train_loss):
         raise FloatingPointError(
@@ -803,15 +620,15 @@ def _run_epoch(
     val_loss = val_acc = None
     if val_loader is not None:
         val_loss, val_acc = evaluate(
-            loop.model,
+            state.model,
             val_loader,
-            loop.device,
-            loop.loss_fn,
+            state.device,
+            state.loss_fn,
             opts.max_val_batches,
             opts.amp,
             opts.channels_last,
         )
-    _step_scheduler(loop, val_loss, train_loss)
+    _step_scheduler(state, val_loss, train_loss)
     return EpochMetrics(
         epoch=epoch,
         train_loss=train_loss,
@@ -824,48 +641,66 @@ def _run_epoch(
     )
 
 
-def save_checkpoint(loop: _Loop, start: _Start, history: list[EpochMetrics], loader: Any) -> None:
+def save_checkpoint(
+    state: LoopState, start: StartingPoint, history: list[EpochMetrics], loader: Any
+) -> None:
     """Step 4 of :func:`fit`: ``best.pt`` if this epoch is the best so far, then ``last.pt``."""
     if start.checkpoint is None:
         return
     val_acc = history[-1].val_accuracy
     best = start.best_val_accuracy
-    is_best = loop.options.keep_best and val_acc is not None and (best is None or val_acc > best)
+    is_best = state.options.keep_best and val_acc is not None and (best is None or val_acc > best)
     if is_best:
         start.best_val_accuracy = val_acc
     folder = start.checkpoint.parent
     shards = None
-    if loop.options.fsdp:  # collective: every rank writes its own shard
-        name = f"{SHARDED_PREFIX}{history[-1].epoch}"
-        shards = sharded.save(folder / name, loop.module, loop.optimizer)
-    best_state = sharded.full_state_dict(loop.module) if is_best else None  # collective
-    if loop.ctx.is_main:  # one writer; the others wait until the files are complete
+    if state.options.fsdp:  # collective: every rank writes its own shard
+        name = f"{checkpoints.SHARDED_PREFIX}{history[-1].epoch}"
+        shards = sharded.save(folder / name, state.module, state.optimizer)
+    best_state = sharded.full_state_dict(state.module) if is_best else None  # collective
+    if state.ctx.is_main:  # one writer; the others wait until the files are complete
         if is_best:
-            _atomic_torch_save(best_state, folder / BEST_NAME)
-        _write_checkpoint(start.checkpoint, loop, history, start.best_val_accuracy, loader, shards)
-        for old in folder.glob(f"{SHARDED_PREFIX}*"):
+            checkpoints.atomic_torch_save(best_state, folder / checkpoints.BEST_NAME)
+        checkpoints.write_checkpoint(
+            start.checkpoint,
+            history=[asdict(m) for m in history],
+            model=state.module,
+            optimizer=state.optimizer,
+            scheduler=state.scheduler,
+            scaler=state.scaler,
+            rng=checkpoints.rng_state(state.device, loader),
+            best_val_accuracy=start.best_val_accuracy,
+            shards=shards,
+        )
+        for old in folder.glob(f"{checkpoints.SHARDED_PREFIX}*"):
             if shards is None or old.name != shards.name:
                 shutil.rmtree(old, ignore_errors=True)  # last.pt no longer names it
     distributed.barrier()
 
 
-def _finish(loop: _Loop, start: _Start, history: list[EpochMetrics]) -> TrainResult:
+def _finish(state: LoopState, start: StartingPoint, history: list[EpochMetrics]) -> TrainResult:
     """The run's result; saves the final weights next to the checkpoint if asked to."""
-    ctx = loop.ctx
+    ctx = state.ctx
     result = TrainResult(
-        history, str(loop.device), start.checkpoint, start.epoch, None, ctx.world_size, ctx.backend
+        history=history,
+        device=str(state.device),
+        checkpoint=start.checkpoint,
+        resumed_from_epoch=start.epoch,
+        world_size=ctx.world_size,
+        backend=ctx.backend,
     )
-    name = loop.options.final_weights
+    name = state.options.final_weights
     if name and start.checkpoint is not None:
         result.weights = start.checkpoint.parent / name
-        state = sharded.full_state_dict(loop.module)  # collective for a sharded model
+        weights = sharded.full_state_dict(state.module)  # collective for a sharded model
         if ctx.is_main:
-            _atomic_torch_save(state, result.weights)
+            checkpoints.atomic_torch_save(weights, result.weights)
         distributed.barrier()
     return result
 
 
-def _default_device() -> torch.device:
+def default_device() -> torch.device:
+    """The device the loop trains on when none is given: the GPU if any."""
     from rocm_dl_guide.device import pick
 
     return pick()
@@ -936,21 +771,23 @@ def fit(
         train_loader = distributed.shard_train_loader(train_loader, ctx)
         if val_loader is not None:
             val_loader = distributed.shard_eval_loader(val_loader, ctx)
-    loop = _make_loop(model, optimizer, loss_fn, scheduler, ctx, opts, say)
-    start = restore_checkpoint(loop)
+    state = setup_loop(
+        model, optimizer, ctx=ctx, options=opts, loss_fn=loss_fn, scheduler=scheduler, say=say
+    )
+    start = restore_checkpoint(state)
     try:
-        history = _train_epochs(loop, start, train_loader, val_loader, epochs, on_epoch_end)
-        return _finish(loop, start, history)
+        history = _train_epochs(state, start, train_loader, val_loader, epochs, on_epoch_end)
+        return _finish(state, start, history)
     finally:
         if start.lock is not None:
             start.lock.release()
 
 
 def _train_epochs(
-    loop: _Loop, start: _Start, train_loader, val_loader, epochs: int, on_epoch_end
+    state: LoopState, start: StartingPoint, train_loader, val_loader, epochs: int, on_epoch_end
 ) -> list[EpochMetrics]:
     """Epochs ``start.epoch + 1`` to ``epochs``, each checkpointed; the whole history."""
-    say = loop.say
+    say = state.say
     if start.epoch >= epochs:
         say(
             f"{start.checkpoint} is already at epoch {start.epoch} (asked for {epochs}): "
@@ -958,205 +795,15 @@ def _train_epochs(
         )
         return start.history
     if start.rng is not None:
-        _set_rng_state(start.rng, train_loader)
+        checkpoints.set_rng_state(start.rng, train_loader)
         say(f"resuming from {start.checkpoint}: epoch {start.epoch} of {epochs} done")
     history = list(start.history)
     for epoch in range(start.epoch + 1, epochs + 1):
-        metrics = _run_epoch(loop, train_loader, val_loader, epoch, epochs, start.checkpoint)
+        metrics = _run_epoch(state, train_loader, val_loader, epoch, epochs, start.checkpoint)
         history.append(metrics)
-        save_checkpoint(loop, start, history, train_loader)
+        save_checkpoint(state, start, history, train_loader)
         say(_epoch_line(metrics, epochs))
         if on_epoch_end is not None and on_epoch_end(metrics) is True:
             say(f"stopped after epoch {epoch} by on_epoch_end")
             break
     return history
-
-
-# --------------------------------------------------------------------------- precision
-
-
-_VARIANTS = (
-    ("float32", None, False),
-    ("channels_last", None, True),
-    ("amp", "auto", False),
-    ("amp+channels_last", "auto", True),
-)
-"""``(name, autocast dtype, channels_last)``: the rows :func:`compare_precision`
-measures by default (``auto``: bfloat16 where supported, else float16)."""
-_EXTRA_VARIANTS = (
-    ("amp-bfloat16", "bfloat16", False),
-    ("amp-float16", "float16", False),
-    ("amp-float16+channels_last", "float16", True),
-)
-"""Rows measured only when asked for by name: autocast with a fixed dtype
-(float16 trains with a gradient scaler)."""
-
-
-@dataclass
-class PrecisionComparison:
-    """What :func:`compare_precision` returns: one row per variant, measured in one run."""
-
-    frame: pandas.DataFrame
-    """Columns ``variant``, ``dtype`` (autocast's), ``channels_last``,
-    ``images_per_second`` (median of the repeats), ``speedup`` (relative to
-    float32) and ``note`` (why a variant was skipped or failed, or a caveat)."""
-    device: str
-    """The device the variants ran on."""
-    batch_size: int | None = None
-    """Images per training step, when the caller knows it."""
-    image_size: int | None = None
-    """Input height and width, when the caller knows it."""
-
-    def speedup(self, variant: str) -> float:
-        """The named variant's speed-up over float32 (``nan`` if it did not run)."""
-        rows = self.frame.loc[self.frame["variant"] == variant, "speedup"]
-        return float(rows.iloc[0]) if len(rows) else float("nan")
-
-    def fastest(self) -> tuple[str, float]:
-        """``(variant, speed-up over float32)`` of the fastest variant that ran."""
-        row = self.frame.loc[self.frame["speedup"].idxmax()]
-        return str(row["variant"]), float(row["speedup"])
-
-
-def _run_steps(loop: _Loop, data: list, n: int) -> int:
-    """``n`` training steps cycling over ``data``; returns the number of images seen."""
-    images = 0
-    for k in range(n):
-        x, y = data[k % len(data)]
-        _train_step(loop, x, y)
-        images += x.shape[0]
-    return images
-
-
-def _time_variant(loop: _Loop, data: list, steps: int, warmup: int, repeats: int) -> float:
-    """Median images/s over ``repeats`` timed runs of ``steps`` steps, after ``warmup``."""
-    _run_steps(loop, data, warmup)
-    _sync(loop.device)
-    rates = []
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        images = _run_steps(loop, data, steps)
-        _sync(loop.device)
-        rates.append(images / max(time.perf_counter() - t0, 1e-9))
-    return statistics.median(rates)
-
-
-def _variant_dtype(device: torch.device, amp: str | None) -> tuple[torch.dtype | None, str]:
-    """The autocast dtype of a variant on ``device``, or ``(None, why not)``."""
-    if amp is None:
-        return None, ""
-    auto = _amp_dtype(device)
-    if auto is None:
-        return None, f"skipped: autocast is not available on {device.type}"
-    if amp == "auto":
-        return auto, ""
-    dtype = getattr(torch, amp)
-    if dtype == torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        return None, "skipped: this GPU does not support bfloat16"
-    if dtype == torch.float16 and device.type == "cpu":
-        return None, "skipped: float16 autocast with a grad scaler is a GPU's recipe"
-    return dtype, ""
-
-
-def _measure_variant(
-    row: dict, amp: str | None, model_fn, batches, device, loss_fn, lr, aux_logits_weight, timing
-) -> None:
-    """Fill ``row`` with one variant's images/s, or a note saying why it has none."""
-    use_amp = amp is not None
-    dtype, why_not = _variant_dtype(device, amp)
-    if use_amp and dtype is None:
-        row["note"] = why_not
-        return
-    if dtype == torch.bfloat16 and device.type == "cpu" and not cpu_has_native_bf16():
-        row["dtype"] = "bfloat16"
-        row["note"] = (
-            "skipped: this CPU has no native bfloat16 (AVX512-BF16/AMX), so autocast would "
-            "be emulated and many times slower; the gain is a GPU's"
-        )
-        return
-    if use_amp:
-        row["dtype"] = str(dtype).replace("torch.", "")
-        if device.type == "cpu":
-            row["note"] = "CPU bfloat16 autocast: rarely faster without AMX; the gain is a GPU's"
-    cl = row["channels_last"]
-    try:
-        torch.manual_seed(0)
-        model = model_fn()
-        opts = FitOptions(channels_last=cl, aux_logits_weight=aux_logits_weight)
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-        one = distributed.Context(0, 1, 0, None, device)
-        loop = _make_loop(model, opt, loss_fn, None, one, opts, lambda _m: None)
-        loop.amp_dtype = dtype
-        loop.scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-        data = [(_prepare(x, device, cl), y.to(device)) for x, y in batches]
-        row["images_per_second"] = _time_variant(loop, data, *timing)
-    except Exception as exc:  # an unsupported op under autocast must not end the comparison
-        row["note"] = f"failed: {type(exc).__name__}: {exc}"[:200]
-
-
-def compare_precision(
-    model_fn: Callable[[], nn.Module],
-    loader: Iterable,
-    device: str | torch.device | None = None,
-    *,
-    steps: int = 20,
-    warmup: int = 5,
-    repeats: int = 3,
-    loss_fn: Callable | None = None,
-    lr: float = 0.01,
-    aux_logits_weight: float | None = None,
-    variants: Iterable[str] | None = None,
-) -> PrecisionComparison:
-    """Training-step throughput of float32 vs autocast vs channels_last (vs both), one run.
-
-    For each variant a fresh model from ``model_fn()`` (seeded alike) is trained
-    with SGD on a few batches taken once from ``loader`` and kept on the device,
-    so data loading is not measured: ``warmup`` steps first, then ``repeats``
-    timed runs of ``steps`` steps each, with the device synchronised around each.
-    ``variants`` picks rows by name: the default four, and also ``amp-bfloat16``,
-    ``amp-float16`` and ``amp-float16+channels_last`` (a fixed autocast dtype).
-    """
-    import pandas as pd
-
-    device = torch.device(device) if device is not None else _default_device()
-    loss_fn = _loss_on(loss_fn, device)
-    wanted = set(variants) if variants is not None else None
-    known = [v[0] for v in _VARIANTS + _EXTRA_VARIANTS]
-    if wanted and wanted - set(known):
-        raise ValueError(f"unknown variant(s) {sorted(wanted - set(known))}: choose from {known}")
-    batches = []
-    for batch in loader:
-        batches.append(_split_batch(batch))
-        if len(batches) >= 4:
-            break
-    if not batches:
-        raise ValueError("compare_precision: the loader produced no batches")
-    rows = []
-    for name, use_amp, cl in _VARIANTS + _EXTRA_VARIANTS:
-        if (wanted is None and (name, use_amp, cl) in _VARIANTS) or (wanted and name in wanted):
-            row = {
-                "variant": name,
-                "dtype": "float32",
-                "channels_last": cl,
-                "images_per_second": float("nan"),
-                "note": "",
-            }
-            rows.append(row)
-            _measure_variant(
-                row,
-                use_amp,
-                model_fn,
-                batches,
-                device,
-                loss_fn,
-                lr,
-                aux_logits_weight,
-                (steps, warmup, repeats),
-            )
-    frame = pd.DataFrame(rows)
-    base = frame.loc[frame["variant"] == "float32", "images_per_second"]
-    frame["speedup"] = frame["images_per_second"] / (
-        float(base.iloc[0]) if len(base) else float("nan")
-    )
-    columns = ["variant", "dtype", "channels_last", "images_per_second", "speedup", "note"]
-    return PrecisionComparison(frame[columns], str(device))

@@ -273,7 +273,7 @@ def tunableop_comparison(
     import torch
 
     from rocm_dl_guide import device as devices
-    from rocm_dl_guide import train
+    from rocm_dl_guide import runs
 
     shape = (m, n, k)
     if not devices.gpu_available():
@@ -294,7 +294,7 @@ def tunableop_comparison(
         torch.matmul(a, b)
         torch.cuda.synchronize(dev)
 
-    target = Path(folder) if folder is not None else train.runs_dir("tunableop")
+    target = Path(folder) if folder is not None else runs.runs_dir("tunableop")
     target.mkdir(parents=True, exist_ok=True)
     results_file = target / TUNABLEOP_FILE
     results_file.unlink(missing_ok=True)  # tune afresh, not from an older run's file

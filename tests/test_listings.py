@@ -291,6 +291,11 @@ def include_problems(block: Block, page: Path) -> list[str]:
             return [f"{block.where()}: :pyobject: {obj} in {arg}, which is not Python"]
         if obj not in pyobjects(target):
             return [f"{block.where()}: {arg} defines no {obj!r} for :pyobject:"]
+        if in_package and any(part.startswith("_") for part in obj.split(".")):
+            return [
+                f"{block.where()}: :pyobject: {obj} is private: a page is a contract, "
+                "so it shows only public names"
+            ]
     return []
 
 
@@ -425,3 +430,14 @@ def test_the_checks_catch_a_page_that_copies_package_code():
     assert "no_such_module.py, which does not exist" in text
     assert "copies.md:59: a static listing is mostly lines of inception.py" in text
     assert len(problems) == 7, text  # Net.forward (a method) is a valid :pyobject:
+
+
+def test_the_checks_catch_a_page_that_includes_a_private_name():
+    page = (
+        "```{literalinclude} ../../code/rocm_dl_guide/train.py\n"
+        ":pyobject: _split_output\n```\n\n"
+        "```{literalinclude} ../../code/rocm_dl_guide/train.py\n"
+        ":pyobject: train_step\n```\n"
+    )
+    problems = text_problems(page, BOOK / "training" / "private.md", "private.md")
+    assert len(problems) == 1 and ":pyobject: _split_output is private" in problems[0]

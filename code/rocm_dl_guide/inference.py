@@ -673,7 +673,7 @@ def _migraphx_inputs(prog) -> tuple[str, list]:
     return name, list(shapes[name].lens())
 
 
-def _compile_migraphx(path: Path, batch_size: int, tuned: bool) -> CompiledModel:
+def compile_migraphx(path: Path, batch_size: int, tuned: bool) -> CompiledModel:
     mgx = migraphx_status().module
     start = time.perf_counter()
     try:
@@ -721,7 +721,7 @@ def compile_model(
     read_onnx(path)  # one clear error for a missing, truncated or corrupt file
     name = select_backend(backend)
     if name == "migraphx":
-        return _compile_migraphx(path, batch_size, tuned)
+        return compile_migraphx(path, batch_size, tuned)
     return _compile_ort(path, optimize, tuned, threads)
 
 
@@ -776,7 +776,7 @@ def save_compiled(
     start = time.perf_counter()
     with atomic_path(out) as tmp:
         if name == "migraphx":
-            compiled = _compile_migraphx(onnx_path, batch_size, tuned)
+            compiled = compile_migraphx(onnx_path, batch_size, tuned)
             migraphx_status().module.save(compiled.handle, str(tmp), format="msgpack")
         else:
             compiled = _compile_ort(onnx_path, True, tuned, threads, save_to=tmp)
@@ -826,7 +826,7 @@ def load_compiled(
         )
     read_onnx(path)
     if select_backend(backend) == "migraphx":
-        return _compile_migraphx(path, 1, False)
+        return compile_migraphx(path, 1, False)
     compiled = _compile_ort(path, optimize=False, tuned=False, threads=threads)
     compiled.settings = (
         f"loaded a saved optimised model, no optimisation at load, "

@@ -233,7 +233,7 @@ class Engine:
     on_gpu: bool = False
 
 
-def _torch_engine(model, precision: str, compiled: bool = False) -> Engine:
+def torch_engine(model, precision: str, compiled: bool = False) -> Engine:
     import torch
 
     model = model.eval()
@@ -268,7 +268,7 @@ def _ort_engine(path: Path, precision: str, threads: int) -> Engine:
     return Engine("ONNX Runtime", precision, compiled.run, compiled.device, note, compiled.on_gpu)
 
 
-def _migraphx_engine(path: Path, precision: str, batch: int, batches: list[np.ndarray]) -> Engine:
+def migraphx_engine(path: Path, precision: str, batch: int, batches: list[np.ndarray]) -> Engine:
     mgx = inference.migraphx_status().module
     prog = mgx.parse_onnx(str(path), default_dim_value=batch)
     target = mgx.get_target("gpu")
@@ -334,14 +334,14 @@ def engines(
     has_mgx = inference.migraphx_status().available
     for backend, precision in wanted:
         if backend == "PyTorch eager":
-            found.append(_torch_engine(model, precision))
+            found.append(torch_engine(model, precision))
         elif backend == "torch.compile":
-            found.append(_torch_engine(model, precision, compiled=True))
+            found.append(torch_engine(model, precision, compiled=True))
         elif backend == "ONNX Runtime":
             path = int8_path if precision == "int8" else onnx_path
             found.append(_ort_engine(path, precision, threads))
         elif backend == "MIGraphX" and has_mgx:
-            found.append(_migraphx_engine(onnx_path, precision, batch, batches))
+            found.append(migraphx_engine(onnx_path, precision, batch, batches))
     return found
 
 

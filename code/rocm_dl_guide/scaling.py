@@ -20,6 +20,7 @@ as ``python -m rocm_dl_guide.scaling CONFIG.json`` under torchrun.
 
 from __future__ import annotations
 
+import ast
 import gc
 import json
 import os
@@ -97,7 +98,7 @@ def _toy_data(n: int) -> TensorDataset:
     return TensorDataset(x, y)
 
 
-def _sgd_steps(model: nn.Module, loader: DataLoader, steps: int, lr: float) -> None:
+def sgd_steps(model: nn.Module, loader: DataLoader, steps: int, lr: float) -> None:
     """``steps`` plain SGD steps: the loop every variant shares."""
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
@@ -107,6 +108,54 @@ def _sgd_steps(model: nn.Module, loader: DataLoader, steps: int, lr: float) -> N
         opt.zero_grad()
         loss_fn(model(x), y).backward()
         opt.step()
+
+
+def train_one_process(
+    model: nn.Module,
+    data: TensorDataset,
+    batch: int,
+    steps: int,
+    lr: float,
+) -> nn.Module:
+    """The one-process program: ``steps`` SGD steps on batches of ``batch``."""
+    loader = DataLoader(data, batch_size=batch)
+    sgd_steps(model, loader, steps, lr)
+    return model
+
+
+def train_data_parallel(
+    model: nn.Module,
+    data: TensorDataset,
+    batch: int,
+    steps: int,
+    lr: float,
+    rank: int,
+    world: int,
+) -> nn.Module:
+    """The same program on one rank of a DDP job (started by torchrun, with the
+    process group joined): each rank reads its own share of the data, and DDP
+    averages the gradients over the ranks in ``backward()``."""
+    sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=False)
+    loader = DataLoader(data, batch_size=batch, sampler=sampler)
+    sgd_steps(nn.parallel.DistributedDataParallel(model), loader, steps, lr)
+    return model
+
+
+def ddp_diff() -> str:
+    """What DDP adds to the one-process program: the unified diff of the source of
+    :func:`train_one_process` and :func:`train_data_parallel`, the two functions
+    the equivalence experiment runs."""
+    import difflib
+    import inspect
+
+    def code(func) -> list[str]:  # the source without its docstring
+        lines = inspect.getsource(func).splitlines()
+        doc = ast.parse(inspect.getsource(func)).body[0].body[0]
+        return lines[: doc.lineno - 1] + lines[doc.end_lineno :]
+
+    one, ddp = code(train_one_process), code(train_data_parallel)
+    diff = difflib.unified_diff(one, ddp, "one process", "one DDP rank", lineterm="", n=10)
+    return "\n".join(diff)
 
 
 def _flat(model: nn.Module) -> torch.Tensor:
@@ -132,17 +181,21 @@ def equivalence_worker(config: dict[str, Any]) -> list[dict[str, Any]] | None:
         model = _toy_model()
         reference = _toy_model()
         reference.load_state_dict(model.state_dict())
-        sampler = None
-        if mode != "no-sampler":
-            sampler = DistributedSampler(data, num_replicas=world, rank=ctx.rank, shuffle=False)
-        trained = model if mode == "no-wrapper" else nn.parallel.DistributedDataParallel(model)
-        _sgd_steps(trained, DataLoader(data, batch_size=b, sampler=sampler), steps, config["lr"])
+        if mode == "ddp":
+            train_data_parallel(model, data, b, steps, config["lr"], ctx.rank, world)
+        else:  # one of the two classic bugs
+            sampler = None
+            if mode != "no-sampler":
+                sampler = DistributedSampler(data, num_replicas=world, rank=ctx.rank, shuffle=False)
+            trained = model if mode == "no-wrapper" else nn.parallel.DistributedDataParallel(model)
+            loader = DataLoader(data, batch_size=b, sampler=sampler)
+            sgd_steps(trained, loader, steps, config["lr"])
         mine = _flat(model)
         gathered = [torch.empty_like(mine) for _ in range(world)]
         dist.all_gather(gathered, mine)
         if not ctx.is_main:
             continue
-        _sgd_steps(reference, DataLoader(data, batch_size=world * b), steps, config["lr"])
+        train_one_process(reference, data, world * b, steps, config["lr"])
         results.append(
             {
                 "mode": mode,

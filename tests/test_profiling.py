@@ -1,6 +1,6 @@
 """torch.profiler on the case studies (rocm_dl_guide.profiling): the top-operators
 table, the Chrome trace in the run folder, the filter that keeps only Kineto's
-progress lines off standard error, and the ``profile`` command."""
+progress lines off standard error, and the ``trace`` command (alias ``profile``)."""
 
 from __future__ import annotations
 
@@ -82,9 +82,9 @@ def test_only_kinetos_progress_lines_are_dropped(capfd):
     assert "gpuGetDeviceCount" in capfd.readouterr().err
 
 
-def test_profile_command_json(tmp_path):
+def test_trace_command_json(tmp_path):
     proc = guide_cli(
-        "profile", "training", "--steps", "1", "--json", "--output", str(tmp_path), timeout=300
+        "trace", "training", "--steps", "1", "--json", "--output", str(tmp_path), timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -93,6 +93,6 @@ def test_profile_command_json(tmp_path):
     assert "USDT" not in proc.stderr
 
 
-def test_profile_command_refuses_zero_steps():
-    proc = guide_cli("profile", "training", "--steps", "0", timeout=60)
-    assert proc.returncode == 2 and "--steps must be at least 1" in proc.stderr
+def test_trace_command_refuses_zero_steps():
+    proc = guide_cli("trace", "training", "--steps", "0", timeout=60)
+    assert proc.returncode == 2 and "argument --steps: must be at least 1" in proc.stderr

@@ -108,17 +108,30 @@ def test_bench_conv_cli_json_and_baseline(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("args", "text"),
+    ("args", "flag"),
     [
         (("bench", "conv", "--backend", "onnxruntime"), "--backend"),
-        (("bench", "conv", "--batch", "0"), "--batch must be at least 1"),
-        (("bench", "conv", "--baseline", "/nonexistent/before.json"), "cannot read the baseline"),
-        (("bench", "inference", "--baseline", "x.json"), "--baseline is for 'bench conv'"),
+        (("bench", "conv", "--tuning"), "--tuning"),
+        (("bench", "conv", "--threads", "2"), "--threads"),
+        (("bench", "conv", "--batch", "0"), "argument --batch: must be at least 1"),
+        (("bench", "conv", "--warmup", "-1"), "argument --warmup: must be at least 0"),
+        (("bench", "inference", "--baseline", "x.json"), "--baseline"),
     ],
-    ids=["backend", "batch", "missing-baseline", "baseline-for-inference"],
+    ids=["backend", "tuning", "threads", "batch", "warmup", "baseline-for-inference"],
 )
-def test_bench_conv_argument_errors_are_one_line(args, text):
+def test_bench_conv_flag_errors_are_usage_errors(args, flag):
+    """argparse refuses a flag 'bench conv' does not take, or a value out of
+    bounds, with exit code 2, naming the flag."""
     proc = guide_cli(*args, timeout=120)
-    assert proc.returncode in (1, 2), proc
-    assert text in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.returncode == 2, proc
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "error:" in last and flag in last, proc.stderr
+
+
+def test_bench_conv_missing_baseline_is_one_line():
+    proc = guide_cli("bench", "conv", "--baseline", "/nonexistent/before.json", timeout=120)
+    assert proc.returncode == 1, proc
+    assert proc.stderr.startswith("bench: ") and "cannot read the baseline" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "Traceback" not in proc.stderr

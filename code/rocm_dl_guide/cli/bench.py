@@ -1,0 +1,215 @@
+"""The ``bench`` commands: ``bench inference`` (PyTorch eager against the compiled
+backend), ``bench precision`` (fp32, bf16, int8, fp16 and torch.compile side by
+side) and ``bench conv`` (a convolution workload under the MIOpen settings in
+force). Each subcommand takes only its own flags: argparse rejects the others
+(exit 2); ``bench`` alone prints its help and exits 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rocm_dl_guide.cli.common import (
+    add_profile_args,
+    fail,
+    non_negative_int,
+    positive_int,
+    print_help_and_exit_2,
+    run_profile,
+)
+
+
+def _batches(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected batch sizes like 1,8,32, got {text!r}")
+    return values
+
+
+def _cmd_bench_inference(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import bench, inference
+
+    try:
+        name = inference.select_backend(args.backend)
+    except inference.BackendError as exc:
+        return fail("bench", exc, 2)
+    prof = run_profile("bench", args.profile)
+    if not args.json:
+        print(
+            f"Exporting Inception v3 and timing batch {args.batch} (profile {prof.name}) ...",
+            file=sys.stderr,
+        )
+    try:
+        result = bench.run(
+            batch=args.batch,
+            iterations=args.iterations,
+            warmup=args.warmup,
+            backend=name,
+            tuning=args.tuning,
+            threads=args.threads,
+            profile=prof,
+        )
+    except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
+        return fail("bench", exc)
+    print(json.dumps(result.to_dict()) if args.json else result.summary())
+    return 0
+
+
+def _cmd_bench_precision(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import inference, precision
+
+    prof = run_profile("bench", args.profile)
+    runs = None
+    if args.iterations is not None or args.warmup is not None:
+        runs = (args.warmup if args.warmup is not None else 1, args.iterations or 10)
+    if not args.json:
+        print(
+            f"Training the CIFAR-10 network, quantizing, then timing Inception v3 at "
+            f"batch {', '.join(map(str, args.batches))} (profile {prof.name}) ...",
+            file=sys.stderr,
+        )
+    try:
+        result = precision.run(
+            batches=args.batches,
+            profile=prof,
+            threads=args.threads,
+            runs=runs,
+            show_progress=not args.json,
+            emulated=args.emulated,
+        )
+    except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
+        return fail("bench", exc)
+    print(json.dumps(result.to_dict()) if args.json else result.summary())
+    return 0
+
+
+def _cmd_bench_conv(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import tuning
+
+    prof = run_profile("bench", args.profile)
+    try:
+        baseline = tuning.read_baseline(args.baseline) if args.baseline else None
+        result = tuning.conv_workload(
+            batch=args.batch,  # None: the workload's own default
+            profile=prof,
+            warmup=args.warmup,
+            iterations=args.iterations,
+            baseline=baseline,
+        )
+    except (OSError, RuntimeError, ValueError) as exc:
+        return fail("bench", exc)
+    print(json.dumps(result.to_dict()) if args.json else result.summary())
+    return 0
+
+
+# The bench subcommands take no abbreviated flags: in 'bench precision', '--batch 4'
+# would otherwise be read as '--batches 4' instead of being refused.
+
+
+def _add_runs_args(p: argparse.ArgumentParser) -> None:
+    """``--iterations`` and ``--warmup``, which every benchmark takes."""
+    p.add_argument("--iterations", type=positive_int, help="timed runs (default: the profile's)")
+    p.add_argument(
+        "--warmup", type=non_negative_int, help="untimed warm-up runs (default: the profile's)"
+    )
+
+
+def _add_common_tail(p: argparse.ArgumentParser, func) -> None:
+    """``--profile``, ``--data-source`` and ``--json``, and the handler."""
+    add_profile_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=func)
+
+
+def _add_inference(bench_sub) -> None:
+    p = bench_sub.add_parser(
+        "inference",
+        allow_abbrev=False,
+        help="eager against the compiled backend",
+        description="Median latency of Inception v3 inference after warm-up: PyTorch eager "
+        "against the compiled backend, measured side by side.",
+    )
+    p.add_argument("--batch", type=positive_int, default=1, help="batch size (default 1)")
+    _add_runs_args(p)
+    p.add_argument(
+        "--backend", default="auto", metavar="NAME", help="auto, migraphx or onnxruntime"
+    )
+    p.add_argument(
+        "--threads", type=positive_int, help="CPU threads for both runtimes (default: all)"
+    )
+    p.add_argument("--tuning", action="store_true", help="also time untuned against tuned")
+    _add_common_tail(p, _cmd_bench_inference)
+
+
+def _add_precision(bench_sub) -> None:
+    p = bench_sub.add_parser(
+        "precision",
+        allow_abbrev=False,
+        help="fp32, bf16, int8, fp16 and torch.compile side by side, with agreement on a "
+        "trained model",
+        description="Every engine's agreement with fp32, and accuracy, on the trained "
+        "CIFAR-10 network; then the median latency of every engine (fp32, bf16, int8, fp16, "
+        "torch.compile) on Inception v3 at each batch size, timed side by side.",
+    )
+    p.add_argument(
+        "--batches",
+        type=_batches,
+        default=(1, 8, 32),
+        metavar="N,N,...",
+        help="batch sizes for 'precision' (default 1,8,32)",
+    )
+    p.add_argument(
+        "--emulated",
+        action="store_true",
+        help="'precision': also run bf16/fp16 on a CPU without instructions for them",
+    )
+    _add_runs_args(p)
+    p.add_argument(
+        "--threads", type=positive_int, help="CPU threads for both runtimes (default: all)"
+    )
+    _add_common_tail(p, _cmd_bench_precision)
+
+
+def _add_conv(bench_sub) -> None:
+    p = bench_sub.add_parser(
+        "conv",
+        allow_abbrev=False,
+        help="a PyTorch convolution workload under the MIOpen settings in force "
+        "(MIOPEN_FIND_ENFORCE, MIOPEN_USER_DB_PATH)",
+        description="Time eager Inception v3 forward passes (random weights: the kernels, "
+        "not the answers, are measured) under the MIOpen settings in force (MIOPEN_FIND_ENFORCE, "
+        "MIOPEN_USER_DB_PATH): the first pass on its own, then the median after warm-up.",
+    )
+    p.add_argument(
+        "--batch",
+        type=positive_int,
+        default=None,
+        help="batch size (default: the workload's own, 32 on a GPU profile, 1 in smoke)",
+    )
+    _add_runs_args(p)
+    p.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="'conv': the output of an earlier 'bench conv --json' run to compare with",
+    )
+    _add_common_tail(p, _cmd_bench_conv)
+
+
+def register(sub) -> None:
+    """``bench {inference,precision,conv}``."""
+    parser = sub.add_parser(
+        "bench",
+        help="time PyTorch eager against the compiled backend (MIGraphX or ONNX Runtime)",
+        description="Inference benchmarks, each measured after warm-up: PyTorch eager against "
+        "the compiled backend (inference), the precisions side by side (precision), or a "
+        "convolution workload under MIOpen's settings (conv).",
+    )
+    bench_sub = parser.add_subparsers(dest="what", metavar="SUBCOMMAND")
+    _add_inference(bench_sub)
+    _add_precision(bench_sub)
+    _add_conv(bench_sub)
+    parser.set_defaults(func=print_help_and_exit_2(parser))

@@ -1,0 +1,184 @@
+"""The setup commands: ``doctor``, ``profiles``, ``compat`` and ``check-sources``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rocm_dl_guide.cli.common import fail
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import doctor, snapshot
+
+    if args.snapshot:
+        if args.rocminfo or args.python:
+            print(
+                "doctor: --snapshot replays a snapshot as it is: no --rocminfo or --python",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            report = doctor.from_snapshot(args.snapshot)
+        except snapshot.SnapshotError as exc:
+            print(f"doctor: {exc}", file=sys.stderr)
+            return 2
+        print(report.to_json() if args.json else report.to_text())
+        return 0
+    text = source = None
+    if args.rocminfo:
+        path = Path(args.rocminfo)
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError as exc:
+            print(f"doctor: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        source = f"saved rocminfo output {path.name}"
+    if not args.json:
+        print(
+            "Checking ROCm, the GPUs and the frameworks (each framework is imported in a "
+            "separate process; this takes a few seconds)...",
+            file=sys.stderr,
+        )
+    report = doctor.run(rocminfo_text=text, rocminfo_source=source, python=args.python)
+    if args.collect:
+        try:
+            path = snapshot.write(args.collect, report.system)
+        except OSError as exc:
+            print(f"doctor: cannot write {args.collect}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        print(
+            f"snapshot written to {path} (replay it with: doctor --snapshot {path})",
+            file=sys.stderr,
+        )
+    print(report.to_json() if args.json else report.to_text())
+    return 0
+
+
+def _cmd_profiles(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import profiles
+
+    try:
+        current = profiles.current().name
+    except profiles.ProfileError as exc:
+        where = f"${profiles.ENV_VAR} or ${profiles.DATA_SOURCE_VAR}"
+        print(f"profiles: {exc} (from {where})", file=sys.stderr)
+        return 2
+    for p in profiles.PROFILES.values():
+        mark = "*" if p.name == current else " "
+        print(f"{mark} {p.name:<6} {p.description}")
+    print(f"\nSelect one with {profiles.ENV_VAR}=NAME (now: {current}).")
+    print(
+        f"Data: {profiles.current().source_note()}; choose with "
+        f"{profiles.DATA_SOURCE_VAR}=real|fixtures or --data-source."
+    )
+    return 0
+
+
+def _cmd_compat(args: argparse.Namespace) -> int:
+    from rocm_dl_guide import compat
+
+    if args.framework == "gpus":
+        table = compat.gpu_table()
+    elif args.framework == "apus":
+        table = compat.apu_table()
+    elif args.framework == "driver":
+        table = compat.kernel_driver_table()
+    else:
+        table = compat.framework_table(args.framework)
+    print(table.to_string(index=False))
+    keys = set(table.get("Source", []))
+    if args.framework in compat.FRAMEWORKS:
+        # The rows' other source fields: the framework's field source and the
+        # sources of disagreeing values (shown inside the cells).
+        for rocm in table["ROCm"]:
+            rel = compat.find_release(rocm) or {}
+            keys.add(compat.field_source(rel, args.framework))
+            keys.update(a.get("source") for a in compat.alternatives(rel, args.framework))
+    print("\nSources:")
+    for key in sorted(k for k in keys if k):
+        src = compat.sources().get(key, {})
+        print(f"  {key}: {src.get('title', '?')} <{src.get('url', '?')}>")
+    return 0
+
+
+def _cmd_check_sources(args: argparse.Namespace) -> int:
+    """Exit 0: every source current; 1: something is stale; 2: a malformed
+    $ROCM_DL_GUIDE_SOURCES_BASE or --timeout; 3: the network is unreachable."""
+    from rocm_dl_guide import freshness
+
+    if args.timeout <= 0:
+        return fail("check-sources", "--timeout must be positive", 2)
+    try:
+        rewrite = freshness.rewrites_from_env()
+    except ValueError as exc:
+        return fail("check-sources", exc, 2)
+    print("Checking the compatibility data's sources (needs the network) ...", file=sys.stderr)
+    try:
+        report = freshness.check_sources(rewrite=rewrite, timeout=args.timeout)
+    except freshness.NetworkUnavailable as exc:
+        return fail("check-sources", exc, 3)
+    for note in report.notes:
+        print(f"note: {note.key}: {note.detail}" + (f" <{note.url}>" if note.url else ""))
+    if report.current:
+        print(f"all {report.sources} sources current")
+        return 0
+    print(f"STALE: {len(report.stale)} problem(s) in the compatibility data's sources:")
+    for f in report.stale:
+        print(f"  [{f.kind}] {f.key}  {f.url}\n      {f.detail}")
+    return 1
+
+
+def _add_doctor(sub) -> None:
+    p = sub.add_parser("doctor", help="check ROCm, GPUs and frameworks against the guide's data")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument(
+        "--rocminfo",
+        metavar="FILE",
+        help="read saved `rocminfo` output from FILE instead of running rocminfo",
+    )
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        help="probe the frameworks of another Python interpreter (default: this one)",
+    )
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--collect",
+        metavar="FILE",
+        help="also write everything the checks read to FILE (JSON), to attach to a bug report",
+    )
+    group.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="run every check on a snapshot written by --collect instead of on this machine",
+    )
+    p.set_defaults(func=_cmd_doctor)
+
+
+def register(sub) -> None:
+    """``doctor``, ``profiles``, ``compat`` and ``check-sources``."""
+    _add_doctor(sub)
+
+    p = sub.add_parser("profiles", help="list the run profiles and the one in force")
+    p.set_defaults(func=_cmd_profiles)
+
+    p = sub.add_parser("compat", help="print the sourced ROCm compatibility tables")
+    p.add_argument(
+        "framework",
+        choices=["pytorch", "tensorflow", "onnxruntime", "migraphx", "gpus", "apus", "driver"],
+        help="which table",
+    )
+    p.set_defaults(func=_cmd_compat)
+
+    p = sub.add_parser(
+        "check-sources",
+        help="check that the compatibility data's sources still say what it cites (network)",
+        description="Fetch every source the compatibility data cites and check its recorded "
+        "facts; look for ROCm releases, rocm/pytorch tags and PyTorch ROCm wheel indexes "
+        "newer than the data knows. Exit 0 when current, 1 when stale, 3 when offline. "
+        "URL prefixes can be redirected with $ROCM_DL_GUIDE_SOURCES_BASE (a JSON object).",
+    )
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per request (default 20)")
+    p.set_defaults(func=_cmd_check_sources)

@@ -1,0 +1,215 @@
+"""The ``train`` command: run one of the guide's training examples, in this
+process or, with ``--nproc N``, in N workers under torchrun."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rocm_dl_guide.cli.common import add_profile_args, run_profile
+
+# Training examples runnable from the command line:
+# name -> (module, function, framework, help). Each function takes ``profile``
+# and ``epochs`` (PyTorch ones also ``checkpoint_dir`` and ``resume``) and
+# returns an object with a ``summary()`` line.
+TRAINERS = {
+    "mnist-pytorch": ("rocm_dl_guide.mnist", "train_pytorch", "pytorch", "MNIST CNN with PyTorch"),
+    "mnist-tensorflow": ("rocm_dl_guide.mnist", "train_keras", "tensorflow", "MNIST with Keras"),
+    "inception-v3": (
+        "rocm_dl_guide.inception",
+        "train",
+        "pytorch",
+        "fine-tune Inception v3 on tiny-imagenet-200",
+    ),
+    "cifar10": ("rocm_dl_guide.cifar10", "train", "pytorch", "custom CNN on CIFAR-10"),
+    "fashion-mnist": (
+        "rocm_dl_guide.fashion_mnist",
+        "train",
+        "tensorflow",
+        "Keras classifier on Fashion-MNIST",
+    ),
+    "imdb": ("rocm_dl_guide.imdb", "train", "tensorflow", "Keras sentiment model on IMDB"),
+}
+
+
+def _train_kwargs(args: argparse.Namespace, profile) -> dict | str:
+    """The case study's keyword arguments from the flags, or an error message."""
+    import importlib
+    import inspect
+
+    module, func, framework, _ = TRAINERS[args.example]
+    kwargs: dict = {"profile": profile, "epochs": args.epochs}
+    pytorch_only = {
+        "--resume": args.resume,
+        "--checkpoint-dir": args.checkpoint_dir,
+        "--amp": args.amp,
+        "--channels-last": args.channels_last,
+        "--nproc": args.nproc is not None,
+        "--max-restarts": args.max_restarts,
+        "--fsdp": args.fsdp,
+    }
+    used = [flag for flag, value in pytorch_only.items() if value]
+    if used and framework != "pytorch":
+        return f"{', '.join(used)}: only for the PyTorch examples"
+    if framework == "pytorch":
+        # PyTorch examples always checkpoint, so an interrupted run can be resumed.
+        ckpt = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
+        kwargs.update(checkpoint_dir=ckpt, resume=args.resume)
+    accepted = inspect.signature(getattr(importlib.import_module(module), func)).parameters
+    for flag, name in (("--amp", "amp"), ("--channels-last", "channels_last"), ("--fsdp", "fsdp")):
+        if getattr(args, name):
+            if name not in accepted:
+                return f"{args.example} does not support {flag}"
+            kwargs[name] = True
+    if args.json and "progress" in accepted:
+        kwargs["progress"] = False
+    return kwargs
+
+
+def _checkpoint_dir_in_use(args: argparse.Namespace) -> str | None:
+    """Why a PyTorch example's checkpoint folder cannot be used now (another run
+    holds its lock), else None.
+
+    Asked before anything heavy is loaded or any worker is launched, so a second
+    job on the same folder is refused at once; the run itself takes the lock
+    again for its whole length (:func:`train.fit`).
+    """
+    from rocm_dl_guide import distributed
+
+    if TRAINERS[args.example][2] != "pytorch":
+        return None
+    folder = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
+    if not (folder / distributed.LOCK_NAME).exists():
+        return None  # nobody has ever locked it: nothing to ask, nothing created
+    try:
+        distributed.lock_checkpoint_dir(folder).release()
+    except distributed.CheckpointInUseError as exc:
+        return str(exc)
+    return None
+
+
+def _launch_workers(args: argparse.Namespace, argv: list[str]) -> int:
+    """Re-run this very command in ``--nproc`` workers under torchrun's elastic agent."""
+    from rocm_dl_guide import distributed
+
+    if args.nproc < 1:
+        print("train: --nproc must be at least 1", file=sys.stderr)
+        return 2
+    worker_argv = _without_flags(argv, {"--nproc": True, "--max-restarts": True})
+    restarts = args.max_restarts or 0
+    print(
+        f"Launching {args.nproc} workers with torchrun (max restarts {restarts}) ...",
+        file=sys.stderr,
+    )
+    module_args = ["rocm_dl_guide", *worker_argv]
+    return distributed.launch(module_args, args.nproc, max_restarts=restarts)
+
+
+def _without_flags(argv: list[str], flags: dict[str, bool]) -> list[str]:
+    """``argv`` without the given flags (``True``: the flag takes a value)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in flags:
+            skip = flags[name] and "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    import importlib
+
+    from rocm_dl_guide import distributed, runs
+
+    if not distributed.launched_by_torchrun():
+        busy = _checkpoint_dir_in_use(args)
+        if busy:
+            print(f"train: {busy}", file=sys.stderr)
+            return 1
+    if args.nproc is not None and not distributed.launched_by_torchrun():
+        if TRAINERS[args.example][2] != "pytorch":
+            print("train: --nproc: only for the PyTorch examples", file=sys.stderr)
+            return 2
+        return _launch_workers(args, args.argv)
+    profile = run_profile("train", args.profile)
+    kwargs = _train_kwargs(args, profile)
+    if isinstance(kwargs, str):
+        print(f"train: {kwargs}", file=sys.stderr)
+        return 2
+    main = not distributed.launched_by_torchrun() or os.environ.get("RANK") == "0"
+    if main and "checkpoint_dir" in kwargs and not args.resume:
+        ckpt = kwargs["checkpoint_dir"]
+        print(
+            f"checkpoints go to {ckpt} (continue an interrupted run with --resume)", file=sys.stderr
+        )
+    if main:
+        print(
+            f"Training {args.example} with the {profile.name} profile, {profile.source_note()} ...",
+            file=sys.stderr,
+        )
+    module, func, _, _ = TRAINERS[args.example]
+    try:
+        run = getattr(importlib.import_module(module), func)(**kwargs)
+    except (ValueError, RuntimeError, OSError, FloatingPointError) as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if distributed.active():
+            distributed.shutdown()
+    if main:
+        record = runs.run_record(args.example, run, profile.data_source)
+        print(json.dumps(record) if args.json else run.summary())
+    return 0
+
+
+def register(sub) -> None:
+    """``train EXAMPLE``."""
+    p = sub.add_parser("train", help="run one of the guide's training examples")
+    p.add_argument(
+        "example",
+        choices=sorted(TRAINERS),
+        help="; ".join(f"{name}: {TRAINERS[name][3]}" for name in sorted(TRAINERS)),
+    )
+    add_profile_args(p)
+    p.add_argument("--epochs", type=int, help="number of epochs (default: the profile's)")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    p.add_argument("--checkpoint-dir", help="where checkpoints go (default: checkpoints/EXAMPLE)")
+    p.add_argument(
+        "--amp", action="store_true", help="mixed precision (torch.autocast; useful on a GPU)"
+    )
+    p.add_argument(
+        "--channels-last", action="store_true", help="channels-last (NHWC) memory format"
+    )
+    p.add_argument(
+        "--nproc",
+        type=int,
+        metavar="N",
+        help="train data-parallel in N local worker processes, launched with torchrun "
+        "(nccl on GPUs, gloo on the CPU)",
+    )
+    p.add_argument(
+        "--max-restarts",
+        type=int,
+        metavar="R",
+        help="with --nproc: let torchrun restart the workers up to R times after a failure; "
+        "they resume from the last checkpoint",
+    )
+    p.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="with --nproc: shard the model with FSDP2 instead of replicating it (DDP); "
+        "checkpoints become sharded (torch.distributed.checkpoint)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as one JSON object (the last line of standard output)",
+    )
+    p.set_defaults(func=_cmd_train)

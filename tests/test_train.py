@@ -628,3 +628,34 @@ def test_training_speed_skips_emulated_bf16_and_says_why(monkeypatch):
         assert rows.loc[variant, "note"].startswith("skipped: this CPU has no native bfloat16")
     assert rows.loc["float32", "images_per_second"] > 0
     assert result.fastest()[0] in ("float32", "channels_last")
+
+
+def test_the_run_record_carries_the_epoch_history_for_both_frameworks():
+    """`train --json` records the history itself, so pages read numbers from data,
+    not from log lines; a Keras history (a DataFrame) gets the same keys."""
+    import pandas as pd
+
+    from rocm_dl_guide import runs
+
+    rows = [
+        EpochMetrics(1, 2.0, 0.25, 1.5, 0.5, 100.0, 1.0, 0.1),
+        EpochMetrics(2, 1.0, 0.5, float("nan"), None, 110.0, 1.0, 0.1),
+    ]
+    torch_run = type("Run", (), {"result": TrainResult(rows, "cpu", None), "test_accuracy": 0.6})
+    record = runs.run_record("cifar10", torch_run, "fixtures")
+    assert json.loads(json.dumps(record))["history"] == record["history"]
+    assert [h["epoch"] for h in record["history"]] == [1, 2]
+    assert record["history"][0]["train_loss"] == 2.0 and record["history"][1]["val_loss"] is None
+    assert runs.losses_text(record["history"][0]) == (
+        "train loss 2.0000 acc 0.2500 | val loss 1.5000 acc 0.5000"
+    )
+    frame = pd.DataFrame({"epoch": [1], "loss": [0.7], "accuracy": [0.6], "val_loss": [0.8]})
+    keras = type("Keras", (), {"history": frame})()
+    (epoch,) = runs.epoch_history(keras)
+    assert epoch == {
+        "epoch": 1,
+        "train_loss": 0.7,
+        "train_accuracy": 0.6,
+        "val_loss": 0.8,
+        "val_accuracy": None,
+    }

@@ -125,3 +125,16 @@ def runs_dir(name: str) -> Path:
     path = (Path(base).expanduser() if base else cache_dir() / "runs") / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _fmt(value: object, spec: str = ".4f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def losses_text(epoch: dict[str, object]) -> str:
+    """One epoch of :func:`epoch_history` as the training log prints it:
+    ``train loss 0.6931 acc 0.5000 | val loss 0.6930 acc 0.5100``."""
+    return (
+        f"train loss {_fmt(epoch['train_loss'])} acc {_fmt(epoch['train_accuracy'])}"
+        f" | val loss {_fmt(epoch['val_loss'])} acc {_fmt(epoch['val_accuracy'])}"
+    )

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from rocm_dl_guide import checkpoints, distributed, files, sharded
+from rocm_dl_guide import checkpoints, distributed, files, runs, sharded
 from rocm_dl_guide.checkpoints import CheckpointError
 from rocm_dl_guide.device import cpu_has_native_bf16
 
@@ -706,14 +706,9 @@ def default_device() -> torch.device:
     return pick()
 
 
-def _fmt(value: float | None, spec: str = ".4f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def _epoch_line(m: EpochMetrics, epochs: int) -> str:
     return (
-        f"epoch {m.epoch}/{epochs}: train loss {m.train_loss:.4f} acc {_fmt(m.train_accuracy)}"
-        f" | val loss {_fmt(m.val_loss)} acc {_fmt(m.val_accuracy)}"
+        f"epoch {m.epoch}/{epochs}: {runs.losses_text(asdict(m))}"
         f" | {m.images_per_second:.0f} img/s, {m.seconds:.1f} s"
     )
 

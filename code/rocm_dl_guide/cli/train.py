@@ -9,63 +9,59 @@ import os
 import sys
 from pathlib import Path
 
+from rocm_dl_guide import casestudies
+from rocm_dl_guide.casestudies import CaseStudy
 from rocm_dl_guide.cli.common import add_profile_args, run_profile
 
-# Training examples runnable from the command line:
-# name -> (module, function, framework, help). Each function takes ``profile``
-# and ``epochs`` (PyTorch ones also ``checkpoint_dir`` and ``resume``) and
-# returns an object with a ``summary()`` line.
-TRAINERS = {
-    "mnist-pytorch": ("rocm_dl_guide.mnist", "train_pytorch", "pytorch", "MNIST CNN with PyTorch"),
-    "mnist-tensorflow": ("rocm_dl_guide.mnist", "train_keras", "tensorflow", "MNIST with Keras"),
-    "inception-v3": (
-        "rocm_dl_guide.inception",
-        "train",
-        "pytorch",
-        "fine-tune Inception v3 on tiny-imagenet-200",
-    ),
-    "cifar10": ("rocm_dl_guide.cifar10", "train", "pytorch", "custom CNN on CIFAR-10"),
-    "fashion-mnist": (
-        "rocm_dl_guide.fashion_mnist",
-        "train",
-        "tensorflow",
-        "Keras classifier on Fashion-MNIST",
-    ),
-    "imdb": ("rocm_dl_guide.imdb", "train", "tensorflow", "Keras sentiment model on IMDB"),
+# The command's flags that only some case studies support: flag -> the
+# registry's name for it (rocm_dl_guide.casestudies.FLAGS), or None where every
+# PyTorch case study has it (they all checkpoint).
+_CASE_STUDY_FLAGS = {
+    "--resume": None,
+    "--checkpoint-dir": None,
+    "--max-restarts": "nproc",
+    "--nproc": "nproc",
+    "--amp": "amp",
+    "--channels-last": "channels_last",
+    "--fsdp": "fsdp",
 }
 
 
-def _train_kwargs(args: argparse.Namespace, profile) -> dict | str:
-    """The case study's keyword arguments from the flags, or an error message."""
-    import importlib
-    import inspect
-
-    module, func, framework, _ = TRAINERS[args.example]
-    kwargs: dict = {"profile": profile, "epochs": args.epochs}
-    pytorch_only = {
+def _flags_used(args: argparse.Namespace) -> list[str]:
+    values = {
         "--resume": args.resume,
         "--checkpoint-dir": args.checkpoint_dir,
+        "--max-restarts": args.max_restarts,
+        "--nproc": args.nproc is not None,
         "--amp": args.amp,
         "--channels-last": args.channels_last,
-        "--nproc": args.nproc is not None,
-        "--max-restarts": args.max_restarts,
         "--fsdp": args.fsdp,
     }
-    used = [flag for flag, value in pytorch_only.items() if value]
-    if used and framework != "pytorch":
+    return [flag for flag, value in values.items() if value]
+
+
+def _unsupported(study: CaseStudy, args: argparse.Namespace) -> str | None:
+    """Why a flag given on the command line does not apply to ``study``, else None."""
+    used = _flags_used(args)
+    if not study.checkpoints and used:
         return f"{', '.join(used)}: only for the PyTorch examples"
-    if framework == "pytorch":
+    for flag in used:
+        name = _CASE_STUDY_FLAGS[flag]
+        if name is not None and not study.supports(name):
+            return f"{study.name} does not support {flag}"
+    return None
+
+
+def _train_kwargs(study: CaseStudy, args: argparse.Namespace, profile) -> dict:
+    """The case study's keyword arguments from the flags (already checked)."""
+    kwargs: dict = {"profile": profile, "epochs": args.epochs, "progress": not args.json}
+    if study.checkpoints:
         # PyTorch examples always checkpoint, so an interrupted run can be resumed.
-        ckpt = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
+        ckpt = Path(args.checkpoint_dir or Path("checkpoints") / study.name)
         kwargs.update(checkpoint_dir=ckpt, resume=args.resume)
-    accepted = inspect.signature(getattr(importlib.import_module(module), func)).parameters
-    for flag, name in (("--amp", "amp"), ("--channels-last", "channels_last"), ("--fsdp", "fsdp")):
+    for name in ("amp", "channels_last", "fsdp"):
         if getattr(args, name):
-            if name not in accepted:
-                return f"{args.example} does not support {flag}"
             kwargs[name] = True
-    if args.json and "progress" in accepted:
-        kwargs["progress"] = False
     return kwargs
 
 
@@ -79,7 +75,7 @@ def _checkpoint_dir_in_use(args: argparse.Namespace) -> str | None:
     """
     from rocm_dl_guide import distributed
 
-    if TRAINERS[args.example][2] != "pytorch":
+    if not casestudies.get(args.example).checkpoints:
         return None
     folder = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
     if not (folder / distributed.LOCK_NAME).exists():
@@ -124,25 +120,22 @@ def _without_flags(argv: list[str], flags: dict[str, bool]) -> list[str]:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    import importlib
-
     from rocm_dl_guide import distributed, runs
 
+    study = casestudies.get(args.example)
+    why_not = _unsupported(study, args)
+    if why_not:
+        print(f"train: {why_not}", file=sys.stderr)
+        return 2
     if not distributed.launched_by_torchrun():
         busy = _checkpoint_dir_in_use(args)
         if busy:
             print(f"train: {busy}", file=sys.stderr)
             return 1
     if args.nproc is not None and not distributed.launched_by_torchrun():
-        if TRAINERS[args.example][2] != "pytorch":
-            print("train: --nproc: only for the PyTorch examples", file=sys.stderr)
-            return 2
         return _launch_workers(args, args.argv)
     profile = run_profile("train", args.profile)
-    kwargs = _train_kwargs(args, profile)
-    if isinstance(kwargs, str):
-        print(f"train: {kwargs}", file=sys.stderr)
-        return 2
+    kwargs = _train_kwargs(study, args, profile)
     main = not distributed.launched_by_torchrun() or os.environ.get("RANK") == "0"
     if main and "checkpoint_dir" in kwargs and not args.resume:
         ckpt = kwargs["checkpoint_dir"]
@@ -154,9 +147,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
             f"Training {args.example} with the {profile.name} profile, {profile.source_note()} ...",
             file=sys.stderr,
         )
-    module, func, _, _ = TRAINERS[args.example]
     try:
-        run = getattr(importlib.import_module(module), func)(**kwargs)
+        run = study.train_function()(**kwargs)
     except (ValueError, RuntimeError, OSError, FloatingPointError) as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 1
@@ -174,8 +166,8 @@ def register(sub) -> None:
     p = sub.add_parser("train", help="run one of the guide's training examples")
     p.add_argument(
         "example",
-        choices=sorted(TRAINERS),
-        help="; ".join(f"{name}: {TRAINERS[name][3]}" for name in sorted(TRAINERS)),
+        choices=list(casestudies.REGISTRY),
+        help="; ".join(f"{cs.name}: {cs.summary}" for cs in casestudies.REGISTRY.values()),
     )
     add_profile_args(p)
     p.add_argument("--epochs", type=int, help="number of epochs (default: the profile's)")

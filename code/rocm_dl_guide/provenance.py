@@ -6,7 +6,7 @@ does not import a framework that the page itself does not use.
 :func:`note` shows the note as prose for the reader and also records the same
 facts as data: a value glued with MyST-NB's ``glue`` under the key
 :data:`GLUE_KEY`, as a JSON object of the MIME type :data:`RECORD_MIME` (see
-:meth:`Provenance.record`). The book's Sphinx extension (``_ext/guide_build.py``)
+:meth:`Provenance.record`). The book's Sphinx extension (``_ext/guide_build/``)
 reads it from the executed notebook's glue data to build the home page's
 provenance table. The prose can change freely; the table does not parse it.
 """
@@ -32,7 +32,7 @@ under glue's ``application/papermill.record/`` prefix)."""
 RECORD_KIND = "rocm_dl_guide.provenance"
 RECORD_VERSION = 1
 BUILD_THREADS_VAR = "ROCM_DL_GUIDE_BUILD_THREADS"
-"""Set by the book build (``_ext/guide_build.py``) for a page it executed next
+"""Set by the book build (``_ext/guide_build/``) for a page it executed next
 to another: the CPU threads that page had, and the machine's (``"1/2"``)."""
 
 # Distribution names under which each framework may be installed.

@@ -1,23 +1,27 @@
 """The package's architecture: layers without cycles, one command line, no private reach-ins.
 
-Two tiers. The core (data, devices, profiles, the training loops, the setup
-checks, small helpers) never imports a case study, the inference chapter or
-the command line. Case studies (mnist, cifar10, inception, fashion_mnist,
-imdb) use only the core; the inference chapter (``inference``, ``bench``) may
-also use ``inception``, and ``bench`` may use ``inference`` but not the other
-way round. ``tf_distributed`` (the TensorFlow chapter's distributed training)
-may use the core and ``fashion_mnist``; ``scaling`` (the distributed chapter's
-torchrun experiments) only the core. ``cli`` and ``__main__`` may import
-anything, and only the ``cli`` subpackage (and ``__main__``) builds argparse
-parsers. No module uses another module's private (``_name``) names, and no
-function is longer than 80 lines.
+Two tiers, and the doctor beside them. The core (data, devices, profiles, the
+training loops, small helpers) never imports a case study, the inference
+chapter, the doctor or the command line. The doctor (the ``doctor/``
+subpackage: the setup checks, ``doctor.compat``, ``doctor.system``, ...) may
+use the core, and only the entry points and ``inference`` (which finds ROCm's
+libraries with ``doctor.system``) may use the doctor. Case studies (mnist,
+cifar10, inception, fashion_mnist, imdb) use only the core; the inference
+chapter (``inference``, ``bench``) may also use ``inception``, and ``bench``
+may use ``inference`` but not the other way round. ``tf_distributed`` (the
+TensorFlow chapter's distributed training) may use the core and
+``fashion_mnist``; ``scaling`` (the distributed chapter's torchrun experiments)
+only the core. ``cli`` and ``__main__`` may import anything, and only the
+``cli`` subpackage (and ``__main__``) builds argparse parsers. No module uses
+another module's private (``_name``) names, and no function is longer than 80
+lines.
 
 Modules are named by their dotted name inside the package (``train``,
 ``doctor.system``, ``cli.train``; ``doctor`` for ``doctor/__init__.py``), and
 the whole package is walked, subpackages included. A module belongs to a tier
 when its name or one of its dotted prefixes is listed there: listing ``doctor``
-puts ``doctor.system`` in the core, listing ``cli`` puts ``cli.train`` among
-the entry points. The modules of one listed subpackage may import each other.
+puts ``doctor.system`` in the doctor's tier, listing ``cli`` puts ``cli.train``
+among the entry points. The modules of one listed subpackage may import each other.
 
 The import graph counts every import, also those inside functions and under
 ``TYPE_CHECKING``, and resolves relative ones (``from . import x``, ``from ..
@@ -43,27 +47,15 @@ PACKAGE = "rocm_dl_guide"
 PACKAGE_DIR = ROOT / "code" / PACKAGE
 MAX_FUNCTION_LINES = 80
 
-# Each entry covers a module and, when it is a subpackage, every module in it.
-# Flat and coming layouts both pass: "doctor" is today's doctor.py and
-# tomorrow's doctor/ subpackage (doctor.system, doctor.compat, ...); the flat
-# setup-check modules below it move into doctor/ and can then be pruned here.
-# Likewise "cli" is cli.py or the cli/ subpackage (cli.train, cli.bench, ...).
+# Each entry covers a module and, when it is a subpackage, every module in it:
+# "doctor" is the doctor/ subpackage (doctor, doctor.system, doctor.compat, ...),
+# "cli" is cli.py or the cli/ subpackage (cli.train, cli.bench, ...).
 CORE = frozenset(
     {
         "__init__",
         "datasets",
         "device",
         "distributed",
-        "doctor",
-        # moving into doctor/ (then doctor.*): prune once they have moved
-        "compat",
-        "diagnose",
-        "freshness",
-        "hostfacts",
-        "rocminfo",
-        "snapshot",
-        "system",
-        # end of the modules moving into doctor/
         "casestudies",
         "checkpoints",
         "files",
@@ -82,11 +74,15 @@ CORE = frozenset(
         "training_speed",
     }
 )
+# The setup checks; its modules may import the core and each other.
+DOCTOR = frozenset({"doctor"})
+# Who may import the doctor, beyond the entry points.
+DOCTOR_USERS = frozenset({"inference"})
 CASE_STUDIES = frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"})
 INFERENCE_CHAPTER = frozenset({"inference", "bench", "precision", "profiling", "tuning"})
 OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling", "selfcheck", "recipes"})
 ENTRY_POINTS = frozenset({"cli", "__main__"})  # "cli": cli.py, or cli/ and cli.*
-TIERS = CORE | CASE_STUDIES | INFERENCE_CHAPTER | OTHER_CHAPTERS | ENTRY_POINTS
+TIERS = CORE | DOCTOR | CASE_STUDIES | INFERENCE_CHAPTER | OTHER_CHAPTERS | ENTRY_POINTS
 PARSER_MODULES = frozenset({"cli", "__main__"})
 PARSER_CALLS = frozenset({"add_parser", "add_subparsers", "ArgumentParser"})
 
@@ -174,10 +170,15 @@ def _edge_problem(src: str, dst: str) -> str | None:
         return None
     if listed(dst, ENTRY_POINTS):
         return f"only {' and '.join(sorted(ENTRY_POINTS))} may import {dst}"
+    if listed(dst, DOCTOR):
+        if listed(src, DOCTOR_USERS):
+            return None
+        users = ", ".join(sorted(ENTRY_POINTS | DOCTOR_USERS))
+        return f"only {users} may import the doctor ({dst})"
     if listed(dst, CORE):
         return None
-    if listed(src, CORE):
-        return "the core must not import a case study, the inference chapter or the CLI"
+    if listed(src, CORE | DOCTOR):
+        return "the core and the doctor must not import a case study, a chapter or the CLI"
     if listed(src, CASE_STUDIES):
         return "a case study may import only the core (not another case study)"
     chapter = listed(src, INFERENCE_CHAPTER | OTHER_CHAPTERS)
@@ -357,11 +358,11 @@ MADE_UP = {
     "datasets.py": "",
     "mnist.py": "",
     "bench.py": "",
-    # a core subpackage: its __init__ and members import each other
+    # the doctor: its __init__ and members import each other
     "doctor/__init__.py": "from .report import run\n",
     "doctor/report.py": "import argparse\nfrom . import system\n"
     "parser = argparse.ArgumentParser()\n",
-    "doctor/system.py": "def f():\n    from .. import mnist\n",  # the core imports a case study
+    "doctor/system.py": "def f():\n    from .. import mnist\n",  # the doctor imports a case study
     # the command line: may import anything, build parsers, import its own modules
     "cli/__init__.py": "from .train import main\n",
     "cli/train.py": "import argparse\nfrom ..doctor import system\nfrom . import common\n"
@@ -421,27 +422,35 @@ def test_each_check_can_fail(tmp_path):
 
     # layer violations name the offending edge
     bad = {
-        "datasets": {"mnist"},
+        "datasets": {"mnist", "doctor"},
         "fashion_mnist": {"mnist", "profiles"},
-        "inference": {"bench", "inception"},
-        "bench": {"inference", "cifar10"},
-        "mnist": {"cli"},
+        "inference": {"bench", "inception", "doctor.system"},
+        "bench": {"inference", "cifar10", "doctor.compat"},
+        "mnist": {"cli", "doctor"},
         "newthing": set(),
-        "cli": {"bench", "datasets"},
+        "cli": {"bench", "datasets", "doctor"},
+        "cli.setup": {"doctor.freshness"},
+        "doctor": {"doctor.report"},
+        "doctor.report": {"doctor.system", "profiles", "inception"},
     }
     problems = layer_violations(bad)
     for edge in (
         "datasets -> mnist",
+        "datasets -> doctor",  # the core imports the doctor
         "fashion_mnist -> mnist",
         "inference -> bench",
         "bench -> cifar10",
+        "bench -> doctor.compat",  # a chapter other than inference imports the doctor
         "mnist -> cli",
+        "mnist -> doctor",
+        "doctor.report -> inception",  # the doctor imports a case study
     ):
         assert any(p.startswith(edge + ":") for p in problems), (edge, problems)
     assert any(p.startswith("newthing:") for p in problems)
-    assert not any(
-        p.startswith(("cli ->", "bench -> inference", "inference -> inception")) for p in problems
-    )
+    fine = ("cli ->", "cli.setup ->", "bench -> inference", "inference -> inception")
+    fine += ("inference -> doctor.system", "doctor ->", "doctor.report -> doctor.system")
+    fine += ("doctor.report -> profiles",)
+    assert not any(p.startswith(fine) for p in problems), problems
 
     # argparse outside cli
     src = "import argparse\np = argparse.ArgumentParser()\np.add_subparsers().add_parser('x')\n"

@@ -195,13 +195,13 @@ def tree(tmp_path) -> Path:
 
 def test_fingerprint_changes_only_with_what_the_page_uses(tree):
     pkg = tree / "code" / "rocm_dl_guide"
-    page = "```{code-cell} ipython3\nfrom rocm_dl_guide import compat\n```\n"
+    page = "```{code-cell} ipython3\nfrom rocm_dl_guide.doctor import compat\n```\n"
     before = inputs.fingerprint(page, tree, pkg)
     assert before == inputs.fingerprint(page, tree, pkg)  # stable
     with (pkg / "imdb.py").open("a") as fh:  # a module the page does not use
         fh.write("\n# unrelated edit\n")
     assert inputs.fingerprint(page, tree, pkg) == before
-    with (pkg / "compat.py").open("a") as fh:
+    with (pkg / "doctor" / "compat.py").open("a") as fh:
         fh.write("\n# edit\n")
     changed = inputs.fingerprint(page, tree, pkg)
     assert changed != before

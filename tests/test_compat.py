@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_dl_guide import compat
+from rocm_dl_guide.doctor import compat
 
 FRAMEWORKS = ("pytorch", "tensorflow", "onnxruntime", "migraphx")
 _REPO = Path(__file__).resolve().parents[1]

@@ -19,7 +19,8 @@ import sys
 
 import pytest
 
-from rocm_dl_guide import diagnose, doctor, hostfacts, snapshot, system
+from rocm_dl_guide import doctor
+from rocm_dl_guide.doctor import diagnose, hostfacts, snapshot, system
 
 TIMEOUT = 300
 snap = snapshot.compose

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_dl_guide import rocminfo
+from rocm_dl_guide.doctor import rocminfo
 
 
 def _script(path: Path, body: str) -> str:
@@ -135,7 +135,8 @@ def test_facts_with_a_saved_rocminfo_check_as_if_collected_with_it(tmp_path):
     """The verify page's second report: this machine's facts with a saved
     rocminfo output in place of its own give the same report as collecting them
     with that output, and only the rocminfo part changes."""
-    from rocm_dl_guide import doctor, system
+    from rocm_dl_guide import doctor
+    from rocm_dl_guide.doctor import system
 
     bare = _script(tmp_path / "bare-python", f'exec "{sys.executable}" -I -S "$@"')
     env = {"ROCM_PATH": str(tmp_path / "no-rocm"), "PATH": os.devnull}
@@ -189,7 +190,7 @@ def test_doctor_on_this_machine_sees_the_frameworks():
 
 
 def _torch_report(details: dict):
-    from rocm_dl_guide import system
+    from rocm_dl_guide.doctor import system
 
     return system.SystemReport(
         rocm=system.rocm_version(env={"ROCM_PATH": "/nonexistent"}),

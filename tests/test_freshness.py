@@ -1,4 +1,4 @@
-"""``check-sources`` (rocm_dl_guide.freshness) against recorded pages, offline.
+"""``check-sources`` (rocm_dl_guide.doctor.freshness) against recorded pages, offline.
 
 tests/data/freshness holds small copies of the pages the check reads, laid
 out by URL path: AMD's documentation (a compatibility matrix page, the
@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_dl_guide import cli, compat, freshness
+from rocm_dl_guide import cli
+from rocm_dl_guide.doctor import compat, freshness
 
 DATA_DIR = Path(__file__).parent / "data" / "freshness"
 TIMEOUT = 5.0

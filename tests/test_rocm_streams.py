@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from rocm_dl_guide import compat, doctor, inference, rocminfo, system
+from rocm_dl_guide import doctor, inference
+from rocm_dl_guide.doctor import compat, rocminfo, system
 
 # ------------------------------------------------------------------ data consistency
 

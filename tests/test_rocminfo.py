@@ -1,4 +1,4 @@
-"""Tests for rocm_dl_guide.rocminfo: the parser on real rocminfo outputs, odd input, and run().
+"""Tests for rocm_dl_guide.doctor.rocminfo: the parser on real outputs, odd input, and run().
 
 The samples under code/rocm_dl_guide/samples/rocminfo/ are real outputs (origins in the
 README.md there); the values asserted below were read from those files.
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from rocm_dl_guide import rocminfo
-from rocm_dl_guide.rocminfo import Agent, RocminfoError, RocminfoReport, parse
+from rocm_dl_guide.doctor import rocminfo
+from rocm_dl_guide.doctor.rocminfo import Agent, RocminfoError, RocminfoReport, parse
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="uses /bin/sh scripts")
 

@@ -103,8 +103,8 @@ _MIGRAPHX: MigraphxStatus | None = None
 def _rocm_lib_dirs() -> list[Path]:
     """``lib`` of every ROCm tree to look in: ``$ROCM_PATH``, then the Core SDK's
     ``/opt/rocm/core-N.N`` (newest first) and ``/opt/rocm/core``, then the
-    legacy ``/opt/rocm`` (see :func:`rocm_dl_guide.system.rocm_roots`)."""
-    from rocm_dl_guide import system
+    legacy ``/opt/rocm`` (see :func:`rocm_dl_guide.doctor.system.rocm_roots`)."""
+    from rocm_dl_guide.doctor import system
 
     roots = system.rocm_roots()
     if os.environ.get("ROCM_PATH"):

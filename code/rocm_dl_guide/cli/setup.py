@@ -10,7 +10,8 @@ from rocm_dl_guide.cli.common import fail
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import doctor, snapshot
+    from rocm_dl_guide import doctor
+    from rocm_dl_guide.doctor import snapshot
 
     if args.snapshot:
         if args.rocminfo or args.python:
@@ -77,7 +78,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def _cmd_compat(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import compat
+    from rocm_dl_guide.doctor import compat
 
     if args.framework == "gpus":
         table = compat.gpu_table()
@@ -106,7 +107,7 @@ def _cmd_compat(args: argparse.Namespace) -> int:
 def _cmd_check_sources(args: argparse.Namespace) -> int:
     """Exit 0: every source current; 1: something is stale; 2: a malformed
     $ROCM_DL_GUIDE_SOURCES_BASE or --timeout; 3: the network is unreachable."""
-    from rocm_dl_guide import freshness
+    from rocm_dl_guide.doctor import freshness
 
     if args.timeout <= 0:
         return fail("check-sources", "--timeout must be positive", 2)

@@ -17,7 +17,7 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from rocm_dl_guide import hostfacts, rocminfo
+from . import hostfacts, rocminfo
 
 PROBE_TIMEOUT_S = 120.0
 

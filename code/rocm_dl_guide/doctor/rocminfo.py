@@ -681,7 +681,7 @@ _SAMPLES = ("samples", "rocminfo")
 
 
 def _sample_dir():  # -> importlib.resources.abc.Traversable
-    root = resources.files(__package__ or "rocm_dl_guide")
+    root = resources.files("rocm_dl_guide")  # the package root, not this subpackage
     for part in _SAMPLES:
         root = root.joinpath(part)
     return root

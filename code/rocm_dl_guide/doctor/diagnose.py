@@ -1,6 +1,6 @@
 """The rules behind ``doctor``'s checks of what actually breaks ROCm setups.
 
-Each rule reads a :class:`~rocm_dl_guide.system.SystemReport` (collected here or
+Each rule reads a :class:`~rocm_dl_guide.doctor.system.SystemReport` (collected here or
 replayed from a snapshot) and returns :class:`Check` objects: a stable ``id``,
 a status, one plain-language sentence, the fix, and the sources the rule
 rests on (:data:`SOURCES`). The rules are the failures readers report on
@@ -16,11 +16,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rocm_dl_guide import compat
+from . import compat
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rocm_dl_guide.rocminfo import Agent
-    from rocm_dl_guide.system import SystemReport
+    from .rocminfo import Agent
+    from .system import SystemReport
 
 # Check statuses, from best to worst.
 OK, INFO, UNKNOWN, WARN, FAIL = "ok", "info", "unknown", "warn", "fail"

@@ -5,7 +5,7 @@ bug report, and ``doctor --snapshot FILE`` replays every check on it
 (:func:`load`) with the same report as on the machine itself. A snapshot holds
 the tools' outputs verbatim (rocminfo), the frameworks' build facts, ROCm's
 location and version, the kernel driver, the PCI display devices, and
-:mod:`~rocm_dl_guide.hostfacts` (device nodes, groups, container hints, a few
+:mod:`~rocm_dl_guide.doctor.hostfacts` (device nodes, groups, container hints, a few
 named environment variables); nothing else of the environment.
 """
 
@@ -18,7 +18,9 @@ import platform
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from rocm_dl_guide import __version__, files, hostfacts, rocminfo, system
+from rocm_dl_guide import __version__, files
+
+from . import hostfacts, rocminfo, system
 
 FORMAT = "rocm-dl-guide-doctor-snapshot"
 FORMAT_VERSION = 1
@@ -124,7 +126,7 @@ def _section(data: dict, key: str, path: Path):
 
 
 def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
-    """The :class:`~rocm_dl_guide.system.SystemReport` a snapshot describes."""
+    """The :class:`~rocm_dl_guide.doctor.system.SystemReport` a snapshot describes."""
     path = Path(path)
     _check_format(path, data)
     for key in ("rocm", "kernel_driver", "rocminfo", "pci_gpus", "frameworks"):

@@ -1,7 +1,7 @@
 """``python -m rocm_dl_guide doctor``: the reader's setup, checked.
 
 The report lists what was found (ROCm, kernel driver, GPUs, frameworks), checks
-each against the guide's sourced compatibility data (:mod:`rocm_dl_guide.compat`),
+each against the guide's sourced compatibility data (:mod:`rocm_dl_guide.doctor.compat`),
 and ends with a plain-language verdict. It never fails because a tool is
 missing or prints nonsense: it says what it could not learn.
 """
@@ -12,9 +12,11 @@ import json
 import textwrap
 from dataclasses import asdict, dataclass
 
-from rocm_dl_guide import __version__, compat, diagnose, profiles
-from rocm_dl_guide.diagnose import FAIL, INFO, OK, UNKNOWN, WARN, Check
-from rocm_dl_guide.system import SystemReport, collect
+from rocm_dl_guide import __version__, profiles
+
+from . import compat, diagnose
+from .diagnose import FAIL, INFO, OK, UNKNOWN, WARN, Check
+from .system import SystemReport, collect
 
 _MARK = {OK: "[ok]  ", INFO: "[info]", UNKNOWN: "[??]  ", WARN: "[warn]", FAIL: "[FAIL]"}
 __all__ = [
@@ -384,8 +386,8 @@ def check_system(sysrep: SystemReport) -> DoctorReport:
 
 def from_snapshot(path) -> DoctorReport:
     """Every check on a snapshot written by ``doctor --collect``
-    (see :mod:`rocm_dl_guide.snapshot`)."""
-    from rocm_dl_guide import snapshot
+    (see :mod:`rocm_dl_guide.doctor.snapshot`)."""
+    from . import snapshot
 
     return check_system(snapshot.load(path))
 

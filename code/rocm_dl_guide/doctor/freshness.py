@@ -43,7 +43,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from rocm_dl_guide import __version__, compat
+from rocm_dl_guide import __version__
+
+from . import compat
 
 ENV_VAR = "ROCM_DL_GUIDE_SOURCES_BASE"
 DEFAULT_TIMEOUT = 20.0

@@ -1,0 +1,63 @@
+"""The doctor: the reader's setup, probed, checked against sourced data, and reported.
+
+``python -m rocm_dl_guide doctor`` (and ``compat``, ``check-sources``) run on
+this subpackage; the setup chapter's pages call its modules directly. Its
+modules, from the bottom up:
+
+- :mod:`~rocm_dl_guide.doctor.rocminfo`   parsing ``rocminfo`` output; bundled
+  real outputs (``samples/rocminfo/`` at the package root)
+- :mod:`~rocm_dl_guide.doctor.hostfacts`  device nodes, groups, containers,
+  GPU-selection variables and other host facts, read from files
+- :mod:`~rocm_dl_guide.doctor.compat`     the sourced compatibility data
+  (``data/compatibility.json`` at the package root) and verdicts built on it
+- :mod:`~rocm_dl_guide.doctor.system`     what this machine has: ROCm, the
+  kernel driver, GPUs, the frameworks (a :class:`SystemReport`)
+- :mod:`~rocm_dl_guide.doctor.diagnose`   the rules behind the checks of what
+  actually breaks ROCm setups
+- :mod:`~rocm_dl_guide.doctor.snapshot`   everything the checks read, in one
+  JSON file (``doctor --collect`` / ``--snapshot``)
+- :mod:`~rocm_dl_guide.doctor.report`     the report itself: every check and a
+  plain-language verdict (:func:`run`, :func:`from_snapshot`,
+  :class:`DoctorReport`)
+- :mod:`~rocm_dl_guide.doctor.freshness`  whether the compatibility data's web
+  sources still hold (``check-sources``)
+
+The modules import each other relatively and the package's core
+(``profiles``, ``files``) absolutely; only the command line and the inference
+chapter import the doctor from outside. The report's names are re-exported
+here, so ``from rocm_dl_guide import doctor; doctor.run()`` is the report.
+"""
+
+from .report import (
+    FAIL,
+    INFO,
+    OK,
+    STREAM_NAMES,
+    UNKNOWN,
+    WARN,
+    Check,
+    DoctorReport,
+    check_system,
+    distributed_checks,
+    from_snapshot,
+    rocm_stream,
+    run,
+)
+from .system import SystemReport
+
+__all__ = [
+    "FAIL",
+    "INFO",
+    "OK",
+    "STREAM_NAMES",
+    "UNKNOWN",
+    "WARN",
+    "Check",
+    "DoctorReport",
+    "SystemReport",
+    "check_system",
+    "distributed_checks",
+    "from_snapshot",
+    "rocm_stream",
+    "run",
+]

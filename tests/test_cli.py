@@ -132,7 +132,10 @@ def test_an_unknown_profile_is_one_line_exit_2(command, argv, capsys, monkeypatc
 
 
 def test_data_source_is_exported_before_the_profile_is_resolved(capsys, monkeypatch):
-    monkeypatch.delenv(profiles.DATA_SOURCE_VAR, raising=False)  # restored afterwards
+    # setenv first, so that monkeypatch records the variable and removes what the
+    # command exports when the test ends (delenv of an unset variable records nothing)
+    monkeypatch.setenv(profiles.DATA_SOURCE_VAR, "unset")
+    monkeypatch.delenv(profiles.DATA_SOURCE_VAR)
     monkeypatch.setenv(profiles.ENV_VAR, "nope")
     assert cli.main(["bench", "conv", "--data-source", "fixtures"]) == 2
     assert capsys.readouterr().err.startswith("bench: unknown profile 'nope'")

@@ -64,6 +64,7 @@ CORE = frozenset(
         "messages",
         "plots",
         "ports",
+        "preemption",
         "profiles",
         "progress",
         "provenance",

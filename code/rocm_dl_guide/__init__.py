@@ -13,6 +13,7 @@ every import, also those inside functions):
     layer: downloads, imports, offline fixtures in the upstream formats),
     :mod:`~rocm_dl_guide.train` (the one PyTorch training loop),
     :mod:`~rocm_dl_guide.checkpoints` (its checkpoint files),
+    :mod:`~rocm_dl_guide.preemption` (a clean stop on SIGTERM/SIGINT),
     :mod:`~rocm_dl_guide.training_speed` (the loop's step timed by precision
     and memory format), :mod:`~rocm_dl_guide.distributed` and
     :mod:`~rocm_dl_guide.sharded` (torchrun, DDP, FSDP2 and DCP),

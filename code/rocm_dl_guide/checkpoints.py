@@ -31,6 +31,8 @@ BEST_NAME = "best.pt"
 """File name of the weights of the best epoch by validation accuracy."""
 SHARDED_PREFIX = "sharded-epoch-"
 """FSDP runs: the DCP folder of epoch N is ``sharded-epoch-N`` next to ``last.pt``."""
+SHARDED_STEP_PREFIX = "sharded-step-"
+"""FSDP runs: the DCP folder of a checkpoint inside an epoch, at global step N."""
 FORMAT = "rocm_dl_guide.checkpoint/1"
 REQUIRED_KEYS = ("format", "epoch", "model", "optimizer", "history", "rng")
 
@@ -195,6 +197,16 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     return ckpt
 
 
+def sharded_folders(folder: Path) -> list[Path]:
+    """The DCP folders of an FSDP run's checkpoints in ``folder`` (epoch ends and steps)."""
+    return sorted(
+        p
+        for prefix in (SHARDED_PREFIX, SHARDED_STEP_PREFIX)
+        for p in folder.glob(f"{prefix}*")
+        if p.is_dir()
+    )
+
+
 def write_checkpoint(
     path: Path,
     *,
@@ -206,14 +218,23 @@ def write_checkpoint(
     rng: dict[str, Any],
     best_val_accuracy: float | None,
     shards: Path | None = None,
+    step: int = 0,
+    in_epoch: Mapping[str, Any] | None = None,
 ) -> None:
     """``last.pt``: everything to resume after the last epoch of ``history`` (one
     dict per epoch). With ``shards`` (an FSDP run) the model and optimizer state
-    live in that DCP folder next to it, and ``last.pt`` names it."""
+    live in that DCP folder next to it, and ``last.pt`` names it.
+
+    ``step`` is the global step (optimizer steps so far). ``in_epoch``, for a
+    checkpoint inside an epoch, says where: ``{"epoch", "batches", "ranks"}``,
+    with one dict per rank holding its loader state, running sums, RNG states
+    and training seconds (see :func:`rocm_dl_guide.train.save_checkpoint`)."""
     atomic_torch_save(
         {
             "format": FORMAT,
-            "epoch": history[-1]["epoch"],
+            "epoch": len(history),
+            "step": int(step),
+            "in_epoch": dict(in_epoch) if in_epoch is not None else None,
             "model": None if shards else model.state_dict(),
             "optimizer": None if shards else optimizer.state_dict(),
             "sharded": shards.name if shards else None,

@@ -124,6 +124,24 @@ def barrier() -> None:
         dist.barrier()
 
 
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """Whether ``flag`` is true on at least one rank (``flag`` itself in one process)."""
+    if not active():
+        return bool(flag)
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item() > 0)
+
+
+def gather(value: Any) -> list[Any]:
+    """Every rank's ``value`` (picklable), in rank order (``[value]`` in one process)."""
+    if not active():
+        return [value]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, value)
+    return out
+
+
 def all_reduce_sums(values: Sequence[float], device: torch.device) -> list[float]:
     """Sum each value over all ranks (returned unchanged in one process)."""
     if not active():
@@ -141,10 +159,14 @@ def shard_train_loader(loader: DataLoader, ctx: Context) -> DataLoader:
     agrees on the permutation; the per-rank batch size stays ``loader.batch_size``.
     The loop calls ``sampler.set_epoch(epoch)`` every epoch.
     """
+    from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
     shuffle = isinstance(loader.sampler, RandomSampler)
     gen = loader.generator
     seed = gen.initial_seed() if gen is not None else 0
-    sampler = DistributedSampler(
+    # A DistributedSampler that also knows how far into the epoch it is (for
+    # the loop's mid-epoch checkpoints); the same permutation as its parent.
+    sampler = StatefulDistributedSampler(
         loader.dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=shuffle, seed=seed
     )
     return _rebuild(loader, sampler)
@@ -160,19 +182,67 @@ def shard_eval_loader(loader: DataLoader, ctx: Context) -> DataLoader:
     return _rebuild(loader, None, dataset=Subset(loader.dataset, indices))
 
 
-def _rebuild(loader: DataLoader, sampler: Any, dataset: Any = None) -> DataLoader:
-    return DataLoader(
-        dataset if dataset is not None else loader.dataset,
-        batch_size=loader.batch_size,
-        sampler=sampler,
-        shuffle=False,
-        num_workers=loader.num_workers,
-        collate_fn=loader.collate_fn,
-        pin_memory=loader.pin_memory,
-        drop_last=loader.drop_last,
-        generator=loader.generator,
-        persistent_workers=loader.persistent_workers if loader.num_workers else False,
-    )
+def resumable_loader(loader: Any) -> Any:
+    """The training loader as a ``torchdata`` ``StatefulDataLoader``, whose
+    ``state_dict()`` records how far into the epoch it is and whose
+    ``load_state_dict()`` continues with exactly the batches not yet drawn.
+
+    A shuffling loader gets torchdata's ``RandomSampler`` with a generator of
+    its own: a copy of the loader's generator or, without one, seeded from
+    PyTorch's global generator (so a seeded run shuffles the same every time).
+    The new loader has no generator, so the seeds it draws for its workers come
+    from the global generator, whose state the checkpoints keep. A sequential
+    loader keeps its order.
+    A loader that is already stateful is returned as it is, and so is anything
+    that is not a map-style ``DataLoader`` with a random or sequential sampler
+    (the loop then checkpoints at epoch ends only).
+    """
+    from torch.utils.data import SequentialSampler
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from torchdata.stateful_dataloader.sampler import RandomSampler as StatefulRandomSampler
+
+    if isinstance(loader, StatefulDataLoader) or not isinstance(loader, DataLoader):
+        return loader
+    if type(loader.sampler) is RandomSampler and not loader.sampler.replacement:
+        gen = torch.Generator()
+        if loader.generator is not None:
+            gen.set_state(loader.generator.get_state())
+        else:
+            gen.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
+        sampler = StatefulRandomSampler(loader.dataset, generator=gen)
+    elif type(loader.sampler) is SequentialSampler:
+        sampler = None
+    else:
+        return loader
+    return _rebuild(loader, sampler, generator=None)
+
+
+_SAME = object()
+
+
+def _rebuild(
+    loader: DataLoader, sampler: Any, dataset: Any = None, generator: Any = _SAME
+) -> DataLoader:
+    """A ``StatefulDataLoader`` like ``loader``, with another sampler (and dataset)."""
+    import warnings
+
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    with warnings.catch_warnings():
+        # torchdata 0.11 calls torch.set_vital, which PyTorch 2.14 deprecates: noise
+        warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
+        return StatefulDataLoader(
+            dataset if dataset is not None else loader.dataset,
+            batch_size=loader.batch_size,
+            sampler=sampler,
+            shuffle=False,
+            num_workers=loader.num_workers,
+            collate_fn=loader.collate_fn,
+            pin_memory=loader.pin_memory,
+            drop_last=loader.drop_last,
+            generator=loader.generator if generator is _SAME else generator,
+            persistent_workers=loader.persistent_workers if loader.num_workers else False,
+        )
 
 
 def set_epoch(loader: Any, epoch: int) -> None:

@@ -19,6 +19,17 @@ Checkpoints
     states are restored, the resumed run draws the same shuffles and dropout
     masks as an uninterrupted one.
 
+Preemption and long epochs
+    With ``checkpoint_every=N`` it also checkpoints every N optimizer steps
+    inside the epochs, and on ``SIGTERM`` or ``SIGINT`` (a scheduler's
+    preemption, ``scancel``, Ctrl-C) it finishes the step in progress, writes
+    ``last.pt`` with the position inside the epoch and raises
+    :class:`rocm_dl_guide.preemption.Preempted` (:mod:`rocm_dl_guide.preemption`).
+    The position is the training loader's own state: ``fit`` trains from a
+    ``torchdata`` ``StatefulDataLoader`` (:func:`distributed.resumable_loader`),
+    so a resumed run draws exactly the batches the interrupted epoch had not
+    drawn yet, in the same order, and ends with the same losses.
+
 Mixed precision
     ``amp=True`` runs forward passes under :func:`torch.autocast`: bfloat16 on
     GPUs that support it (AMD Instinct MI200/MI300, NVIDIA Ampere and later),
@@ -42,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from rocm_dl_guide import checkpoints, distributed, files, runs, sharded
+from rocm_dl_guide import checkpoints, distributed, files, preemption, runs, sharded
 from rocm_dl_guide.checkpoints import CheckpointError
 from rocm_dl_guide.device import cpu_has_native_bf16
 
@@ -81,6 +92,9 @@ class TrainResult:
     """``checkpoint_dir/last.pt`` when checkpointing, else ``None``."""
     resumed_from_epoch: int = 0
     """The epoch the run resumed after (``0`` when it started from scratch)."""
+    resumed_from_step: int = 0
+    """The global step (optimizer steps since the first run began) the run continued
+    from: inside an epoch after a mid-epoch checkpoint (``0`` from scratch)."""
     weights: Path | None = None
     """The trained model's weights file (``checkpoint_dir/final_weights``), if saved."""
     world_size: int = 1
@@ -222,6 +236,25 @@ class _Tally:
     def accuracy(self) -> float | None:
         return self.correct.item() / self.labels if self.classify and self.labels else None
 
+    def state(self) -> dict[str, Any]:
+        """The running sums as plain numbers (for a mid-epoch checkpoint)."""
+        return {
+            "loss_sum": self.loss_sum.item(),
+            "correct": int(self.correct.item()),
+            "samples": self.samples,
+            "labels": self.labels,
+            "classify": self.classify,
+        }
+
+    @classmethod
+    def restored(cls, device: torch.device, state: Mapping[str, Any]) -> _Tally:
+        tally = cls(device)
+        tally.loss_sum += state["loss_sum"]
+        tally.correct += state["correct"]
+        tally.samples, tally.labels = state["samples"], state["labels"]
+        tally.classify = state["classify"]
+        return tally
+
     def sum_over_ranks(self) -> None:
         """Replace this rank's totals by the totals of all ranks (distributed runs)."""
         device = self.loss_sum.device
@@ -324,6 +357,9 @@ class FitOptions:
     fsdp: bool = False
     """Under torchrun: shard the model with FSDP2 instead of replicating it with DDP,
     and checkpoint through ``torch.distributed.checkpoint`` (see :mod:`rocm_dl_guide.sharded`)."""
+    checkpoint_every: int | None = None
+    """Also write ``last.pt`` every this many optimizer steps inside the epochs
+    (the position in the epoch included), for epochs too long to lose."""
 
     def __post_init__(self) -> None:
         if self.scheduler_interval not in ("epoch", "batch"):
@@ -332,6 +368,11 @@ class FitOptions:
             raise ValueError("resume=True needs a checkpoint_dir")
         if self.amp_dtype not in (None, "bfloat16", "float16"):
             raise ValueError("amp_dtype must be None, 'bfloat16' or 'float16'")
+        if self.checkpoint_every is not None:
+            if self.checkpoint_every < 1:
+                raise ValueError(f"checkpoint_every must be at least 1, got {self.checkpoint_every}")
+            if self.checkpoint_dir is None:
+                raise ValueError("checkpoint_every needs a checkpoint_dir")
 
 
 @dataclass(kw_only=True)
@@ -353,6 +394,25 @@ class LoopState:
     ctx: distributed.Context
     module: nn.Module
     """The model itself (whose ``state_dict`` is saved and loaded)."""
+    step: int = 0
+    """Optimizer steps so far, counting those of the runs this one resumed."""
+
+
+@dataclass(kw_only=True)
+class EpochPosition:
+    """How far into an epoch a mid-epoch checkpoint was taken: this rank's part."""
+
+    epoch: int
+    batches: int
+    """Batches of ``epoch`` done."""
+    loader: Mapping[str, Any]
+    """The training loader's ``state_dict()`` (a ``StatefulDataLoader``'s)."""
+    tally: Mapping[str, Any]
+    """The epoch's running loss and accuracy sums so far."""
+    rng: Mapping[str, Any]
+    """The RNG states after the last step done."""
+    seconds: float
+    """Training time of the epoch so far."""
 
 
 @dataclass(kw_only=True)
@@ -366,6 +426,10 @@ class StartingPoint:
     rng: Mapping[str, Any] | None = None
     lock: Any = None
     """The checkpoint folder's lock, held by rank 0 until the run ends."""
+    step: int = 0
+    """Optimizer steps already taken (0 from scratch)."""
+    position: EpochPosition | None = None
+    """Where inside epoch ``epoch + 1`` a mid-epoch checkpoint left off."""
 
 
 def _loss_on(loss_fn: Callable | None, device: torch.device) -> Callable:
@@ -466,6 +530,7 @@ def restore_checkpoint(state: LoopState) -> StartingPoint:
         history = [EpochMetrics(**row) for row in ckpt["history"]]
     except TypeError as exc:
         raise CheckpointError(path, f"has an unknown history format: {exc}") from exc
+    state.step = int(ckpt.get("step") or 0)
     return StartingPoint(
         checkpoint=path,
         epoch=ckpt["epoch"],
@@ -473,6 +538,32 @@ def restore_checkpoint(state: LoopState) -> StartingPoint:
         best_val_accuracy=ckpt.get("best_val_accuracy"),
         rng=ckpt["rng"],
         lock=lock,
+        step=state.step,
+        position=_position(ckpt, path, state.ctx),
+    )
+
+
+def _position(ckpt: Mapping[str, Any], path: Path, ctx: distributed.Context) -> EpochPosition | None:
+    """This rank's part of a mid-epoch checkpoint's position (``None`` at an epoch end)."""
+    where = ckpt.get("in_epoch")
+    if not where:
+        return None
+    ranks = where["ranks"]
+    if len(ranks) != ctx.world_size:
+        raise CheckpointError(
+            path,
+            f"was saved inside epoch {where['epoch']} by {len(ranks)} process(es), and the "
+            "position in an epoch is per process: resume it with the same number of "
+            f"processes (--nproc {len(ranks)}), not {ctx.world_size}",
+        )
+    part = ranks[ctx.rank]
+    return EpochPosition(
+        epoch=where["epoch"],
+        batches=where["batches"],
+        loader=part["loader"],
+        tally=part["tally"],
+        rng=part["rng"],
+        seconds=part["seconds"],
     )
 
 
@@ -540,12 +631,22 @@ def step_function(
 
 
 def train_one_epoch(
-    state: LoopState, loader: Iterable, epoch: int, epochs: int
+    state: LoopState,
+    loader: Iterable,
+    epoch: int,
+    epochs: int,
+    *,
+    position: EpochPosition | None = None,
+    after_step: Callable[[int, _Tally, float], Any] | None = None,
 ) -> tuple[_Tally, float, float]:
     """Step 2 of :func:`fit`: one pass over ``loader`` (capped by ``max_train_batches``).
 
-    Returns the running tally (loss and accuracy), the wall time of the pass and
-    the learning rate of its last step.
+    With ``position`` (a mid-epoch checkpoint's) the pass continues from there:
+    the loader's state, the running sums and the RNG states are restored.
+    ``after_step(batches_done, tally, seconds)`` runs after every step (the
+    loop's mid-epoch checkpoints and stop signals). Returns the running tally
+    (loss and accuracy), the wall time of the pass and the learning rate of its
+    last step.
     """
     from tqdm import tqdm
 
@@ -555,8 +656,17 @@ def train_one_epoch(
     show = bars_enabled(opts.progress) and state.ctx.is_main
     distributed.set_epoch(loader, epoch)
     total = _num_batches(loader, opts.max_train_batches)
+    done, tally, seconds_before = 0, _Tally(device), 0.0
+    if position is not None:
+        loader.load_state_dict(position.loader)
+        done, seconds_before = position.batches, position.seconds
+        tally = _Tally.restored(device, position.tally)
+    batches = iter(loader)  # may draw a seed from the RNG: restore the states after it
+    if position is not None:
+        checkpoints.set_rng_state(position.rng, loader)
     bar = tqdm(
         total=total,
+        initial=done,
         desc=f"epoch {epoch}/{epochs}",
         unit="batch",
         leave=False,
@@ -564,17 +674,17 @@ def train_one_epoch(
         dynamic_ncols=True,
     )
     state.model.train()
-    tally = _Tally(device)
     lr = float(state.optimizer.param_groups[0]["lr"])
-    start = time.perf_counter()
+    start = time.perf_counter() - seconds_before
     try:
-        for i, batch in enumerate(loader):
+        for i, batch in enumerate(batches, start=done):
             if opts.max_train_batches is not None and i >= opts.max_train_batches:
                 break
             x, y = split_batch(batch)
             x, y = to_device(x, device, opts.channels_last), y.to(device, non_blocking=True)
             lr = float(state.optimizer.param_groups[0]["lr"])
             logits, loss = train_step(state, x, y)
+            state.step += 1
             if state.scheduler is not None and opts.scheduler_interval == "batch":
                 state.scheduler.step()
             tally.add(logits, y, loss)
@@ -584,6 +694,8 @@ def train_one_epoch(
                 bar.set_postfix(
                     {"loss": f"{tally.loss():.4f}", "img/s": f"{rate:.0f}"}, refresh=False
                 )
+            if after_step is not None:
+                after_step(i + 1, tally, time.perf_counter() - start)
         synchronize(device)
         seconds = time.perf_counter() - start
     finally:
@@ -605,12 +717,21 @@ def _step_scheduler(state: LoopState, val_loss: float | None, train_loss: float)
 
 
 def _run_epoch(
-    state: LoopState, train_loader, val_loader, epoch: int, epochs: int, checkpoint: Path | None
+    state: LoopState,
+    train_loader,
+    val_loader,
+    epoch: int,
+    epochs: int,
+    checkpoint: Path | None,
+    position: EpochPosition | None = None,
+    after_step: Callable[[int, _Tally, float], Any] | None = None,
 ) -> EpochMetrics:
     """Train one epoch, then evaluate and step the scheduler; returns its metrics."""
     opts = state.options
-    started = time.perf_counter()
-    tally, train_seconds, lr = train_one_epoch(state, train_loader, epoch, epochs)
+    started = time.perf_counter() - (position.seconds if position is not None else 0.0)
+    tally, train_seconds, lr = train_one_epoch(
+        state, train_loader, epoch, epochs, position=position, after_step=after_step
+    )
     train_loss = tally.loss()
     if not math.isfinite(train_loss):
         raise FloatingPointError(
@@ -642,22 +763,48 @@ def _run_epoch(
 
 
 def save_checkpoint(
-    state: LoopState, start: StartingPoint, history: list[EpochMetrics], loader: Any
+    state: LoopState,
+    start: StartingPoint,
+    history: list[EpochMetrics],
+    loader: Any,
+    position: EpochPosition | None = None,
 ) -> None:
-    """Step 4 of :func:`fit`: ``best.pt`` if this epoch is the best so far, then ``last.pt``."""
+    """Step 4 of :func:`fit`: ``best.pt`` if this epoch is the best so far, then ``last.pt``.
+
+    With ``position`` (a checkpoint inside an epoch, collective in a distributed
+    run) ``last.pt`` also records every rank's position in the epoch, and
+    ``best.pt`` is left alone.
+    """
     if start.checkpoint is None:
         return
-    val_acc = history[-1].val_accuracy
-    best = start.best_val_accuracy
-    is_best = state.options.keep_best and val_acc is not None and (best is None or val_acc > best)
-    if is_best:
-        start.best_val_accuracy = val_acc
+    is_best = False
+    if position is None:
+        val_acc = history[-1].val_accuracy
+        best = start.best_val_accuracy
+        is_best = state.options.keep_best and val_acc is not None and (best is None or val_acc > best)
+        if is_best:
+            start.best_val_accuracy = val_acc
     folder = start.checkpoint.parent
     shards = None
     if state.options.fsdp:  # collective: every rank writes its own shard
-        name = f"{checkpoints.SHARDED_PREFIX}{history[-1].epoch}"
+        name = (
+            f"{checkpoints.SHARDED_PREFIX}{history[-1].epoch}"
+            if position is None
+            else f"{checkpoints.SHARDED_STEP_PREFIX}{state.step}"
+        )
         shards = sharded.save(folder / name, state.module, state.optimizer)
     best_state = sharded.full_state_dict(state.module) if is_best else None  # collective
+    in_epoch = None
+    if position is not None:
+        parts = distributed.gather(  # collective: each rank's loader, sums and RNG
+            {
+                "loader": position.loader,
+                "tally": position.tally,
+                "rng": position.rng,
+                "seconds": position.seconds,
+            }
+        )
+        in_epoch = {"epoch": position.epoch, "batches": position.batches, "ranks": parts}
     if state.ctx.is_main:  # one writer; the others wait until the files are complete
         if is_best:
             checkpoints.atomic_torch_save(best_state, folder / checkpoints.BEST_NAME)
@@ -671,11 +818,78 @@ def save_checkpoint(
             rng=checkpoints.rng_state(state.device, loader),
             best_val_accuracy=start.best_val_accuracy,
             shards=shards,
+            step=state.step,
+            in_epoch=in_epoch,
         )
-        for old in folder.glob(f"{checkpoints.SHARDED_PREFIX}*"):
+        for old in checkpoints.sharded_folders(folder):
             if shards is None or old.name != shards.name:
                 shutil.rmtree(old, ignore_errors=True)  # last.pt no longer names it
     distributed.barrier()
+
+
+class _Interruptions:
+    """Checkpoints inside an epoch: every ``checkpoint_every`` steps, and when a
+    stop signal arrived (then :class:`~rocm_dl_guide.preemption.Preempted` is raised).
+
+    Called after every step with the epoch's progress. In a distributed run the
+    ranks agree on whether any of them was signalled (one all-reduce of a flag),
+    so all of them save and stop after the same step.
+    """
+
+    def __init__(
+        self, state: LoopState, start: StartingPoint, loader: Any, request: preemption.StopRequest
+    ) -> None:
+        self.state, self.start, self.loader, self.request = state, start, loader, request
+        self.history: list[EpochMetrics] = list(start.history)
+        self.epoch = start.epoch + 1
+        self.saved = (start.step, start.epoch, start.position.batches if start.position else 0)
+        """(step, epoch, batches) of the checkpoint on disk."""
+        self.stateful = callable(getattr(loader, "state_dict", None))
+        if start.checkpoint is not None and not self.stateful:
+            state.say(
+                f"note: the training loader ({type(loader).__name__}) cannot record its "
+                "position, so checkpoints are taken at epoch ends only"
+            )
+
+    def stop_requested(self) -> bool:
+        watched = self.start.checkpoint is not None
+        return watched and distributed.any_rank(self.request.requested, self.state.device)
+
+    def __call__(self, batches: int, tally: _Tally, seconds: float) -> None:
+        state = self.state
+        every = state.options.checkpoint_every
+        stop = self.stop_requested()
+        if not self.stateful or not (stop or (every and state.step % every == 0)):
+            if stop:
+                self.preempted()
+            return
+        position = EpochPosition(
+            epoch=self.epoch,
+            batches=batches,
+            loader=self.loader.state_dict(),
+            tally=tally.state(),
+            rng=checkpoints.rng_state(state.device, self.loader),
+            seconds=seconds,
+        )
+        save_checkpoint(state, self.start, self.history, self.loader, position)
+        self.saved = (state.step, self.epoch, batches)
+        if stop:
+            self.preempted()
+
+    def epoch_saved(self, history: list[EpochMetrics]) -> None:
+        """After an epoch's checkpoint: stop there if a signal came during the epoch's end."""
+        self.history = list(history)
+        self.epoch = history[-1].epoch + 1
+        self.saved = (self.state.step, history[-1].epoch, 0)
+        if self.stop_requested():
+            self.preempted()
+
+    def preempted(self) -> None:
+        """Raise :class:`~rocm_dl_guide.preemption.Preempted` for the checkpoint on disk."""
+        step, epoch, batches = self.saved
+        raise preemption.Preempted(
+            self.request.name or "a signal", step, epoch, batches, self.start.checkpoint
+        )
 
 
 def _finish(state: LoopState, start: StartingPoint, history: list[EpochMetrics]) -> TrainResult:
@@ -686,6 +900,7 @@ def _finish(state: LoopState, start: StartingPoint, history: list[EpochMetrics])
         device=str(state.device),
         checkpoint=start.checkpoint,
         resumed_from_epoch=start.epoch,
+        resumed_from_step=start.step,
         world_size=ctx.world_size,
         backend=ctx.backend,
     )
@@ -766,20 +981,39 @@ def fit(
         train_loader = distributed.shard_train_loader(train_loader, ctx)
         if val_loader is not None:
             val_loader = distributed.shard_eval_loader(val_loader, ctx)
+    else:
+        train_loader = distributed.resumable_loader(train_loader)
     state = setup_loop(
         model, optimizer, ctx=ctx, options=opts, loss_fn=loss_fn, scheduler=scheduler, say=say
     )
     start = restore_checkpoint(state)
+    # Signals ask for a clean stop only where there is a checkpoint to resume from.
+    watching = preemption.watch() if start.checkpoint is not None else _no_signals()
     try:
-        history = _train_epochs(state, start, train_loader, val_loader, epochs, on_epoch_end)
+        with watching as request:
+            interruptions = _Interruptions(state, start, train_loader, request)
+            history = _train_epochs(
+                state, start, train_loader, val_loader, epochs, on_epoch_end, interruptions
+            )
         return _finish(state, start, history)
     finally:
         if start.lock is not None:
             start.lock.release()
 
 
+@contextlib.contextmanager
+def _no_signals():
+    yield preemption.StopRequest()
+
+
 def _train_epochs(
-    state: LoopState, start: StartingPoint, train_loader, val_loader, epochs: int, on_epoch_end
+    state: LoopState,
+    start: StartingPoint,
+    train_loader,
+    val_loader,
+    epochs: int,
+    on_epoch_end,
+    interruptions: _Interruptions,
 ) -> list[EpochMetrics]:
     """Epochs ``start.epoch + 1`` to ``epochs``, each checkpointed; the whole history."""
     say = state.say
@@ -789,16 +1023,34 @@ def _train_epochs(
             "not training"
         )
         return start.history
-    if start.rng is not None:
+    position = start.position
+    if position is not None:  # its RNG states are restored once the loader is positioned
+        say(
+            f"resuming from {start.checkpoint}: step {start.step}, inside epoch "
+            f"{position.epoch} after {position.batches} batches ({start.epoch} of {epochs} "
+            "epochs done)"
+        )
+    elif start.rng is not None:
         checkpoints.set_rng_state(start.rng, train_loader)
         say(f"resuming from {start.checkpoint}: epoch {start.epoch} of {epochs} done")
     history = list(start.history)
     for epoch in range(start.epoch + 1, epochs + 1):
-        metrics = _run_epoch(state, train_loader, val_loader, epoch, epochs, start.checkpoint)
+        metrics = _run_epoch(
+            state,
+            train_loader,
+            val_loader,
+            epoch,
+            epochs,
+            start.checkpoint,
+            position=position if position is not None and position.epoch == epoch else None,
+            after_step=interruptions,
+        )
         history.append(metrics)
         save_checkpoint(state, start, history, train_loader)
         say(_epoch_line(metrics, epochs))
         if on_epoch_end is not None and on_epoch_end(metrics) is True:
             say(f"stopped after epoch {epoch} by on_epoch_end")
             break
+        if epoch < epochs:
+            interruptions.epoch_saved(history)
     return history

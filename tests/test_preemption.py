@@ -7,8 +7,12 @@ losses and accuracies as a run that was never interrupted.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +20,8 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from rocm_dl_guide import checkpoints, preemption, train
+
+ROOT = Path(__file__).resolve().parents[1]
 
 EPOCHS = 3
 BATCHES = 8  # per epoch
@@ -143,3 +149,57 @@ def test_watch_catches_repeated_signals_and_restores_the_handlers():
         os.kill(os.getpid(), signal.SIGTERM)  # a second one must not kill the process
         assert request.requested and request.name == "SIGTERM"
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+# --------------------------------------------------------------------------- the command
+
+
+HOOKS = Path(__file__).parent / "hooks"
+SMOKE_BATCHES = 20  # the smoke profile's max_train_batches: steps per epoch
+
+
+def _train(tmp_path: Path, name: str, *extra: str, nproc: int | None = None, at_step=None):
+    """``train mnist-pytorch --epochs 3 --json`` as a reader runs it; with ``at_step``
+    a real SIGTERM arrives after that optimizer step (tests/hooks/sitecustomize.py)."""
+    env = dict(os.environ, ROCM_DL_GUIDE_PROFILE="smoke")
+    env["PYTHONPATH"] = os.pathsep.join([str(HOOKS), str(ROOT / "code"), env.get("PYTHONPATH", "")])
+    if at_step is not None:
+        env["ROCM_DL_GUIDE_TEST_SIGTERM_AT_STEP"] = str(at_step)
+    cmd = [sys.executable, "-m", "rocm_dl_guide", "train", "mnist-pytorch", "--epochs", "3"]
+    cmd += ["--json", "--checkpoint-dir", str(tmp_path / name), *extra]
+    if nproc:
+        cmd += ["--nproc", str(nproc)]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=420)
+
+
+def _record(proc) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _losses(record: dict) -> list[tuple]:
+    keys = ("epoch", "train_loss", "train_accuracy", "val_loss", "val_accuracy")
+    return [tuple(row[k] for k in keys) for row in record["history"]]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("nproc", [None, 2], ids=["one-process", "nproc-2"])
+def test_sigterm_inside_epoch_2_then_resume_equals_an_uninterrupted_run(tmp_path, nproc):
+    whole = _record(_train(tmp_path, "whole", nproc=nproc))
+    at = SMOKE_BATCHES + 3  # the 3rd step of epoch 2
+    cut = _train(tmp_path, "cut", nproc=nproc, at_step=at)
+    assert cut.returncode == preemption.EXIT_PREEMPTED, cut.stderr[-3000:]
+    assert "--resume" in cut.stderr.splitlines()[-1]
+    ckpt = checkpoints.read_checkpoint(tmp_path / "cut" / checkpoints.CHECKPOINT_NAME)
+    where = ckpt["in_epoch"]
+    assert ckpt["epoch"] == 1 and where["epoch"] == 2, where
+    if nproc is None:
+        assert ckpt["step"] == at and where["batches"] == 3
+    else:  # the agent passes the signal on: every rank stops after the same later step
+        assert at <= ckpt["step"] < 2 * SMOKE_BATCHES and len(where["ranks"]) == nproc
+    assert f"step {ckpt['step']}" in cut.stderr.splitlines()[-1]
+
+    resumed = _record(_train(tmp_path, "cut", "--resume", nproc=nproc))
+    assert resumed["resumed_from_step"] == ckpt["step"]
+    assert resumed["epochs_completed"] == 3
+    assert _losses(resumed) == _losses(whole)

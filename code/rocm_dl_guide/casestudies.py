@@ -46,7 +46,7 @@ class CaseStudy:
     """The module under ``rocm_dl_guide`` that holds it."""
     train: str
     """The module's training function: keywords ``profile`` and ``epochs`` (PyTorch
-    ones also ``checkpoint_dir``, ``resume``, ``progress`` and the supported
+    ones also ``checkpoint_dir``, ``resume``, ``checkpoint_every``, ``progress`` and the supported
     :attr:`flags`); returns a run object with ``summary()``."""
     page: str
     """The book page that teaches it (a Sphinx docname)."""

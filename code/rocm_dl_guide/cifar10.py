@@ -265,6 +265,7 @@ def train(
     epochs: int | None = None,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
+    checkpoint_every: int | None = None,
     progress: bool = True,
     amp: bool = False,
     channels_last: bool = False,
@@ -274,7 +275,8 @@ def train(
     """Train the guide's CIFAR-10 network with the shared loop; evaluate it per class.
 
     With ``checkpoint_dir`` the loop checkpoints every epoch there (``resume``
-    continues from the last complete one) and the trained weights are saved as
+    continues from the last checkpoint; ``checkpoint_every`` adds checkpoints
+    every N steps inside the epochs) and the trained weights are saved as
     ``cifar_net.pt`` next to the checkpoints.
     """
 
@@ -297,6 +299,7 @@ def train(
         device=dev,
         checkpoint_dir=checkpoint_dir,
         resume=resume,
+        checkpoint_every=checkpoint_every,
         amp=amp,
         channels_last=channels_last,
         fsdp=fsdp,

@@ -14,14 +14,20 @@ progress and write checkpoints.
 (``torch.distributed.run``, in the calling process), which restarts the whole group when a
 worker dies (``max_restarts``). :func:`lock_checkpoint_dir` keeps two jobs from
 writing into one checkpoint folder.
+
+Data is prepared before the loop starts: :func:`rocm_dl_guide.datasets.prepare`
+runs inside :func:`local_main_first`, so each node's local rank 0 downloads or
+generates it while the node's other ranks wait, and they then load its copy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +38,10 @@ from torch.utils.data.distributed import DistributedSampler
 
 LOCK_NAME = ".lock"
 """The lock file a run holds in its checkpoint folder."""
+DATA_WAIT = timedelta(hours=3)
+"""How long the other ranks wait for their node's local rank 0 to prepare the
+data (:func:`local_main_first`): the largest download on a slow link; past it
+they fail instead of hanging."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,74 @@ def barrier() -> None:
     """Wait for every rank (a no-op in one process)."""
     if active():
         dist.barrier()
+
+
+@contextlib.contextmanager
+def local_main_first(what: str = "the data") -> Iterator[None]:
+    """Under torchrun, each node's local rank 0 runs the block before the node's other ranks.
+
+    For preparing data: local rank 0 downloads or generates it while the other
+    ranks wait, and they run the block once it is done, find the data complete
+    and only load it, so a node prepares its data once (the build lock of
+    :func:`rocm_dl_guide.files.prepare_once` still keeps two nodes sharing a
+    cache folder, or two jobs, from building it at the same time). It joins
+    the process group early (:func:`setup`, which the training loop then
+    reuses) and waits on a gloo group of its own, whose timeout is
+    :data:`DATA_WAIT`. When local rank 0 fails, the others raise
+    ``RuntimeError`` rather than wait for it; when it succeeds, the main rank
+    says so in one line on standard error (``data: WHAT prepared by local rank
+    0 before the other ranks load it``). Without torchrun, or with one process
+    in all, the block just runs. Like any collective, every rank must enter it
+    the same number of times.
+    """
+    if not launched_by_torchrun() or int(os.environ["WORLD_SIZE"]) < 2:
+        yield
+        return
+    ctx = setup()
+    group = _data_group()
+    if ctx.local_rank != 0:
+        if _failed_on_any_rank(False, group):
+            raise RuntimeError(
+                f"a node's local rank 0 could not prepare {what} (its error is above); "
+                "this rank stops rather than load it"
+            )
+        yield
+    else:
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):
+                _failed_on_any_rank(True, group)  # the others stop waiting and fail too
+            raise
+        if _failed_on_any_rank(False, group):
+            raise RuntimeError(f"another node's local rank 0 could not prepare {what}")
+    if ctx.is_main:
+        print(
+            f"data: {what} prepared by local rank 0 before the other ranks load it",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+_DATA_GROUP: tuple[Any, Any] | None = None
+"""(the default process group, the gloo group :func:`local_main_first` waits on)."""
+
+
+def _data_group() -> Any:
+    """A gloo group of every rank with the long :data:`DATA_WAIT` timeout, made
+    once per default process group (all ranks make it at the same point)."""
+    global _DATA_GROUP
+    world = dist.group.WORLD
+    if _DATA_GROUP is None or _DATA_GROUP[0] is not world:
+        _DATA_GROUP = (world, dist.new_group(backend="gloo", timeout=DATA_WAIT))
+    return _DATA_GROUP[1]
+
+
+def _failed_on_any_rank(failed: bool, group: Any) -> bool:
+    """Whether any rank of ``group`` reports ``failed`` (a collective on the CPU)."""
+    flag = torch.tensor([1 if failed else 0], dtype=torch.int32)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+    return bool(flag.item())
 
 
 def any_rank(flag: bool, device: torch.device) -> bool:
@@ -330,9 +408,17 @@ def launch(module_args: Sequence[str], nproc: int, **kwargs: Any) -> int:
     importing it again would only add seconds to every launch. Blocks until the
     job ends and returns 0, or 1 when the workers failed more often than
     ``max_restarts`` allows (torchrun's summary of the failure goes to stderr).
+
+    On ``SIGTERM`` or ``SIGINT`` the agent passes the signal on to the workers,
+    which checkpoint where they are and exit (:mod:`rocm_dl_guide.preemption`;
+    the agent gives them 30 s before it kills them), and this returns
+    :data:`~rocm_dl_guide.preemption.EXIT_PREEMPTED`.
     """
     from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from rocm_dl_guide.preemption import EXIT_PREEMPTED
 
     cmd = torchrun_command(module_args, nproc, **kwargs)
     os.environ.update(launcher_env())
@@ -341,4 +427,6 @@ def launch(module_args: Sequence[str], nproc: int, **kwargs: Any) -> int:
     except ChildFailedError as exc:
         print(exc.format_msg(), file=sys.stderr)
         return 1
+    except SignalException:
+        return EXIT_PREEMPTED
     return 0

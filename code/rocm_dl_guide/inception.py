@@ -543,6 +543,7 @@ def train(
     epochs: int | None = None,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
+    checkpoint_every: int | None = None,
     progress: bool = True,
     amp: bool = False,
     channels_last: bool = False,
@@ -558,7 +559,8 @@ def train(
     epochs), cross-entropy loss, batch 32, 90 epochs in the ``full`` profile;
     the profile caps epochs (``smoke``: 2, the registry's cap for ``inception-v3``),
     batches per epoch and the input size. With
-    ``checkpoint_dir`` every epoch is checkpointed (``resume`` continues) and the
+    ``checkpoint_dir`` every epoch is checkpointed (``resume`` continues;
+    ``checkpoint_every`` adds checkpoints every N steps inside the epochs) and the
     final weights are saved as ``trained_inception_v3.pt``. ``lr`` defaults to
     the guide's 0.1 from pretrained weights and :data:`RANDOM_INIT_LR` from
     random ones.
@@ -593,6 +595,7 @@ def train(
         max_train_batches=prof.max_train_batches,
         checkpoint_dir=checkpoint_dir,
         resume=resume,
+        checkpoint_every=checkpoint_every,
         amp=amp,
         channels_last=channels_last,
         fsdp=fsdp,

@@ -93,13 +93,15 @@ def train_pytorch(
     epochs: int | None = None,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
+    checkpoint_every: int | None = None,
     progress: bool = True,
     seed: int = 1,
     fsdp: bool = False,
 ) -> MnistRun:
     """Train the MNIST CNN with the shared training loop and evaluate it on the test set.
 
-    ``fsdp``: shard the model with FSDP2 (only when started by torchrun)."""
+    ``fsdp``: shard the model with FSDP2 (only when started by torchrun);
+    ``checkpoint_every``: also checkpoint every N steps inside the epochs."""
     import torch
 
     from rocm_dl_guide import device as devices
@@ -125,6 +127,7 @@ def train_pytorch(
         max_train_batches=prof.max_train_batches,
         checkpoint_dir=checkpoint_dir,
         resume=resume,
+        checkpoint_every=checkpoint_every,
         progress=progress,
         fsdp=fsdp,
     )

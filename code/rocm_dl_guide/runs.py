@@ -49,7 +49,8 @@ def run_record(example: str, run: object, data_source: str | None = None) -> dic
     Keys: ``example``, ``world_size``, ``backend`` (the process group's, ``None``
     for one process), ``epochs_completed``, ``test_accuracy`` (the run's own,
     else its last validation accuracy), ``resumed_from_epoch`` (``None`` when it
-    started from scratch), ``img_per_s`` (training throughput of the last epoch,
+    started from scratch), ``resumed_from_step`` (the global step it continued
+    from, inside an epoch after a mid-epoch checkpoint; ``None`` from scratch), ``img_per_s`` (training throughput of the last epoch,
     summed over ranks; ``None`` where the framework does not report it),
     ``device``, ``profile``, ``data_source`` (``real`` or ``fixtures``, as the
     caller resolved it) and ``history``: one dict per epoch (:func:`epoch_history`).
@@ -70,6 +71,7 @@ def run_record(example: str, run: object, data_source: str | None = None) -> dic
         "epochs_completed": len(history) if history is not None else 0,
         "test_accuracy": None if accuracy is None else float(accuracy),
         "resumed_from_epoch": resumed or None,
+        "resumed_from_step": (getattr(result, "resumed_from_step", 0) if torch_run else 0) or None,
         "img_per_s": final.images_per_second if final is not None else None,
         "device": getattr(run, "device", None),
         "profile": getattr(run, "profile", None),

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from rocm_dl_guide import casestudies
 from rocm_dl_guide.casestudies import CaseStudy
-from rocm_dl_guide.cli.common import add_profile_args, run_profile
+from rocm_dl_guide.cli.common import add_profile_args, positive_int, run_profile
+from rocm_dl_guide.preemption import EXIT_PREEMPTED, Preempted
 
 # The command's flags that only some case studies support: flag -> the
 # registry's name for it (rocm_dl_guide.casestudies.FLAGS), or None where every
@@ -19,6 +20,7 @@ from rocm_dl_guide.cli.common import add_profile_args, run_profile
 _CASE_STUDY_FLAGS = {
     "--resume": None,
     "--checkpoint-dir": None,
+    "--checkpoint-every": None,
     "--max-restarts": "nproc",
     "--nproc": "nproc",
     "--amp": "amp",
@@ -31,6 +33,7 @@ def _flags_used(args: argparse.Namespace) -> list[str]:
     values = {
         "--resume": args.resume,
         "--checkpoint-dir": args.checkpoint_dir,
+        "--checkpoint-every": args.checkpoint_every,
         "--max-restarts": args.max_restarts,
         "--nproc": args.nproc is not None,
         "--amp": args.amp,
@@ -59,6 +62,8 @@ def _train_kwargs(study: CaseStudy, args: argparse.Namespace, profile) -> dict:
         # PyTorch examples always checkpoint, so an interrupted run can be resumed.
         ckpt = Path(args.checkpoint_dir or Path("checkpoints") / study.name)
         kwargs.update(checkpoint_dir=ckpt, resume=args.resume)
+        if args.checkpoint_every:
+            kwargs["checkpoint_every"] = args.checkpoint_every
     for name in ("amp", "channels_last", "fsdp"):
         if getattr(args, name):
             kwargs[name] = True
@@ -101,7 +106,34 @@ def _launch_workers(args: argparse.Namespace, argv: list[str]) -> int:
         file=sys.stderr,
     )
     module_args = ["rocm_dl_guide", *worker_argv]
-    return distributed.launch(module_args, args.nproc, max_restarts=restarts)
+    code = distributed.launch(module_args, args.nproc, max_restarts=restarts)
+    if code == EXIT_PREEMPTED:
+        print(f"train: {_saved_position(args)}", file=sys.stderr)
+    return code
+
+
+def _checkpoint_path(args: argparse.Namespace) -> Path:
+    from rocm_dl_guide import checkpoints
+
+    folder = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
+    return folder / checkpoints.CHECKPOINT_NAME
+
+
+def _saved_position(args: argparse.Namespace) -> str:
+    """What the workers left after torchrun stopped them on a signal: the step in ``last.pt``."""
+    from rocm_dl_guide import checkpoints
+
+    path = _checkpoint_path(args)
+    try:
+        ckpt = checkpoints.read_checkpoint(path)
+    except checkpoints.CheckpointError as exc:
+        return f"stopped by a signal; {exc}"
+    where = ckpt.get("in_epoch")
+    inside = f"epoch {where['epoch']}, batch {where['batches']}" if where else f"end of epoch {ckpt['epoch']}"
+    return (
+        f"stopped by a signal; the workers saved step {ckpt.get('step', 0)} ({inside}) in "
+        f"{path}. Run the same command with --resume to continue from there."
+    )
 
 
 def _without_flags(argv: list[str], flags: dict[str, bool]) -> list[str]:
@@ -149,6 +181,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         )
     try:
         run = study.train_function()(**kwargs)
+    except Preempted as exc:
+        if main:
+            print(f"train: {exc}", file=sys.stderr)
+        return EXIT_PREEMPTED
     except (ValueError, RuntimeError, OSError, FloatingPointError) as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 1
@@ -173,6 +209,14 @@ def register(sub) -> None:
     p.add_argument("--epochs", type=int, help="number of epochs (default: the profile's)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--checkpoint-dir", help="where checkpoints go (default: checkpoints/EXAMPLE)")
+    p.add_argument(
+        "--checkpoint-every",
+        type=positive_int,
+        metavar="N",
+        help="also checkpoint every N optimizer steps inside the epochs (long epochs). On "
+        f"SIGTERM or Ctrl-C the run always checkpoints where it is and exits {EXIT_PREEMPTED}: "
+        "run it again with --resume",
+    )
     p.add_argument(
         "--amp", action="store_true", help="mixed precision (torch.autocast; useful on a GPU)"
     )

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,44 @@ def test_sigterm_inside_epoch_2_then_resume_equals_an_uninterrupted_run(tmp_path
     assert resumed["resumed_from_step"] == ckpt["step"]
     assert resumed["epochs_completed"] == 3
     assert _losses(resumed) == _losses(whole)
+
+
+SBATCH = ROOT / "book" / "distributed" / "train-requeue.sbatch"
+
+
+@pytest.mark.timeout(60)
+def test_the_slurm_script_forwards_sigterm_and_requeues_on_exit_75(tmp_path):
+    """The page's Slurm script, run by bash with stand-ins for ``python`` (a job
+    that exits 75 on SIGTERM, as ``train`` does) and ``scontrol``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(
+        "#!/bin/bash\n"
+        f'echo "$@" > {tmp_path}/args\n'
+        "sleep 50 >/dev/null 2>&1 &\n"
+        "trap 'kill $!; exit 75' TERM\n"
+        "wait\n"
+    )
+    (bin_dir / "scontrol").write_text(f'#!/bin/bash\necho "$@" >> {tmp_path}/scontrol\n')
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    env.update(SLURM_JOB_ID="4242", SLURM_GPUS_ON_NODE="2", CHECKPOINTS=str(tmp_path / "ck"))
+    job = subprocess.Popen(["bash", str(SBATCH)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "args").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # the trap is set right after the job starts
+        job.send_signal(signal.SIGTERM)  # what --signal=B:TERM@120 does
+        out, _ = job.communicate(timeout=20)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == preemption.EXIT_PREEMPTED
+    assert (tmp_path / "args").read_text().split() == [
+        "-m", "rocm_dl_guide", "train", "cifar10", "--nproc", "2",
+        "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "500", "--resume",
+    ]  # fmt: skip
+    assert (tmp_path / "scontrol").read_text().split() == ["requeue", "4242"]
+    assert "requeueing job 4242" in out

@@ -267,6 +267,8 @@ class CliRun:
     killed: list[int] = field(default_factory=list)
     """The ranks killed during the run."""
     seconds: float = 0.0
+    signalled_after_step: int | None = None
+    """The step ``last.pt`` held when the job was sent ``SIGTERM`` (``None``: never)."""
 
     def lines(self, *needles: str) -> list[str]:
         """The log lines containing any of ``needles``."""
@@ -281,13 +283,17 @@ def train_cli(
     max_restarts: int | None = None,
     extra: tuple[str, ...] = (),
     kill_rank_after_epoch: tuple[int, int] | None = None,
+    sigterm_after_step: int | None = None,
     timeout: float = 600,
 ) -> CliRun:
     """Run ``python -m rocm_dl_guide train EXAMPLE --json ...`` as a reader would.
 
     ``kill_rank_after_epoch=(rank, epoch)`` SIGKILLs that worker once the
     checkpoint of that epoch is on disk, as a crashed GPU or an OOM-killed
-    process would end it.
+    process would end it. ``sigterm_after_step=N`` sends the command ``SIGTERM``,
+    as a scheduler preempting the job would, once ``last.pt`` holds step N or
+    later (pass ``--checkpoint-every`` in ``extra`` so that it is written inside
+    the epochs).
     """
     cmd = [sys.executable, "-m", "rocm_dl_guide", "train", example, "--json"]
     cmd += ["--checkpoint-dir", str(checkpoint_dir), *extra]
@@ -299,8 +305,13 @@ def train_cli(
     env = _job_env(nproc, ROCM_DL_GUIDE_JOB=tag)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    killed = []
+    killed, signalled = [], None
     try:
+        if sigterm_after_step is not None:
+            signalled = _wait_for_checkpoint(
+                Path(checkpoint_dir), proc, timeout, step=sigterm_after_step
+            )
+            proc.send_signal(signal.SIGTERM)
         if kill_rank_after_epoch is not None:
             rank, epoch = kill_rank_after_epoch
             _wait_for_epoch(Path(checkpoint_dir), epoch, proc, timeout)
@@ -314,24 +325,39 @@ def train_cli(
         if proc.poll() is None:
             _kill_job(proc, tag)
     record = _last_json(out)
-    return CliRun(record, proc.returncode, f"{out}\n{err}", killed, time.monotonic() - start)
+    seconds = time.monotonic() - start
+    return CliRun(record, proc.returncode, f"{out}\n{err}", killed, seconds, signalled)
 
 
 def _wait_for_epoch(directory: Path, epoch: int, proc: subprocess.Popen, timeout: float) -> None:
     """Wait until ``last.pt`` in ``directory`` holds ``epoch`` (it is written atomically)."""
+    _wait_for_checkpoint(directory, proc, timeout, epoch=epoch)
+
+
+def _wait_for_checkpoint(
+    directory: Path, proc: subprocess.Popen, timeout: float, *, epoch: int = 0, step: int = 0
+) -> int:
+    """Wait until ``last.pt`` in ``directory`` holds ``epoch`` and ``step`` or later
+    (it is written atomically); returns the step it holds."""
     from rocm_dl_guide import checkpoints
 
     deadline = time.monotonic() + timeout
     path = directory / checkpoints.CHECKPOINT_NAME
+    seen = None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the job ended (exit {proc.returncode}) before epoch {epoch}")
-        if path.exists():
+            raise RuntimeError(
+                f"the job ended (exit {proc.returncode}) before a checkpoint of epoch {epoch}, "
+                f"step {step}"
+            )
+        mtime = path.stat().st_mtime_ns if path.exists() else None
+        if mtime is not None and mtime != seen:  # read each new version once
+            seen = mtime
             ckpt = torch.load(path, map_location="cpu", weights_only=True)
-            if ckpt.get("epoch", 0) >= epoch:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"no checkpoint of epoch {epoch} in {directory} after {timeout:.0f} s")
+            if ckpt.get("epoch", 0) >= epoch and ckpt.get("step", 0) >= step:
+                return int(ckpt.get("step", 0))
+        time.sleep(0.05)
+    raise TimeoutError(f"no checkpoint of epoch {epoch}, step {step} in {directory} after {timeout:.0f} s")
 
 
 def _worker_pids(tag: str) -> dict[int, int]:

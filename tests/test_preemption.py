@@ -184,11 +184,15 @@ def _losses(record: dict) -> list[tuple]:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("nproc", [None, 2], ids=["one-process", "nproc-2"])
-def test_sigterm_inside_epoch_2_then_resume_equals_an_uninterrupted_run(tmp_path, nproc):
-    whole = _record(_train(tmp_path, "whole", nproc=nproc))
+@pytest.mark.parametrize(
+    "nproc, flags",
+    [(None, ()), (2, ()), (2, ("--fsdp",))],
+    ids=["one-process", "nproc-2", "nproc-2-fsdp"],
+)
+def test_sigterm_inside_epoch_2_then_resume_equals_an_uninterrupted_run(tmp_path, nproc, flags):
+    whole = _record(_train(tmp_path, "whole", *flags, nproc=nproc))
     at = SMOKE_BATCHES + 3  # the 3rd step of epoch 2
-    cut = _train(tmp_path, "cut", nproc=nproc, at_step=at)
+    cut = _train(tmp_path, "cut", *flags, nproc=nproc, at_step=at)
     assert cut.returncode == preemption.EXIT_PREEMPTED, cut.stderr[-3000:]
     assert "--resume" in cut.stderr.splitlines()[-1]
     ckpt = checkpoints.read_checkpoint(tmp_path / "cut" / checkpoints.CHECKPOINT_NAME)
@@ -199,8 +203,10 @@ def test_sigterm_inside_epoch_2_then_resume_equals_an_uninterrupted_run(tmp_path
     else:  # the agent passes the signal on: every rank stops after the same later step
         assert at <= ckpt["step"] < 2 * SMOKE_BATCHES and len(where["ranks"]) == nproc
     assert f"step {ckpt['step']}" in cut.stderr.splitlines()[-1]
+    if flags:  # FSDP: the model and optimizer are in the DCP folder of that step
+        assert ckpt["sharded"] == f"{checkpoints.SHARDED_STEP_PREFIX}{ckpt['step']}"
 
-    resumed = _record(_train(tmp_path, "cut", "--resume", nproc=nproc))
+    resumed = _record(_train(tmp_path, "cut", "--resume", *flags, nproc=nproc))
     assert resumed["resumed_from_step"] == ckpt["step"]
     assert resumed["epochs_completed"] == 3
     assert _losses(resumed) == _losses(whole)

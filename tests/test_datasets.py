@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import requests
 
-from rocm_dl_guide import cli, datasets, fixtures, profiles
+from rocm_dl_guide import cli, datasets, files, fixtures, profiles
 
 
 @pytest.fixture(autouse=True)
@@ -323,8 +323,11 @@ def test_corrupted_download_is_rejected_by_pooch_and_not_kept(
     assert expected in message
     assert hashlib.sha256(b"not the CIFAR-10 archive").hexdigest() in message
     assert served == ["https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"]
+    # Only the (empty) build lock stays: a lock file is never removed, since a
+    # process about to take it would then lock a file nobody else sees.
     leftovers = [p for p in cache.rglob("*") if p.is_file()]
-    assert leftovers == []
+    assert leftovers == [files.lock_path(cache / "real" / "cifar10")]
+    assert leftovers[0].stat().st_size == 0
     assert datasets.cached() == []
 
 

@@ -407,9 +407,13 @@ def export_once(
     size and modification time as written. When all of them still match, the
     file is read back instead of exported again (Inception v3 takes seconds to
     export, and several pages use the same model); any difference, a missing or
-    unreadable record, or an unreadable file means a new export.
+    unreadable record, or an unreadable file means a new export. Processes
+    asking at once export it once: the others wait for the file's build lock
+    (:func:`rocm_dl_guide.files.build_lock`) and read that export back.
     """
     import torch
+
+    from rocm_dl_guide.files import build_lock
 
     path = Path(path)
     record_path = path.with_name(path.name + ".export.json")
@@ -424,19 +428,25 @@ def export_once(
         stat = path.stat()
         return {**wanted, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
-    if path.is_file():
+    def current() -> OnnxModel | None:
+        """The file at ``path`` if its record says it is this very export, else None."""
         try:
-            record = json.loads(record_path.read_text())
-        except (OSError, ValueError):
-            record = None
-        if record == on_disk():
-            try:
-                return read_onnx(path)
-            except ModelFileError:
-                pass  # damaged since: export again
-    exported = export_onnx(model, path, image_size=image_size, opset=opset)
-    with atomic_write(record_path, "w") as fh:
-        json.dump(on_disk(), fh)
+            if json.loads(record_path.read_text()) != on_disk():
+                return None
+            return read_onnx(path)
+        except (OSError, ValueError, ModelFileError):
+            return None  # missing, unreadable or damaged since: export again
+
+    found = current()
+    if found is not None:
+        return found
+    with build_lock(path, what=f"the ONNX export {path.name}"):
+        found = current()  # another process may have exported it meanwhile
+        if found is not None:
+            return found
+        exported = export_onnx(model, path, image_size=image_size, opset=opset)
+        with atomic_write(record_path, "w") as fh:
+            json.dump(on_disk(), fh)
     return exported
 
 

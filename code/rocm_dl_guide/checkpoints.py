@@ -47,16 +47,59 @@ class CheckpointError(RuntimeError):
 
 
 
+def describe_checkpoint(path: str | os.PathLike) -> str | None:
+    """``"epoch 3"`` (or ``"epoch 3, 120 batches into epoch 4"`` for a checkpoint
+    taken inside an epoch) for the training checkpoint at ``path``; ``None`` when
+    there is none or it cannot be read.
+
+    Cheap: the file is memory-mapped, so its tensors are not read (a full disk
+    is no time to read a large checkpoint into memory).
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - unreadable: say nothing rather than fail again
+        return None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        return None
+    text = f"epoch {ckpt.get('epoch')}"
+    where = ckpt.get("in_epoch")
+    if isinstance(where, dict) and where.get("batches"):
+        text += f", {where['batches']} batches into epoch {where.get('epoch')}"
+    return text
+
+
+def last_good_checkpoint(folder: str | os.PathLike) -> str | None:
+    """What a failed save in ``folder`` leaves intact, in words for a message:
+    ``"the last good checkpoint DIR/last.pt (epoch 3) is intact"``; ``None``
+    when ``folder`` holds no readable ``last.pt``."""
+    path = Path(folder) / CHECKPOINT_NAME
+    what = describe_checkpoint(path)
+    return f"the last good checkpoint {path} ({what}) is intact" if what else None
+
+
 def atomic_torch_save(obj: Any, path: Path) -> None:
     """``torch.save`` to ``path`` so that readers see the old file or the new, never half.
 
     Writes a hidden temporary file in the same directory (``.NAME.*.tmp``, never
     mistaken for a checkpoint), flushes and fsyncs it, renames it over ``path``
     and fsyncs the directory. On any error the temporary file is removed and
-    ``path`` is untouched.
+    ``path`` is untouched. A full disk raises :class:`files.DiskFullError`
+    naming ``path``, the space left and, for a checkpoint (``last.pt``,
+    ``best.pt``, or any file next to a ``last.pt``), the last good checkpoint
+    with its epoch and the advice to rerun with ``--resume``.
     """
-    with files.atomic_write(path) as fh:
-        torch.save(obj, fh)
+    path = Path(path)
+    try:
+        with files.atomic_write(path) as fh:
+            torch.save(obj, fh)
+    except files.DiskFullError as exc:
+        intact = last_good_checkpoint(path.parent)
+        if intact is None and path.name not in (CHECKPOINT_NAME, BEST_NAME):
+            raise  # a weights file away from any training run: no --resume to suggest
+        raise exc.but(intact=intact, advice=files.RESUME_ADVICE) from exc
 
 
 

@@ -577,7 +577,8 @@ def extract_archive(path: Path, dest: Path) -> Path:
     ``dest`` (tar additionally through Python's ``data`` filter); only when it
     has fully succeeded are the archive's top-level entries moved into ``dest``
     (replacing entries of the same name). A refused, corrupt or truncated
-    archive leaves ``dest`` exactly as it was and raises :class:`ArchiveError`.
+    archive leaves ``dest`` exactly as it was and raises :class:`ArchiveError`;
+    a full disk leaves it so too and raises :class:`files.DiskFullError`.
     Returns ``dest``.
     """
     path, dest = Path(path), Path(dest)
@@ -601,6 +602,7 @@ def extract_archive(path: Path, dest: Path) -> Path:
             except UnsafeArchiveError:
                 raise
             except _CORRUPT as exc:
+                files.raise_if_disk_full(exc, dest, files.unchanged_note(dest))
                 raise ArchiveError(
                     f"{path.name}: corrupt or truncated zip archive ({_first_line(exc)}) [{path}]"
                 ) from exc
@@ -616,6 +618,7 @@ def extract_archive(path: Path, dest: Path) -> Path:
             except UnsafeArchiveError:
                 raise
             except _CORRUPT as exc:
+                files.raise_if_disk_full(exc, dest, files.unchanged_note(dest))
                 raise ArchiveError(
                     f"{path.name}: not a readable tar or zip archive, or corrupt/truncated "
                     f"({type(exc).__name__}: {_first_line(exc)}) [{path}]"
@@ -743,6 +746,8 @@ def _download(spec: DatasetInfo, rf: RemoteFile, directory: Path) -> Path:
                 f"in the cache): {exc}"
             ) from exc
         except Exception as exc:  # noqa: BLE001 - classify below
+            # pooch removed its temporary file; say so in one line
+            files.raise_if_disk_full(exc, directory / rf.filename)
             if not is_network_error(exc):
                 raise
             from urllib.parse import urlparse

@@ -20,11 +20,18 @@ time: :func:`prepare_once` checks whether the artefact is complete, and only if
 not takes its :func:`build_lock` (an OS file lock, ``.NAME.lock`` beside it),
 checks again and builds. The others wait for the lock, saying so once on
 standard error, and then use what the first one built.
+
+A full disk (or quota, or file-size limit) is told in one line: the helpers
+here turn ``OSError`` ENOSPC/EDQUOT/EFBIG and PyTorch's zip-writer errors
+after a short write (:func:`is_disk_full`) into a :class:`DiskFullError`
+naming the file, the space left on its file system, what is still intact and
+how to continue, after removing what they had half written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import sys
@@ -82,6 +89,210 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
+# --------------------------------------------------------------------------- a full disk
+
+DISK_FULL_ERRNOS = {
+    errno.ENOSPC: "disk full",
+    errno.EDQUOT: "disk full (quota exceeded)",
+    errno.EFBIG: "disk full (file-size limit reached)",
+}
+"""The ``OSError`` errnos that mean "no room to write this", and how the message says it."""
+TORCH_WRITE_FAILURES = (
+    "unexpected pos",
+    "enforce fail at inline_container",
+    "pytorchstreamwriter failed",
+    "file write failed",
+)
+"""What PyTorch's zip writer (``torch.save``, DCP shards) says when a write came up short."""
+RETRY_ADVICE = "free some space and run it again"
+"""What to do after a full disk, unless the writer knows better (:data:`RESUME_ADVICE`)."""
+RESUME_ADVICE = "free some space and rerun the same command with --resume"
+"""What to do after a training checkpoint could not be written for want of space."""
+
+
+def human_bytes(n: int | None) -> str:
+    """Bytes in words: ``"170.5 MB"`` (``"?"`` for an unknown amount)."""
+    if n is None:
+        return "?"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"  # pragma: no cover
+
+
+def existing_parent(path: str | os.PathLike) -> Path:
+    """``path`` itself if it is a directory, else its nearest existing parent directory."""
+    path = Path(os.path.abspath(path))
+    for candidate in (path, *path.parents):
+        if candidate.is_dir():
+            return candidate
+    return Path(path.anchor or "/")  # pragma: no cover - the root always exists
+
+
+def free_space(path: str | os.PathLike) -> int | None:
+    """Bytes free (for this user) on the file system that would hold ``path``."""
+    try:
+        return shutil.disk_usage(existing_parent(path)).free
+    except OSError:
+        return None
+
+
+class DiskFullError(OSError):
+    """A write that failed for want of space (``errno`` ENOSPC), told in one line.
+
+    ``path`` is the file (or folder) that could not be written, ``free_bytes``
+    the space left on its file system (``None`` when unknown), ``intact`` what
+    is still good (e.g. ``"the last good checkpoint ... (epoch 3) is intact"``;
+    ``None``: nothing earlier to keep), ``advice`` how to continue, and
+    ``reason`` what the system said (``"disk full"``, a quota, a file-size
+    limit). ``str()`` is the one line the command line prints; the original
+    error is the ``__cause__``. Nothing half-written is left behind: the
+    helpers of this module remove their temporary files and folders first.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        free_bytes: int | None = None,
+        intact: str | None = None,
+        advice: str = RETRY_ADVICE,
+        reason: str = "disk full",
+    ) -> None:
+        super().__init__(errno.ENOSPC, reason, str(path))
+        self.path = Path(path)
+        self.free_bytes = free_bytes
+        self.intact = intact
+        self.advice = advice
+        self.reason = reason
+
+    def __str__(self) -> str:
+        where = existing_parent(self.path)
+        kept = self.intact or "nothing half-written was left behind"
+        return (
+            f"{self.reason}: could not write {self.path} ({human_bytes(self.free_bytes)} free "
+            f"in {where}); {kept}; {self.advice}"
+        )
+
+    def __reduce__(self):  # pickled with its own fields (torchrun, multiprocessing)
+        return (
+            type(self),
+            (self.path, self.free_bytes, self.intact, self.advice, self.reason),
+        )
+
+    def but(
+        self,
+        *,
+        path: str | os.PathLike | None = None,
+        intact: str | None = None,
+        advice: str | None = None,
+    ) -> DiskFullError:
+        """The same error with the path, what is intact and the advice replaced (when given)."""
+        return DiskFullError(
+            self.path if path is None else path,
+            self.free_bytes,
+            self.intact if intact is None else intact,
+            self.advice if advice is None else advice,
+            self.reason,
+        )
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, its causes and contexts, and the per-rank failures of a DCP
+    ``CheckpointException`` or the members of an exception group, once each."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop(0)
+        if current is None or id(current) in seen or len(seen) > 50:
+            continue
+        seen.add(id(current))
+        yield current
+        todo.append(current.__cause__)
+        if not current.__suppress_context__:  # `raise ... from None` hides the context
+            todo.append(current.__context__)
+        failures = getattr(current, "failures", None)
+        if isinstance(failures, dict):
+            for failure in failures.values():
+                inner = failure if isinstance(failure, BaseException) else None
+                inner = getattr(failure, "exception", inner)
+                if inner is None and isinstance(failure, tuple) and failure:
+                    inner = failure[0]
+                if isinstance(inner, BaseException):
+                    todo.append(inner)
+        members = getattr(current, "exceptions", None) or ()  # an exception group
+        todo += [e for e in members if isinstance(e, BaseException)]
+
+
+def _disk_full_reason(exc: BaseException) -> str | None:
+    """How the message says it when ``exc`` means "no room to write", else ``None``."""
+    torch_short_write = False
+    for cause in _causes(exc):
+        if isinstance(cause, DiskFullError):
+            return cause.reason
+        if isinstance(cause, OSError) and cause.errno in DISK_FULL_ERRNOS:
+            return DISK_FULL_ERRNOS[cause.errno]
+        if isinstance(cause, RuntimeError):
+            text = str(cause).lower()
+            torch_short_write |= any(marker in text for marker in TORCH_WRITE_FAILURES)
+    return "disk full" if torch_short_write else None
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` means the disk (or a quota, or the file-size limit) is full:
+    an ``OSError`` with errno ENOSPC, EDQUOT or EFBIG, PyTorch's ``RuntimeError``
+    from its zip writer after a short write (``unexpected pos``, ``enforce fail
+    at inline_container``, ``PytorchStreamWriter failed``, ``file write failed``),
+    or any error caused by one of those (DCP's per-rank failures included)."""
+    return _disk_full_reason(exc) is not None
+
+
+def disk_full_from(
+    exc: BaseException,
+    path: str | os.PathLike,
+    intact: str | None = None,
+    advice: str | None = None,
+) -> DiskFullError | None:
+    """A :class:`DiskFullError` for writing ``path`` if ``exc`` means a full disk, else None.
+
+    A :class:`DiskFullError` already is one (returned with ``intact`` and
+    ``advice`` replaced when given, its path kept). ``path`` is the file the
+    writer could not write; the free space is measured on its file system now.
+    """
+    if isinstance(exc, DiskFullError):
+        return exc if intact is None and advice is None else exc.but(intact=intact, advice=advice)
+    reason = _disk_full_reason(exc)
+    if reason is None:
+        return None
+    return DiskFullError(path, free_space(path), intact, advice or RETRY_ADVICE, reason)
+
+
+def raise_if_disk_full(
+    exc: BaseException,
+    path: str | os.PathLike,
+    intact: str | None = None,
+    advice: str | None = None,
+) -> None:
+    """Raise :func:`disk_full_from`'s error (``from exc``) when ``exc`` means a full
+    disk; else return, and the caller re-raises ``exc``."""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+        return  # not a write that failed (DCP's CheckpointException is a BaseException)
+    full = disk_full_from(exc, path, intact, advice)
+    if full is not None and full is not exc:
+        raise full from exc
+
+
+def unchanged_note(path: str | os.PathLike) -> str | None:
+    """What a failed atomic write of ``path`` kept, for :class:`DiskFullError`'s
+    ``intact``: ``"the earlier PATH is unchanged"`` if there was one, else ``None``."""
+    path = Path(path)
+    return f"the earlier {path} is unchanged" if path.exists() else None
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it replaces ``path``.
@@ -90,11 +301,16 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     ``migraphx.save``, ONNX Runtime's ``optimized_model_filepath``). The
     temporary file exists (empty) when the block starts. When the block ends
     normally it is fsync'ed and renamed over ``path``, and the directory is
-    fsync'ed; on any exception it is removed and ``path`` is untouched.
+    fsync'ed; on any exception it is removed and ``path`` is untouched. A
+    full disk raises :class:`DiskFullError` naming ``path``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=TEMP_SUFFIX)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=TEMP_SUFFIX)
+    except OSError as exc:
+        raise_if_disk_full(exc, path, unchanged_note(path))
+        raise
     os.close(fd)
     tmp = Path(name)
     try:
@@ -102,9 +318,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         _fsync_file(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        raise_if_disk_full(exc, path, unchanged_note(path))  # one line naming the file
         raise
     fsync_dir(path.parent)
 
@@ -153,7 +370,8 @@ def staged_directory(
     one discarded, so a copy that others may be reading is never removed. An
     incomplete leftover at ``target`` (or any existing one, without
     ``is_complete``) is first renamed aside and then removed. On an exception
-    the staged directory is removed and ``target`` is untouched.
+    the staged directory is removed and ``target`` is untouched; a full disk
+    raises :class:`DiskFullError` naming the file's place under ``target``.
 
     Two processes building the same ``target`` should hold its
     :func:`build_lock` (:func:`prepare_once` does).
@@ -166,9 +384,27 @@ def staged_directory(
         if is_complete is not None and is_complete(target):
             return
         _swap_in(staged, target, is_complete)
+    except BaseException as exc:
+        full = _staged_disk_full(exc, staged, target)
+        if full is not None:
+            raise full from exc
+        raise
     finally:
         if staged.exists():
             shutil.rmtree(staged, ignore_errors=True)
+
+
+def _staged_disk_full(exc: BaseException, staged: Path, target: Path) -> DiskFullError | None:
+    """A full disk while filling ``staged``, told with the file's place in ``target``
+    (the staged folder is gone by the time anyone reads the message)."""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+        return None
+    name = getattr(exc, "filename", None)
+    where = Path(name) if name else target
+    with contextlib.suppress(ValueError):
+        where = target / where.relative_to(staged)
+    full = disk_full_from(exc, where)
+    return None if full is None else full.but(path=where, intact=unchanged_note(target))
 
 
 def _swap_in(staged: Path, target: Path, is_complete: Callable[[Path], bool] | None) -> None:

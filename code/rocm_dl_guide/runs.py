@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocm_dl_guide import files
 from rocm_dl_guide.datasets import PreparedData, cache_dir
 
 
@@ -122,10 +123,15 @@ def epoch_history(result: object) -> list[dict[str, object]]:
 def runs_dir(name: str) -> Path:
     """A checkpoint directory for the example ``name``: ``$ROCM_DL_GUIDE_RUNS/name``,
     default ``<data cache>/runs/name``. One per example, reused by every run, so
-    repeated builds overwrite rather than pile up checkpoints."""
+    repeated builds overwrite rather than pile up checkpoints. A file system
+    without room even for the folder raises :class:`files.DiskFullError`."""
     base = os.environ.get("ROCM_DL_GUIDE_RUNS")
     path = (Path(base).expanduser() if base else cache_dir() / "runs") / name
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        files.raise_if_disk_full(exc, path)
+        raise
     return path
 
 

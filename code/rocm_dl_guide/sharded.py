@@ -18,12 +18,15 @@ and the state dicts DCP reads and writes.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+
+from rocm_dl_guide import files
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -60,23 +63,61 @@ def is_sharded(model: nn.Module) -> bool:
     return isinstance(model, FSDPModule)
 
 
+STAGING_SUFFIX = ".partial"
+"""A DCP folder is written as ``.NAME.partial`` and renamed to ``NAME`` when complete."""
+
+
 def save(directory: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> Path:
     """Write the model and optimizer state, sharded as they are, into ``directory``.
 
     Collective: every rank must call it. An existing ``directory`` is replaced.
+    The shards go into a hidden ``.NAME.partial`` folder next to it, renamed to
+    ``directory`` once DCP has written every shard and the metadata, so a
+    crash or a full disk never leaves a half-written ``directory``. A full
+    disk raises :class:`~rocm_dl_guide.files.DiskFullError` on every rank
+    (after rank 0 removed the partial folder), naming the shard folder and the
+    earlier ones that are intact.
     """
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     directory = Path(directory)
-    if (not dist.is_initialized() or dist.get_rank() == 0) and directory.exists():
-        shutil.rmtree(directory)
+    staging = directory.parent / f".{directory.name}{STAGING_SUFFIX}"
+    main = not dist.is_initialized() or dist.get_rank() == 0
+    if main:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)  # left by a run killed while saving
     if dist.is_initialized():
         dist.barrier()
     model_sd, optim_sd = get_state_dict(model, optimizer)
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(directory))
+    try:
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(staging))
+    except BaseException as exc:  # DCP's CheckpointException is a BaseException
+        if main:
+            shutil.rmtree(staging, ignore_errors=True)
+        files.raise_if_disk_full(exc, directory, _earlier(directory), files.RESUME_ADVICE)
+        raise
+    if main:  # DCP's save ends once every rank's shard and the metadata are written
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(staging, directory)
+        files.fsync_dir(directory.parent)
+    if dist.is_initialized():
+        dist.barrier()
     return directory
+
+
+def _earlier(directory: Path) -> str | None:
+    """The complete DCP checkpoints next to ``directory`` that a failed save leaves intact."""
+    kept = sorted(
+        p.name
+        for p in directory.parent.iterdir()
+        if p != directory and not p.name.startswith(".") and (p / ".metadata").is_file()
+    )
+    if not kept:
+        return None
+    return f"the earlier sharded checkpoint(s) {', '.join(kept)} in {directory.parent} are intact"
 
 
 def load(directory: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:

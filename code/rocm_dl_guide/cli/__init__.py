@@ -29,6 +29,7 @@ import sys
 from rocm_dl_guide import __version__
 from rocm_dl_guide.cli import bench, data, inference, selfcheck, setup, trace, train
 from rocm_dl_guide.cli.common import CommandError, fail
+from rocm_dl_guide.files import DiskFullError
 
 __all__ = ["build_parser", "main"]
 
@@ -64,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except CommandError as exc:
         return fail(exc.command, exc, exc.code)
+    except DiskFullError as exc:  # any writer, where the handler did not catch it
+        return fail(args.command, exc)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

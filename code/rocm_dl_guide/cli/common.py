@@ -5,7 +5,9 @@ Each command module (``setup``, ``train``, ``data``, ``inference``, ``bench``,
 its result, or one line ``COMMAND: message`` on stderr, and returns the exit
 code (0 success, 1 failure, 2 a usage error such as an unknown name). A handler
 can also raise :class:`CommandError`, which :func:`rocm_dl_guide.cli.main`
-prints the same way.
+prints the same way; so it does a :class:`rocm_dl_guide.files.DiskFullError`
+that a handler let through (a full disk: the file, the space left, what is
+intact, what to do), exit code 1.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from rocm_dl_guide.cli.common import fail
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import doctor
+    from rocm_dl_guide import doctor, files
     from rocm_dl_guide.doctor import snapshot
 
     if args.snapshot:
@@ -46,6 +46,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.collect:
         try:
             path = snapshot.write(args.collect, report.system)
+        except files.DiskFullError as exc:
+            return fail("doctor", exc)
         except OSError as exc:
             print(f"doctor: cannot write {args.collect}: {exc.strerror or exc}", file=sys.stderr)
             return 1

@@ -74,7 +74,9 @@ def test_one_name_everywhere_epoch_caps_included():
 
 def test_a_bad_entry_is_refused_and_an_unknown_name_lists_the_choices():
     with pytest.raises(ValueError, match="unknown flag"):
-        casestudies.CaseStudy("x", "x", "pytorch", "mnist", "train_pytorch", "p", frozenset({"xla"}))
+        casestudies.CaseStudy(
+            "x", "x", "pytorch", "mnist", "train_pytorch", "p", frozenset({"xla"})
+        )
     with pytest.raises(ValueError, match="framework"):
         casestudies.CaseStudy("x", "x", "jax", "mnist", "train_pytorch", "p")
     with pytest.raises(casestudies.UnknownCaseStudyError, match="mnist-pytorch, mnist-tensorflow"):

@@ -428,8 +428,9 @@ def test_exception_during_save_leaves_previous_checkpoint(tmp_path, monkeypatch)
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(torch, "save", half_then_fail)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match="disk full") as full:
         quiet_fit(model, train_loader, epochs=2, **common)
+    assert f"{last} (epoch 1) is intact" in str(full.value) and "--resume" in str(full.value)
     monkeypatch.setattr(torch, "save", real_save)
 
     after = read_checkpoint(last)

@@ -51,8 +51,9 @@ def run_record(example: str, run: object, data_source: str | None = None) -> dic
     for one process), ``epochs_completed``, ``test_accuracy`` (the run's own,
     else its last validation accuracy), ``resumed_from_epoch`` (``None`` when it
     started from scratch), ``resumed_from_step`` (the global step it continued
-    from, inside an epoch after a mid-epoch checkpoint; ``None`` from scratch), ``img_per_s`` (training throughput of the last epoch,
-    summed over ranks; ``None`` where the framework does not report it),
+    from, inside an epoch after a mid-epoch checkpoint; ``None`` from scratch),
+    ``img_per_s`` (training throughput of the last epoch, summed over ranks;
+    ``None`` where the framework does not report it),
     ``device``, ``profile``, ``data_source`` (``real`` or ``fixtures``, as the
     caller resolved it) and ``history``: one dict per epoch (:func:`epoch_history`).
     Works for every case study's run object.
@@ -78,6 +79,8 @@ def run_record(example: str, run: object, data_source: str | None = None) -> dic
         "profile": getattr(run, "profile", None),
         "data_source": data_source,
         "history": epoch_history(result),
+        # a case study's own facts (the language models' perplexities, tokens/s)
+        **(run.record_fields() if hasattr(run, "record_fields") else {}),
     }
 
 

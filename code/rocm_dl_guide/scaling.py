@@ -357,7 +357,9 @@ def _wait_for_checkpoint(
             if ckpt.get("epoch", 0) >= epoch and ckpt.get("step", 0) >= step:
                 return int(ckpt.get("step", 0))
         time.sleep(0.05)
-    raise TimeoutError(f"no checkpoint of epoch {epoch}, step {step} in {directory} after {timeout:.0f} s")
+    raise TimeoutError(
+        f"no checkpoint of epoch {epoch}, step {step} in {directory} after {timeout:.0f} s"
+    )
 
 
 def _worker_pids(tag: str) -> dict[int, int]:

@@ -36,6 +36,11 @@ def shard(model: nn.Module, optimizer: torch.optim.Optimizer) -> nn.Module:
     """Apply ``fully_shard`` to ``model`` (in place) and re-point ``optimizer`` at the
     sharded parameters, keeping its parameter groups and their settings.
 
+    The units sharded (and gathered) one at a time are ``model.fsdp_units()``
+    where the model names them (each transformer block of
+    :class:`rocm_dl_guide.lm.model.CausalLM`), else each child module; the
+    root holds whatever is left.
+
     ``fully_shard`` replaces each parameter by a sharded one (a ``DTensor``), so
     an optimizer built before it would update tensors the model no longer uses;
     the usual advice is to build the optimizer afterwards, which this does for
@@ -46,9 +51,11 @@ def shard(model: nn.Module, optimizer: torch.optim.Optimizer) -> nn.Module:
     if any(optimizer.state.values()):
         raise ValueError("shard() needs an optimizer that has not taken a step yet")
     names = {id(p): n for n, p in model.named_parameters()}
-    for child in model.children():
-        if any(p.requires_grad for p in child.parameters()):
-            fully_shard(child)
+    # A model may name its units (a transformer: each block); else each child is one.
+    units = model.fsdp_units() if hasattr(model, "fsdp_units") else list(model.children())
+    for unit in units:
+        if any(p.requires_grad for p in unit.parameters()):
+            fully_shard(unit)
     fully_shard(model)
     params = dict(model.named_parameters())
     for group in optimizer.param_groups:

@@ -370,7 +370,9 @@ class FitOptions:
             raise ValueError("amp_dtype must be None, 'bfloat16' or 'float16'")
         if self.checkpoint_every is not None:
             if self.checkpoint_every < 1:
-                raise ValueError(f"checkpoint_every must be at least 1, got {self.checkpoint_every}")
+                raise ValueError(
+                    f"checkpoint_every must be at least 1, got {self.checkpoint_every}"
+                )
             if self.checkpoint_dir is None:
                 raise ValueError("checkpoint_every needs a checkpoint_dir")
 
@@ -543,7 +545,9 @@ def restore_checkpoint(state: LoopState) -> StartingPoint:
     )
 
 
-def _position(ckpt: Mapping[str, Any], path: Path, ctx: distributed.Context) -> EpochPosition | None:
+def _position(
+    ckpt: Mapping[str, Any], path: Path, ctx: distributed.Context
+) -> EpochPosition | None:
     """This rank's part of a mid-epoch checkpoint's position (``None`` at an epoch end)."""
     where = ckpt.get("in_epoch")
     if not where:
@@ -781,7 +785,9 @@ def save_checkpoint(
     if position is None:
         val_acc = history[-1].val_accuracy
         best = start.best_val_accuracy
-        is_best = state.options.keep_best and val_acc is not None and (best is None or val_acc > best)
+        is_best = (
+            state.options.keep_best and val_acc is not None and (best is None or val_acc > best)
+        )
         if is_best:
             start.best_val_accuracy = val_acc
     folder = start.checkpoint.parent

@@ -129,7 +129,11 @@ def _saved_position(args: argparse.Namespace) -> str:
     except checkpoints.CheckpointError as exc:
         return f"stopped by a signal; {exc}"
     where = ckpt.get("in_epoch")
-    inside = f"epoch {where['epoch']}, batch {where['batches']}" if where else f"end of epoch {ckpt['epoch']}"
+    inside = (
+        f"epoch {where['epoch']}, batch {where['batches']}"
+        if where
+        else f"end of epoch {ckpt['epoch']}"
+    )
     return (
         f"stopped by a signal; the workers saved step {ckpt.get('step', 0)} ({inside}) in "
         f"{path}. Run the same command with --resume to continue from there."

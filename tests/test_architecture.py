@@ -79,7 +79,7 @@ CORE = frozenset(
 DOCTOR = frozenset({"doctor"})
 # Who may import the doctor, beyond the entry points.
 DOCTOR_USERS = frozenset({"inference"})
-CASE_STUDIES = frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"})
+CASE_STUDIES = frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb", "lm"})
 INFERENCE_CHAPTER = frozenset({"inference", "bench", "precision", "profiling", "tuning"})
 OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling", "selfcheck", "recipes"})
 ENTRY_POINTS = frozenset({"cli", "__main__"})  # "cli": cli.py, or cli/ and cli.*

@@ -51,7 +51,10 @@ def test_the_command_line_offers_exactly_the_registry():
 
 
 def test_selfcheck_and_recipes_read_the_registry():
-    assert set(selfcheck.EXAMPLES) == set(casestudies.names(framework="pytorch"))
+    # selfcheck trains every PyTorch case study but the language model, whose
+    # GPU check (bf16 steps, LoRA, FSDP) is still to come
+    assert set(selfcheck.EXAMPLES) == set(casestudies.names(framework="pytorch")) - {"tiny-lm"}
+    assert set(selfcheck.EXAMPLES) == {cs.name for cs in STUDIES if cs.workload}
     assert all(f"train:{name}" in selfcheck.CHECK_NAMES for name in selfcheck.EXAMPLES)
     assert list(recipes.names()) == [cs.name for cs in STUDIES if cs.recipe_attr]
 
@@ -81,4 +84,9 @@ def test_a_bad_entry_is_refused_and_an_unknown_name_lists_the_choices():
         casestudies.CaseStudy("x", "x", "jax", "mnist", "train_pytorch", "p")
     with pytest.raises(casestudies.UnknownCaseStudyError, match="mnist-pytorch, mnist-tensorflow"):
         casestudies.get("mnist")
-    assert casestudies.names(with_flag="fsdp") == ("mnist-pytorch", "inception-v3", "cifar10")
+    assert casestudies.names(with_flag="fsdp") == (
+        "mnist-pytorch",
+        "inception-v3",
+        "cifar10",
+        "tiny-lm",
+    )

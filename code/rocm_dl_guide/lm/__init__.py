@@ -1,0 +1,10 @@
+"""The language-model chapter: a small Llama-style decoder trained from scratch
+on a real English corpus, by the guide's one training loop.
+
+:mod:`~rocm_dl_guide.lm.corpus` (the text and its byte-level BPE tokenizer,
+cached like every other artefact), :mod:`~rocm_dl_guide.lm.model` (the model's
+configuration per profile, the wrapper the loop trains, FSDP units per
+transformer block) and :mod:`~rocm_dl_guide.lm.pretrain` (the ``tiny-lm``
+case study: pretraining, held-out perplexity against an untrained model and a
+unigram model, samples before and after).
+"""

@@ -1,0 +1,103 @@
+"""The small decoder the chapter pretrains: a Llama-style model from ``transformers``.
+
+Randomly initialised from a :class:`transformers.LlamaConfig` (rotary position
+embeddings, RMSNorm, SwiGLU feed-forward layers, the architecture of Llama 2
+and 3 and of SmolLM2), at a size each run profile can train: about 2.6 million
+parameters on the ``smoke`` profile, which two CPU cores train in a minute or
+two. :class:`CausalLM` is what the guide's training loop trains: it returns
+the logits class-first, as PyTorch's cross-entropy loss expects them, so the
+loop's default loss and accuracy apply to next-token prediction unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """The shape of the decoder (a subset of ``LlamaConfig``)."""
+
+    layers: int
+    width: int
+    heads: int
+    ffn: int
+    context: int
+    """Longest sequence the model is trained on (its block size)."""
+
+
+SIZES = {
+    "smoke": ModelSize(layers=4, width=192, heads=4, ffn=512, context=128),
+    "gpu": ModelSize(layers=6, width=384, heads=6, ffn=1024, context=256),
+    "full": ModelSize(layers=12, width=768, heads=12, ffn=2048, context=1024),
+}
+"""Per run profile. ``gpu`` doubles the context and the width of ``smoke``
+(a model the corpus's 100,000 training tokens can still teach); ``full`` has
+the shape of GPT-2 small, for a larger corpus."""
+
+
+def config(size: ModelSize, vocab_size: int, eos_id: int) -> Any:
+    """The ``LlamaConfig`` of a randomly initialised model of ``size``."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=size.width,
+        intermediate_size=size.ffn,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.heads,
+        max_position_embeddings=size.context,
+        tie_word_embeddings=True,
+        bos_token_id=eos_id,
+        eos_token_id=eos_id,
+        pad_token_id=eos_id,
+    )
+
+
+class CausalLM(nn.Module):
+    """A ``transformers`` causal language model as the training loop sees it.
+
+    ``forward(input_ids)`` returns the next-token logits as ``(batch, vocab,
+    time)``: class-first, so ``nn.CrossEntropyLoss`` and the loop's accuracy
+    (argmax over dimension 1) work on them as on an image classifier's.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, use_cache=False).logits.transpose(1, 2)
+
+    def fsdp_units(self) -> list[nn.Module]:
+        """The modules FSDP shards one by one: each transformer block (the
+        embeddings and the tied output layer stay with the root)."""
+        return list(self.model.model.layers)
+
+
+def build(size: ModelSize, vocab_size: int, eos_id: int, seed: int = 0) -> CausalLM:
+    """A randomly initialised decoder of ``size`` (deterministic for ``seed``)."""
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return CausalLM(LlamaForCausalLM(config(size, vocab_size, eos_id)))
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def size_facts(model: nn.Module, size: ModelSize) -> dict[str, Any]:
+    """Parameters and the memory of weights, gradients and AdamW's two moments (fp32)."""
+    n = parameter_count(model)
+    return {
+        **asdict(size),
+        "parameters": n,
+        "weights_mib": n * 4 / 2**20,
+        "training_state_mib": n * 4 * 4 / 2**20,  # weights, gradients, AdamW m and v
+    }

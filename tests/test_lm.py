@@ -1,0 +1,98 @@
+"""The language-model chapter's corpus, tokenizer, model wrapper and command."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from conftest import guide_cli
+from rocm_dl_guide.lm import corpus, model, pretrain
+
+
+@pytest.fixture(scope="module")
+def docs() -> corpus.Corpus:
+    return corpus.python_docs()
+
+
+@pytest.fixture(scope="module")
+def tok(docs):
+    return corpus.tokenizer(docs, 1024)  # in the session's data cache
+
+
+def test_the_corpus_is_real_english_split_by_topic(docs):
+    assert len(docs.documents) > 50 and docs.words > 50_000
+    assert "list comprehension" in " ".join(docs.train).lower()
+    assert set(docs.train).isdisjoint(docs.held_out) and len(docs.held_out) >= 5
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["A list comprehension builds a new list.", "def f(x):\n    return x ** 2  # π ≈ 3.14 😀", ""],
+)
+def test_the_tokenizer_round_trips_text(tok, text):
+    ids = tok.encode(text).ids
+    assert tok.decode(ids) == text
+
+
+def test_the_tokenizer_is_cached_and_a_corrupt_one_is_named(docs, tok, monkeypatch, tmp_path):
+    path = corpus.tokenizer_path(docs, 1024)
+    assert path.is_file()
+    assert corpus.tokenizer(docs, 1024).to_str() == tok.to_str()  # read, not retrained
+    monkeypatch.setenv("ROCM_DL_GUIDE_DATA", str(tmp_path))
+    bad = corpus.tokenizer_path(docs, 1024)
+    bad.parent.mkdir(parents=True)
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="not a readable tokenizer.*delete it"):
+        corpus.tokenizer(docs, 1024)
+
+
+def test_blocks_are_inputs_and_the_next_tokens():
+    blocks = pretrain.TokenBlocks(torch.arange(21), 5)
+    assert len(blocks) == 4
+    x, y = blocks[1]
+    assert x.tolist() == [5, 6, 7, 8, 9] and y.tolist() == [6, 7, 8, 9, 10]
+    with pytest.raises(ValueError, match="too few"):
+        pretrain.TokenBlocks(torch.arange(5), 5)
+
+
+def test_unigram_perplexity_of_uniform_text_is_the_vocabulary_size():
+    tokens = torch.arange(8).repeat(100)
+    assert pretrain.unigram_perplexity(tokens, tokens, 8) == pytest.approx(8.0, rel=1e-3)
+
+
+def test_the_wrapper_gives_the_loss_transformers_computes(tok):
+    shape = model.ModelSize(layers=2, width=64, heads=2, ffn=128, context=16)
+    lm = model.build(shape, tok.get_vocab_size(), 0, seed=0).eval()
+    tokens = torch.randint(
+        0, tok.get_vocab_size(), (2, 17), generator=torch.Generator().manual_seed(0)
+    )
+    x, y = tokens[:, :-1], tokens[:, 1:]
+    logits = lm(x)
+    assert logits.shape == (2, tok.get_vocab_size(), 16)  # class-first, as the loop expects
+    ours = torch.nn.functional.cross_entropy(logits[:, :, :-1], y[:, :-1])
+    theirs = lm.model(input_ids=x, labels=x).loss  # transformers shifts the labels itself
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    assert len(lm.fsdp_units()) == 2  # FSDP shards per transformer block
+
+
+@pytest.mark.timeout(300)
+def test_train_tiny_lm_records_perplexities_and_beats_the_untrained_model(tmp_path):
+    proc = guide_cli(
+        "train", "tiny-lm", "--epochs", "1", "--json", "--checkpoint-dir", str(tmp_path)
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in (
+        "tokens_per_s",
+        "final_loss",
+        "perplexity_before",
+        "perplexity_unigram",
+        "perplexity",
+    ):
+        assert math.isfinite(record[key]) and record[key] > 0, key
+    assert record["perplexity"] < record["perplexity_before"] / 4
+    assert record["perplexity_before"] > 0.5 * 4096  # untrained: close to uniform
+    assert (tmp_path / pretrain.WEIGHTS_NAME).is_file()

@@ -202,11 +202,19 @@ def to_device(x: torch.Tensor, device: torch.device, channels_last: bool) -> tor
     return x
 
 
-def _correct(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int] | None:
-    """(number correct as a 0-d tensor, number of labels), or None if labels are not classes."""
+IGNORE_INDEX = -100
+"""Labels of this value count in neither the loss nor the accuracy (PyTorch's
+cross-entropy ignores them by default; a prompt's positions when only an answer
+is learnt)."""
+
+
+def _correct(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(number correct, number of labels), 0-d tensors on the device, or None if
+    labels are not classes. Labels equal to :data:`IGNORE_INDEX` are left out."""
     if y.is_floating_point() or y.is_complex() or logits.dim() != y.dim() + 1:
         return None
-    return (logits.argmax(dim=1) == y).sum(), y.numel()
+    valid = y != IGNORE_INDEX
+    return ((logits.argmax(dim=1) == y) & valid).sum(), valid.sum()
 
 
 class _Tally:
@@ -234,7 +242,8 @@ class _Tally:
         return self.loss_sum.item() / self.samples
 
     def accuracy(self) -> float | None:
-        return self.correct.item() / self.labels if self.classify and self.labels else None
+        labels = int(self.labels)
+        return self.correct.item() / labels if self.classify and labels else None
 
     def state(self) -> dict[str, Any]:
         """The running sums as plain numbers (for a mid-epoch checkpoint)."""
@@ -242,7 +251,7 @@ class _Tally:
             "loss_sum": self.loss_sum.item(),
             "correct": int(self.correct.item()),
             "samples": self.samples,
-            "labels": self.labels,
+            "labels": int(self.labels),
             "classify": self.classify,
         }
 

@@ -122,10 +122,26 @@ def active() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
+SHUTDOWN_WAIT = timedelta(seconds=30)
+"""How long :func:`shutdown` waits for the other ranks before leaving anyway."""
+
+
 def shutdown() -> None:
-    """Leave the process group (at the end of a torchrun worker)."""
-    if active():
-        dist.destroy_process_group()
+    """Leave the process group (at the end of a torchrun worker).
+
+    Where :func:`local_main_first` made its gloo group, the ranks first meet on
+    it (a monitored barrier, at most :data:`SHUTDOWN_WAIT`), so that no rank
+    tears its connections down while a peer still uses them: gloo aborts the
+    process ("terminate called without an active exception") when that happens.
+    """
+    global _DATA_GROUP
+    if not active():
+        return
+    if _DATA_GROUP is not None and _DATA_GROUP[0] is dist.group.WORLD:
+        with contextlib.suppress(Exception):  # a rank that is gone: leave anyway
+            dist.monitored_barrier(_DATA_GROUP[1], timeout=SHUTDOWN_WAIT, wait_all_ranks=True)
+    _DATA_GROUP = None
+    dist.destroy_process_group()
 
 
 def barrier() -> None:

@@ -174,6 +174,17 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 # held-out perplexity to well below half the unigram model's
                 epoch_caps={"smoke": 4},
             ),
+            CaseStudy(
+                name="lora",
+                summary="fine-tune the pretrained tiny-lm with LoRA (PEFT) to name a passage's topic",
+                framework="pytorch",
+                module="lm.lora",
+                train="train",
+                page="book/language-models/lora",
+                flags=frozenset({"amp", "nproc"}),
+                # six passes over the 392 training passages (about 60 s on two CPU cores)
+                epoch_caps={"smoke": 6},
+            ),
         )
     }
 )

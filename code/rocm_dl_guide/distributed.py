@@ -78,6 +78,17 @@ class Context:
         return self.rank == 0
 
 
+def env_world_size() -> int:
+    """Processes in the run as torchrun announces it (``WORLD_SIZE``; 1 without it),
+    readable before :func:`setup`."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def env_rank() -> int:
+    """This process's rank as torchrun announces it (``RANK``; 0 without it)."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def launched_by_torchrun(env: dict[str, str] | None = None) -> bool:
     """Whether torchrun (or another launcher using its variables) started this process."""
     env = os.environ if env is None else env

@@ -77,7 +77,11 @@ class CausalLM(nn.Module):
     def fsdp_units(self) -> list[nn.Module]:
         """The modules FSDP shards one by one: each transformer block (the
         embeddings and the tied output layer stay with the root)."""
-        return list(self.model.model.layers)
+        return list(self.decoder().model.layers)
+
+    def decoder(self) -> nn.Module:
+        """The ``transformers`` model itself, under PEFT's wrapper where there is one."""
+        return self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
 
 
 def build(size: ModelSize, vocab_size: int, eos_id: int, seed: int = 0) -> CausalLM:

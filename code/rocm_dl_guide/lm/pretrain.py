@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from rocm_dl_guide import profiles
+from rocm_dl_guide import distributed, profiles
 from rocm_dl_guide.lm import corpus as corpora
 from rocm_dl_guide.lm import model as models
 
@@ -254,7 +254,7 @@ def train(
     model = models.build(size, data.vocab_size, data.eos_id, seed=seed)
     model.to(dev)
     before = perplexity(model, data.val_loader, dev)  # every rank alone, before the group exists
-    main = os.environ.get("RANK", "0") == "0"  # rank 0 under torchrun
+    main = distributed.env_rank() == 0
     samples_before = _samples(model, data) if samples and main else {}
     optimizer = torch.optim.AdamW(
         model.parameters(),
@@ -262,7 +262,7 @@ def train(
         betas=RECIPE["betas"],
         weight_decay=RECIPE["weight_decay"],
     )
-    steps_per_epoch = math.ceil(len(data.train_loader) / _world_size())
+    steps_per_epoch = math.ceil(len(data.train_loader) / distributed.env_world_size())
     scheduler = cosine_schedule(optimizer, n_epochs * steps_per_epoch, RECIPE["warmup_steps"])
     result = loop.fit(
         model,
@@ -295,10 +295,6 @@ def train(
         profile=prof.name,
         epochs=n_epochs,
     )
-
-
-def _world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def _samples(model: models.CausalLM, data: LMData) -> dict[str, str]:

@@ -176,7 +176,7 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
             ),
             CaseStudy(
                 name="lora",
-                summary="fine-tune the pretrained tiny-lm with LoRA (PEFT) to name a passage's topic",
+                summary="LoRA (PEFT) fine-tuning of tiny-lm: name a passage's topic",
                 framework="pytorch",
                 module="lm.lora",
                 train="train",

@@ -108,7 +108,6 @@ def setup(device: str | torch.device | None = None) -> Context:
     ``gloo`` on the CPU; an already initialised process group is reused.
     """
     if not launched_by_torchrun():
-
         return Context.single(device)
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():

@@ -72,26 +72,34 @@ class Example:
     answer: str
 
 
-def examples() -> tuple[list[Example], list[Example]]:
-    """(train, test) passages of the four topics, with their answers.
+def spans(words: int) -> tuple[list[int], list[int]]:
+    """Start offsets (in words) of the training and the held-out passages of a topic
+    of ``words`` words: held-out passages are whole blocks; training passages slide
+    over the other blocks and never reach into a held-out one."""
+    n = WORDS_PER_PASSAGE
+    blocks = min(BLOCKS_PER_TOPIC, words // n)
+    held_out = [b * n for b in range(blocks) if b % TEST_EVERY == TEST_EVERY - 1]
+    train = [
+        start
+        for b in range(blocks)
+        if b % TEST_EVERY != TEST_EVERY - 1
+        for start in range(b * n, (b + 1) * n, STRIDE)
+        if (start + n - 1) // n < blocks and ((start + n - 1) // n) % TEST_EVERY != TEST_EVERY - 1
+    ]
+    return train, held_out
 
-    Held-out passages are whole blocks no training passage overlaps.
-    """
+
+def examples() -> tuple[list[Example], list[Example]]:
+    """(train, test) passages of the four topics, with their answers (see :func:`spans`)."""
     from pydoc_data.topics import topics
 
     train, test = [], []
-    n = WORDS_PER_PASSAGE
     for topic, answer in TOPICS.items():
         words = topics[topic].split()
-        blocks = min(BLOCKS_PER_TOPIC, len(words) // n)
-        for b in range(blocks):
-            if b % TEST_EVERY == TEST_EVERY - 1:
-                test.append(Example(" ".join(words[b * n : (b + 1) * n]), answer))
-                continue
-            for start in range(b * n, (b + 1) * n, STRIDE):
-                last_block = (start + n - 1) // n
-                if last_block < blocks and last_block % TEST_EVERY != TEST_EVERY - 1:
-                    train.append(Example(" ".join(words[start : start + n]), answer))
+        starts, held_out = spans(len(words))
+        n = WORDS_PER_PASSAGE
+        train += [Example(" ".join(words[s : s + n]), answer) for s in starts]
+        test += [Example(" ".join(words[s : s + n]), answer) for s in held_out]
     return train, test
 
 
@@ -232,7 +240,18 @@ def load_adapter(base: models.CausalLM, directory: str | os.PathLike) -> models.
 
 
 def merged(lm: models.CausalLM) -> models.CausalLM:
-    """The decoder with the adapters folded into its weights (PEFT's ``merge_and_unload``)."""
+    """The decoder with the adapters folded into its weights (PEFT's ``merge_and_unload``).
+
+    The output layer shares its weight with the input embeddings (tied); folding
+    ``lm_head``'s adapter into that shared tensor would change the embeddings too,
+    so the output layer gets its own copy first (the model is untied).
+    """
+    hf = lm.decoder()
+    head = hf.get_output_embeddings()
+    layer = getattr(head, "base_layer", head)
+    if layer.weight is hf.get_input_embeddings().weight:
+        layer.weight = torch.nn.Parameter(layer.weight.detach().clone(), requires_grad=False)
+        hf.config.tie_word_embeddings = False
     return models.CausalLM(lm.model.merge_and_unload())
 
 

@@ -17,7 +17,6 @@ Beating the unigram model is what shows the model learnt to use the context.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -1,0 +1,262 @@
+"""The ``lora`` case study: the task, the adapters, their files, DDP and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from conftest import guide_cli
+from rocm_dl_guide import checkpoints, distributed, preemption
+from rocm_dl_guide.lm import lora, pretrain
+from rocm_dl_guide.lm import model as models
+from rocm_dl_guide.runs import runs_dir
+from rocm_dl_guide.train import IGNORE_INDEX
+
+TIMEOUT = 240
+TINY = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return pretrain.load("smoke")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """Weights of a tiny-lm pretrained for one epoch (what ``base`` takes)."""
+    folder = tmp_path_factory.mktemp("tiny-lm")
+    pretrain.train("smoke", epochs=1, checkpoint_dir=folder, progress=False, samples=False)
+    return folder / pretrain.WEIGHTS_NAME
+
+
+def tiny(data, seed=0):
+    return models.build(TINY, data.vocab_size, data.eos_id, seed=seed)
+
+
+def test_held_out_passages_share_no_text_with_training_ones():
+    train, test = lora.examples()
+    assert {e.answer for e in train} == {e.answer for e in test} == set(lora.TOPICS.values())
+    assert len(train) > 3 * len(test) > 100
+    assert not {e.passage for e in train} & {e.passage for e in test}
+    n = lora.WORDS_PER_PASSAGE
+    for words in (1161, 1770, 5000):
+        starts, held_out = lora.spans(words)
+        assert len(held_out) >= 9 and len(starts) == 4 * 3 * len(held_out) - 3 * len(held_out)
+        for s in starts:
+            assert s + n <= min(words, lora.BLOCKS_PER_TOPIC * n)
+            assert all(s + n <= h or h + n <= s for h in held_out), (s, held_out)
+
+
+def test_only_the_answer_position_is_labelled(data):
+    train, _ = lora.examples()
+    rows = lora.TopicPrompts(train[:20], data.tokenizer)
+    for (x, y), ex in zip(rows, train[:20], strict=True):
+        labelled = (y != IGNORE_INDEX).nonzero().flatten().tolist()
+        assert len(labelled) == 1
+        answer = lora.answer_id(data.tokenizer, ex.answer)
+        assert y[labelled[0]] == answer and x[labelled[0] + 1] == answer
+        prompt = data.tokenizer.encode(lora.PROMPT.format(passage=ex.passage)).ids
+        assert x[: len(prompt)].tolist() == prompt
+
+
+def test_answers_must_be_one_token(data):
+    with pytest.raises(ValueError, match="answers must be one"):
+        lora.answer_id(data.tokenizer, "supercalifragilistic")
+
+
+def _trained_adapter(lm):
+    """Give the adapters non-zero values, as training would (LoRA's B starts at zero)."""
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in lm.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+
+
+def test_lora_trains_few_parameters_and_merging_keeps_the_logits(data):
+    lm = lora.add_lora(tiny(data))
+    n_train, n_all = lora.trainable(lm)
+    assert 0 < n_train < 0.2 * n_all
+    assert all("lora_" in n for n, p in lm.named_parameters() if p.requires_grad)
+    _trained_adapter(lm)
+    x = torch.randint(0, data.vocab_size, (2, 24))
+    lm.eval()
+    with torch.no_grad():
+        plain = tiny(data)(x)
+        unmerged = lm(x)
+        assert (unmerged - plain).abs().max() > 1e-2  # the adapter changes the output
+        merged = lora.merged(lm)(x)
+    assert torch.allclose(merged, unmerged, atol=1e-4)
+
+
+def test_the_adapter_reloads_and_a_corrupt_one_gets_one_clear_error(data, tmp_path):
+    lm = lora.add_lora(tiny(data))
+    _trained_adapter(lm)
+    folder = lora.save_adapter(lm, tmp_path / "adapter")
+    weights = folder / "adapter_model.safetensors"
+    assert weights.stat().st_size < 200_000  # the adapter alone, not the tied embeddings
+    x = torch.randint(0, data.vocab_size, (2, 16))
+    reloaded = lora.load_adapter(tiny(data), folder)
+    lm.eval(), reloaded.eval()
+    with torch.no_grad():
+        assert torch.equal(reloaded(x), lm(x))
+
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(ValueError, match="not a readable LoRA adapter.*save it again"):
+        lora.load_adapter(tiny(data), folder)
+    with pytest.raises(ValueError, match="is not a LoRA adapter: it has no adapter_config.json"):
+        lora.load_adapter(tiny(data), tmp_path)
+
+
+def test_a_bad_base_model_path_gets_one_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no pretrained model at .*train tiny-lm"):
+        lora.base_model("smoke", tmp_path / "missing.pt")
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not weights")
+    with pytest.raises(checkpoints.CheckpointError, match="garbage.pt.*not a readable"):
+        lora.base_model("smoke", garbage)
+
+
+def test_the_optimizer_state_of_lora_is_a_small_part_of_full_fine_tuning(base):
+    lm, data, _ = lora.base_model("smoke", base)
+    train, _ = lora.examples()
+    full = lora._full_optimizer_bytes(lm, data, train)
+    # AdamW: two fp32 moments per weight and a step counter per tensor
+    assert full == 2 * 4 * models.parameter_count(lm) + 4 * len(list(lm.parameters()))
+    lora.add_lora(lm)
+    opt = torch.optim.AdamW([p for p in lm.parameters() if p.requires_grad])
+    x, y = lora.TopicPrompts(train[:2], data.tokenizer)[0]
+    torch.nn.functional.cross_entropy(lm(x[None]), y[None]).backward()
+    opt.step()
+    n_train, _ = lora.trainable(lm)
+    assert lora.optimizer_state_bytes(opt) == 2 * 4 * n_train + 4 * len(opt.state)  # + steps
+    assert lora.optimizer_state_bytes(opt) < full / 20
+
+
+@pytest.mark.timeout(2 * TIMEOUT)
+def test_a_lora_checkpoint_resumes_exactly(base, tmp_path, monkeypatch):
+    """SIGTERM inside epoch 2 (as a scheduler preempts a job), then ``resume``: the
+    adapters end equal to those of an uninterrupted run."""
+    straight = lora.train(
+        "smoke", epochs=2, checkpoint_dir=tmp_path / "a", base=base, progress=False
+    )
+    batches = -(-straight.train_size // lora.RECIPE["batch_size"])  # steps per epoch
+    fetched = {"n": 0}
+    at = (batches + 3) * lora.RECIPE["batch_size"] + 5  # while batch 4 of epoch 2 is drawn
+    original = lora.TopicPrompts.__getitem__
+
+    def signalling(self, i):
+        fetched["n"] += 1
+        if fetched["n"] == at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(self, i)
+
+    monkeypatch.setattr(lora.TopicPrompts, "__getitem__", signalling)
+    with pytest.raises(preemption.Preempted) as stopped:
+        lora.train("smoke", epochs=2, checkpoint_dir=tmp_path / "b", base=base, progress=False)
+    assert (stopped.value.epoch, stopped.value.batch) == (2, 4)
+    monkeypatch.setattr(lora.TopicPrompts, "__getitem__", original)
+    resumed = lora.train(
+        "smoke", epochs=2, checkpoint_dir=tmp_path / "b", base=base, resume=True, progress=False
+    )
+    assert resumed.result.resumed_from_step == batches + 4
+    a = {n: p for n, p in straight.model.named_parameters() if p.requires_grad}
+    b = {n: p for n, p in resumed.model.named_parameters() if p.requires_grad}
+    assert a.keys() == b.keys() and len(a) > 0
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    assert resumed.accuracy == straight.accuracy
+    assert [h.train_loss for h in resumed.result.history] == [
+        h.train_loss for h in straight.result.history
+    ]
+    assert (tmp_path / "b" / lora.ADAPTER_DIR / "adapter_config.json").is_file()
+
+
+DDP_WORKER = textwrap.dedent(
+    """
+    import json, sys, torch
+    from torch.utils.data import DataLoader
+    from rocm_dl_guide import distributed, train
+    from rocm_dl_guide.lm import lora, pretrain
+    from rocm_dl_guide.lm import model as models
+
+    batch, out = int(sys.argv[1]), sys.argv[2]
+    data = pretrain.load("smoke")
+    size = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)
+    lm = lora.add_lora(models.build(size, data.vocab_size, data.eos_id, seed=0))
+    items = lora.examples()[0][:32]
+    loader = DataLoader(lora.TopicPrompts(items, data.tokenizer), batch_size=batch)
+    opt = torch.optim.AdamW([p for p in lm.parameters() if p.requires_grad], lr=1e-2)
+    train.fit(lm, loader, epochs=2, optimizer=opt, device="cpu", progress=False, log=None)
+    if distributed.setup("cpu").is_main:
+        json.dump({n: p.detach().reshape(-1).tolist() for n, p in lm.named_parameters()
+                   if p.requires_grad}, open(out, "w"))
+    distributed.shutdown()
+    """
+)
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_ddp_and_one_process_train_equal_lora_parameters(tmp_path):
+    """2 ranks x 4 prompts == one process x 8 prompts, step for step (one labelled
+    token per prompt, so the ranks' mean losses average to the global one)."""
+    script = tmp_path / "lora_worker.py"
+    script.write_text(DDP_WORKER)
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    params = {}
+    for name, cmd in (
+        ("one", [sys.executable, str(script), "8"]),
+        ("ddp", [*launch, str(script), "4"]),
+    ):
+        out = tmp_path / f"{name}.json"
+        proc = subprocess.run(
+            [*cmd, str(out)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=distributed.launcher_env(),
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        params[name] = json.loads(out.read_text())
+    assert params["one"].keys() == params["ddp"].keys()
+    moved = 0.0
+    for name, values in params["one"].items():
+        a, b = torch.tensor(values), torch.tensor(params["ddp"][name])
+        assert torch.allclose(a, b, atol=1e-5), name
+        if "lora_B" in name:
+            moved = max(moved, a.abs().max().item())
+    assert moved > 1e-3  # the adapters trained (B starts at zero)
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_train_lora_json_records_accuracy_and_trainable_fraction(base, tmp_path):
+    target = runs_dir("tiny-lm") / pretrain.WEIGHTS_NAME  # this test session's own cache
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(base, target)
+    proc = guide_cli(
+        "train",
+        "lora",
+        "--epochs",
+        "1",
+        "--json",
+        "--checkpoint-dir",
+        str(tmp_path),
+        timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert record["example"] == "lora" and record["epochs_completed"] == 1
+    assert 0 <= record["accuracy_before"] <= 1 and 0 <= record["accuracy"] <= 1
+    assert 0 < record["trainable_fraction"] < 0.05
+    assert record["full_optimizer_bytes"] > 20 * record["optimizer_bytes"]
+    assert 0 < record["adapter_bytes"] < 500_000
+    assert record["tokens_per_s"] > 0 and record["final_loss"] > 0
+    assert (tmp_path / lora.ADAPTER_DIR / "adapter_model.safetensors").is_file()

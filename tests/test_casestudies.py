@@ -51,9 +51,10 @@ def test_the_command_line_offers_exactly_the_registry():
 
 
 def test_selfcheck_and_recipes_read_the_registry():
-    # selfcheck trains every PyTorch case study but the language model, whose
+    # selfcheck trains every PyTorch case study but the language models, whose
     # GPU check (bf16 steps, LoRA, FSDP) is still to come
-    assert set(selfcheck.EXAMPLES) == set(casestudies.names(framework="pytorch")) - {"tiny-lm"}
+    lms = {"tiny-lm", "lora"}
+    assert set(selfcheck.EXAMPLES) == set(casestudies.names(framework="pytorch")) - lms
     assert set(selfcheck.EXAMPLES) == {cs.name for cs in STUDIES if cs.workload}
     assert all(f"train:{name}" in selfcheck.CHECK_NAMES for name in selfcheck.EXAMPLES)
     assert list(recipes.names()) == [cs.name for cs in STUDIES if cs.recipe_attr]
@@ -89,4 +90,5 @@ def test_a_bad_entry_is_refused_and_an_unknown_name_lists_the_choices():
         "inception-v3",
         "cifar10",
         "tiny-lm",
+        "lora",
     )

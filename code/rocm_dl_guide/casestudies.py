@@ -60,6 +60,9 @@ class CaseStudy:
     """The module's dict of the ``full`` profile's hyperparameters, or ``None``."""
     epoch_caps: Mapping[str, int] = field(default_factory=dict)
     """Tighter epoch caps than the profile's own, by profile name."""
+    data_note: str | None = None
+    """What it trains on where that does not follow the profile's data source
+    (fixtures or real data sets); ``None`` where it does."""
 
     def __post_init__(self) -> None:
         if self.framework not in FRAMEWORKS:
@@ -97,6 +100,13 @@ class CaseStudy:
         """The ``full`` profile's hyperparameters (a copy), or ``None``."""
         return None if self.recipe_attr is None else dict(self._attr(self.recipe_attr))
 
+
+PYTHON_DOCS_NOTE = (
+    "data: Python's own documentation (pydoc_data.topics, installed with Python), "
+    "real text in every profile; a corpus and a pretrained model from the Hugging Face "
+    "Hub for --data-source real are not built yet"
+)
+"""The language-model case studies' data, whatever the profile."""
 
 _ALL_PYTORCH_FLAGS = frozenset({"amp", "channels_last", "fsdp", "nproc"})
 
@@ -173,6 +183,7 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 # four passes over the corpus (about 80 s on two CPU cores) bring
                 # held-out perplexity to well below half the unigram model's
                 epoch_caps={"smoke": 4},
+                data_note=PYTHON_DOCS_NOTE,
             ),
             CaseStudy(
                 name="lora",
@@ -181,9 +192,10 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 module="lm.lora",
                 train="train",
                 page="book/language-models/lora",
-                flags=frozenset({"amp", "nproc"}),
+                flags=frozenset({"amp", "fsdp", "nproc"}),
                 # six passes over the 392 training passages (about 60 s on two CPU cores)
                 epoch_caps={"smoke": 6},
+                data_note=PYTHON_DOCS_NOTE,
             ),
         )
     }

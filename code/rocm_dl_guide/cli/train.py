@@ -180,7 +180,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         )
     if main:
         print(
-            f"Training {args.example} with the {profile.name} profile, {profile.source_note()} ...",
+            f"Training {args.example} with the {profile.name} profile, "
+            f"{study.data_note or profile.source_note()} ...",
             file=sys.stderr,
         )
     try:

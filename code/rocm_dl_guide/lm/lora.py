@@ -389,9 +389,16 @@ def train(
     )
     after = exact_match(lm, data.tokenizer, test_items)
     adapter, size = None, 0
-    if checkpoint_dir is not None and distributed.env_rank() == 0 and not fsdp:
-        adapter = save_adapter(lm, Path(checkpoint_dir) / ADAPTER_DIR)
-        size = sum(p.stat().st_size for p in adapter.rglob("*") if p.is_file())
+    if checkpoint_dir is not None and distributed.env_rank() == 0:
+        if fsdp:  # save_pretrained needs whole tensors; the shards are in the checkpoint
+            print(
+                "the adapter is not exported under --fsdp (its shards are in the sharded "
+                "checkpoint): run without --fsdp to save it with PEFT",
+                flush=True,
+            )
+        else:
+            adapter = save_adapter(lm, Path(checkpoint_dir) / ADAPTER_DIR)
+            size = sum(p.stat().st_size for p in adapter.rglob("*") if p.is_file())
     answers = [ex.answer for ex in test_items]
     return LoraRun(
         model=lm,

@@ -272,3 +272,10 @@ def test_wheelhouse_serves_every_python_offline(tmp_path):
         )
         assert again.returncode == 0, (version, again.stderr[-1500:])
         assert any((tmp_path / f"check-{version}").glob("pandas-*.whl"))
+
+
+def test_the_language_model_checks_are_listed_and_fsdp_needs_two_gpus(tmp_path):
+    assert {"lm:bf16", "lm:lora", "lm:fsdp"} <= set(selfcheck.CHECK_NAMES)
+    report = selfcheck.run(False, tmp_path, steps=1, only=["lm:fsdp"], log=lambda _l: None)
+    (check,) = report.checks
+    assert check.status == "skip" and "two or more" in check.detail

@@ -563,6 +563,96 @@ def check_tunableop(ctx: Setup) -> Outcome:
     )
 
 
+def _lm_folder(ctx: Setup) -> Path:
+    return ctx.out_dir / "checkpoints" / "tiny-lm"
+
+
+def check_lm_bf16(ctx: Setup) -> Outcome:
+    """One epoch of ``tiny-lm`` pretraining at the profile's size under autocast
+    (bfloat16 where the device has it): the loss must be finite and the held-out
+    perplexity below the untrained model's."""
+    import math
+
+    from rocm_dl_guide.lm import pretrain
+    from rocm_dl_guide.train import autocast_dtype
+
+    run = pretrain.train(
+        ctx.profile,
+        epochs=1,
+        checkpoint_dir=_lm_folder(ctx),
+        amp=True,
+        progress=False,
+        samples=False,
+    )
+    if not math.isfinite(run.result.final.train_loss) or not run.perplexity < run.perplexity_before:
+        raise AssertionError(
+            f"loss {run.result.final.train_loss}, perplexity {run.perplexity} "
+            f"(untrained {run.perplexity_before})"
+        )
+    dtype = str(autocast_dtype(ctx.device)).replace("torch.", "")
+    return Outcome(
+        "lm:bf16",
+        "pass",
+        f"{run.size['parameters'] / 1e6:.1f}M-parameter decoder, 1 epoch under {dtype} "
+        f"autocast {_on_gpu_detail(ctx, run.result)}; perplexity {run.perplexity_before:.0f} "
+        f"-> {run.perplexity:.0f}; {run.tokens_per_s:,.0f} tokens/s",
+        figures={
+            "tokens_per_s": round(run.tokens_per_s, 1),
+            "perplexity": round(run.perplexity, 2),
+            "peak_memory_mib": _peak_mib(ctx.device),
+        },
+    )
+
+
+def check_lm_lora(ctx: Setup) -> Outcome:
+    """One epoch of LoRA (PEFT) on the decoder ``lm:bf16`` trained (or the cached
+    ``tiny-lm``): only the adapters train, and they are exported."""
+    from rocm_dl_guide.lm import lora, pretrain
+
+    weights = _lm_folder(ctx) / pretrain.WEIGHTS_NAME
+    run = lora.train(
+        ctx.profile,
+        epochs=1,
+        checkpoint_dir=ctx.out_dir / "checkpoints" / "lora",
+        amp=True,
+        progress=False,
+        base=weights if weights.is_file() else None,
+    )
+    if not 0 < run.trainable_fraction < 0.05 or run.adapter is None:
+        raise AssertionError(f"trainable {run.trainable_fraction:.2%}, adapter {run.adapter}")
+    return Outcome(
+        "lm:lora",
+        "pass",
+        f"{run.trainable_fraction:.2%} of the parameters trained "
+        f"{_on_gpu_detail(ctx, run.result)}; exact match {run.accuracy_before:.0%} -> "
+        f"{run.accuracy:.0%} after 1 epoch; adapter {run.adapter_bytes / 1024:.0f} KiB",
+        figures={"tokens_per_s": round(run.tokens_per_s, 1), "accuracy": run.accuracy},
+    )
+
+
+def check_lm_fsdp(ctx: Setup) -> Outcome:
+    """``train tiny-lm --nproc N --fsdp`` over all local GPUs (one shard per block)."""
+    from rocm_dl_guide import scaling
+
+    if ctx.gpu_count < 2:
+        why = "one GPU" if ctx.gpu_count == 1 else "no GPU (the chapter runs it on gloo)"
+        return Outcome("lm:fsdp", "skip", f"FSDP over GPUs needs two or more: {why}")
+    extra = ("--fsdp", "--epochs", "1", "--profile", ctx.profile.name)
+    run = scaling.train_cli(
+        "tiny-lm", ctx.out_dir / "checkpoints" / "tiny-lm-fsdp", nproc=ctx.gpu_count, extra=extra
+    )
+    record = run.record or {}
+    if run.returncode != 0 or record.get("world_size") != ctx.gpu_count:
+        raise AssertionError(f"exit {run.returncode}; {record or run.log[-300:]}")
+    return Outcome(
+        "lm:fsdp",
+        "pass",
+        f"{record['world_size']} ranks, backend {record['backend']}, perplexity "
+        f"{record['perplexity']:.0f}, {record['tokens_per_s']:,.0f} tokens/s",
+        figures={"tokens_per_s": record["tokens_per_s"]},
+    )
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -575,6 +665,9 @@ _CHECKS: tuple[tuple[str, Callable[[Setup], Outcome | list[Outcome]]], ...] = (
     ("ddp", lambda ctx: check_ddp(ctx)),
     ("profiler", lambda ctx: check_profiler(ctx)),
     ("tunableop", lambda ctx: check_tunableop(ctx)),
+    ("lm:bf16", lambda ctx: check_lm_bf16(ctx)),
+    ("lm:lora", lambda ctx: check_lm_lora(ctx)),
+    ("lm:fsdp", lambda ctx: check_lm_fsdp(ctx)),
 )
 CHECK_NAMES = tuple(name for name, _ in _CHECKS)
 """The checks in the order they run (``--only`` picks among them)."""

@@ -98,9 +98,11 @@ ALLOWED_EXTRA = {
     # tuning times Inception v3's convolutions (MIOpen) and one GEMM (TunableOp).
     "tuning": frozenset({"bench", "inception"}),
     "tf_distributed": frozenset({"fashion_mnist"}),
-    # selfcheck runs the PyTorch case studies, the inference chapter and a DDP job.
+    # selfcheck runs the PyTorch case studies, the inference chapter, a DDP job and
+    # the language-model path (pretraining under bf16, LoRA).
     "selfcheck": frozenset(
         {"mnist", "cifar10", "inception", "inference", "scaling", "profiling", "tuning"}
+        | {"lm.pretrain", "lm.lora"}
     ),
     # recipes lists every case study's full-profile settings.
     "recipes": frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"}),

@@ -16,8 +16,11 @@ re-predict the passage.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,7 +160,9 @@ def exact_match(model: models.CausalLM, tokenizer: Any, items: list[Example]) ->
 
 def base_model(profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None):
     """The pretrained decoder and its data: ``path`` (weights ``tiny-lm`` saved), or
-    the ``tiny-lm`` run's weights in the runs folder, pretrained first if missing."""
+    else those of ``train tiny-lm`` in its default folder (``checkpoints/tiny-lm``)
+    where there are some, or else the book's ``tiny-lm`` run in the runs folder,
+    pretrained first if missing (after waiting for a pretraining run in progress)."""
     from rocm_dl_guide.runs import runs_dir
 
     prof = profiles.current(profile)
@@ -165,10 +170,13 @@ def base_model(profile: profiles.ProfileLike = None, path: str | os.PathLike | N
     size = models.SIZES.get(prof.name, models.SIZES["smoke"])
     lm = models.build(size, data.vocab_size, data.eos_id)
     if path is None:
-        path = runs_dir("tiny-lm") / pretrain.WEIGHTS_NAME
-        if not Path(path).is_file():
-            print(f"no pretrained tiny-lm at {path}: pretraining it first", flush=True)
-            pretrain.train(prof, checkpoint_dir=Path(path).parent, samples=False, progress=False)
+        path = Path("checkpoints") / "tiny-lm" / pretrain.WEIGHTS_NAME
+        if not path.is_file():
+            path = runs_dir("tiny-lm") / pretrain.WEIGHTS_NAME
+            if not _pretrained(path):
+                print(f"no pretrained tiny-lm at {path}: pretraining it first", flush=True)
+                pretrain.train(prof, checkpoint_dir=path.parent, samples=False, progress=False)
+        print(f"base model: {path}", flush=True)
     if not Path(path).is_file():
         raise FileNotFoundError(
             f"no pretrained model at {path}: give the weights `train tiny-lm` saved "
@@ -176,6 +184,25 @@ def base_model(profile: profiles.ProfileLike = None, path: str | os.PathLike | N
         )
     checkpoints.load_weights(lm, path)
     return lm, data, Path(path)
+
+
+def _pretrained(path: Path) -> bool:
+    """Whether ``path`` holds weights, once a pretraining run writing them has ended."""
+    if distributed.env_world_size() > 1:  # every rank pretrains together where missing
+        return path.is_file()
+    with files.build_lock(path, what="the pretrained tiny-lm"):
+        return path.is_file()
+
+
+@contextlib.contextmanager
+def _quiet_peft() -> Iterator[None]:
+    """Silence two warnings that do not apply here: PEFT's about an adapter on the
+    tied ``lm_head`` (deliberate; :func:`merged` unties before folding it in) and
+    transformers' deprecation of ``is_gradient_checkpointing``, which PEFT calls."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*tie_word_embeddings=True.*")
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+        yield
 
 
 def add_lora(lm: models.CausalLM) -> models.CausalLM:
@@ -190,7 +217,8 @@ def add_lora(lm: models.CausalLM) -> models.CausalLM:
         bias="none",
         task_type="CAUSAL_LM",
     )
-    lm.model = get_peft_model(lm.model, config)
+    with _quiet_peft():
+        lm.model = get_peft_model(lm.model, config)
     return lm
 
 
@@ -230,7 +258,8 @@ def load_adapter(base: models.CausalLM, directory: str | os.PathLike) -> models.
     if not (directory / "adapter_config.json").is_file():
         raise ValueError(f"{directory} is not a LoRA adapter: it has no adapter_config.json")
     try:
-        base.model = PeftModel.from_pretrained(base.model, str(directory))
+        with _quiet_peft():
+            base.model = PeftModel.from_pretrained(base.model, str(directory))
     except Exception as exc:  # safetensors and PEFT raise many kinds
         raise ValueError(
             f"{directory} is not a readable LoRA adapter ({type(exc).__name__}: "
@@ -240,7 +269,8 @@ def load_adapter(base: models.CausalLM, directory: str | os.PathLike) -> models.
 
 
 def merged(lm: models.CausalLM) -> models.CausalLM:
-    """The decoder with the adapters folded into its weights (PEFT's ``merge_and_unload``).
+    """The decoder with the adapters folded into its weights (PEFT's ``merge_and_unload``,
+    which works in place: ``lm`` itself is merged; reload the adapter to keep one unmerged).
 
     The output layer shares its weight with the input embeddings (tied); folding
     ``lm_head``'s adapter into that shared tensor would change the embeddings too,

@@ -16,6 +16,7 @@ Beating the unigram model is what shows the model learnt to use the context.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from rocm_dl_guide import distributed, profiles
+from rocm_dl_guide import distributed, files, profiles
 from rocm_dl_guide.lm import corpus as corpora
 from rocm_dl_guide.lm import model as models
 
@@ -263,23 +264,31 @@ def train(
     )
     steps_per_epoch = math.ceil(len(data.train_loader) / distributed.env_world_size())
     scheduler = cosine_schedule(optimizer, n_epochs * steps_per_epoch, RECIPE["warmup_steps"])
-    result = loop.fit(
-        model,
-        data.train_loader,
-        epochs=n_epochs,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        scheduler_interval="batch",
-        val_loader=data.val_loader,
-        device=dev,
-        checkpoint_dir=checkpoint_dir,
-        resume=resume,
-        checkpoint_every=checkpoint_every,
-        amp=amp,
-        fsdp=fsdp,
-        progress=progress,
-        final_weights=WEIGHTS_NAME,
-    )
+    # One process at a time writes a folder's weights; LoRA waits on this lock for
+    # a pretraining run in progress (under torchrun the loop's own lock suffices).
+    alone = checkpoint_dir is not None and distributed.env_world_size() == 1
+    with (
+        files.build_lock(Path(checkpoint_dir) / WEIGHTS_NAME, what="tiny-lm's weights")
+        if alone
+        else contextlib.nullcontext()
+    ):
+        result = loop.fit(
+            model,
+            data.train_loader,
+            epochs=n_epochs,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            scheduler_interval="batch",
+            val_loader=data.val_loader,
+            device=dev,
+            checkpoint_dir=checkpoint_dir,
+            resume=resume,
+            checkpoint_every=checkpoint_every,
+            amp=amp,
+            fsdp=fsdp,
+            progress=progress,
+            final_weights=WEIGHTS_NAME,
+        )
     samples_after = _samples(model, data) if samples and main and not fsdp else {}
     return LMRun(
         model=model,

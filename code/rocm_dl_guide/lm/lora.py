@@ -418,25 +418,14 @@ def train(
         progress=progress,
     )
     after = exact_match(lm, data.tokenizer, test_items)
-    adapter, size = None, 0
-    if checkpoint_dir is not None and distributed.env_rank() == 0:
-        if fsdp:  # save_pretrained needs whole tensors; the shards are in the checkpoint
-            print(
-                "the adapter is not exported under --fsdp (its shards are in the sharded "
-                "checkpoint): run without --fsdp to save it with PEFT",
-                flush=True,
-            )
-        else:
-            adapter = save_adapter(lm, Path(checkpoint_dir) / ADAPTER_DIR)
-            size = sum(p.stat().st_size for p in adapter.rglob("*") if p.is_file())
-    answers = [ex.answer for ex in test_items]
+    adapter, size = _export(lm, checkpoint_dir, fsdp)
     return LoraRun(
         model=lm,
         tokenizer=data.tokenizer,
         result=result,
         accuracy_before=before,
         accuracy=after,
-        majority=max(answers.count(a) for a in set(answers)) / len(answers),
+        majority=_majority(test_items),
         trainable_parameters=n_train,
         parameters=n_all,
         optimizer_bytes=optimizer_state_bytes(optimizer),
@@ -464,3 +453,27 @@ def _full_optimizer_bytes(lm: models.CausalLM, data: Any, items: list[Example]) 
     torch.nn.functional.cross_entropy(full(x.to(device)), y.to(device)).backward()
     opt.step()
     return optimizer_state_bytes(opt)
+
+
+def _export(
+    lm: models.CausalLM, checkpoint_dir: Path | None, fsdp: bool
+) -> tuple[Path | None, int]:
+    """Rank 0 saves the adapter next to the checkpoints: (its folder, its bytes)."""
+    adapter, size = None, 0
+    if checkpoint_dir is not None and distributed.env_rank() == 0:
+        if fsdp:  # save_pretrained needs whole tensors; the shards are in the checkpoint
+            print(
+                "the adapter is not exported under --fsdp (its shards are in the sharded "
+                "checkpoint): run without --fsdp to save it with PEFT",
+                flush=True,
+            )
+        else:
+            adapter = save_adapter(lm, Path(checkpoint_dir) / ADAPTER_DIR)
+            size = sum(p.stat().st_size for p in adapter.rglob("*") if p.is_file())
+    return adapter, size
+
+
+def _majority(items: list[Example]) -> float:
+    """The share of the most common answer: what always giving it would score."""
+    answers = [ex.answer for ex in items]
+    return max(answers.count(a) for a in set(answers)) / len(answers)

@@ -669,3 +669,9 @@ def test_build_kernels_freeze_what_is_left_at_exit(monkeypatch):
     ).stdout.split()
     assert out[:2] == ["before", "0"]
     assert out[2:4] == ["at", "exit"] and int(out[4]) > 1000
+
+
+def test_timed_pages_the_cache_does_not_know_keep_their_configured_order():
+    timed = ["lm/pretraining", "ddp", "lm/lora"]
+    order = parallel.execution_order(["a", "lm/lora", "ddp", "lm/pretraining"], timed, [], {})
+    assert order == ["lm/pretraining", "ddp", "lm/lora", "a"]

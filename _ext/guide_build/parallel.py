@@ -170,11 +170,20 @@ def execution_order(
     after the other, alone, while nothing else runs), then the rest longest
     first, so that the last page to finish is a short one. ``seconds`` are the
     last execution times the cache remembers; pages it does not know are
-    ranked by ``long`` (the configured slow pages, in that order), then by name."""
+    ranked by ``long`` (the configured slow pages, in that order), then by name.
+    Timed pages the cache does not know keep their configured order: a page that
+    uses another's results (LoRA the pretrained model) is listed after it."""
     rank = {d: i for i, d in enumerate(long)}
+    timed_rank = {d: i for i, d in enumerate(timed)}
 
     def key(d: str) -> tuple:
-        return (d not in timed, -seconds.get(d, 0.0), rank.get(d, len(rank)), d)
+        return (
+            d not in timed,
+            -seconds.get(d, 0.0),
+            timed_rank.get(d, 0),
+            rank.get(d, len(rank)),
+            d,
+        )
 
     return sorted(docnames, key=key)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -71,6 +72,12 @@ class CaseStudy:
         if unknown:
             raise ValueError(f"{self.name}: unknown flag(s) {sorted(unknown)}")
         object.__setattr__(self, "epoch_caps", MappingProxyType(dict(self.epoch_caps)))
+
+    @property
+    def default_checkpoint_dir(self) -> Path:
+        """Where ``train NAME`` checkpoints without ``--checkpoint-dir`` (relative
+        to the working folder)."""
+        return Path("checkpoints") / self.name
 
     @property
     def checkpoints(self) -> bool:

@@ -494,20 +494,28 @@ def check_inference(ctx: Setup) -> list[Outcome]:
     return checks
 
 
-def check_ddp(ctx: Setup) -> Outcome:
-    """``train cifar10 --nproc N`` over all local GPUs (nccl)."""
+def _on_local_gpus(ctx: Setup, name: str, example: str, *flags: str) -> dict | Outcome:
+    """``train EXAMPLE --nproc N FLAGS`` over all local GPUs: its ``--json`` record,
+    or the skip outcome of check ``name`` where there are fewer than two GPUs."""
     from rocm_dl_guide import scaling
 
     if ctx.gpu_count < 2:
-        why = "one GPU" if ctx.gpu_count == 1 else "no GPU (the distributed chapter runs gloo)"
-        return Outcome("ddp", "skip", f"DDP over GPUs needs two or more: {why}")
-    extra = ("--epochs", "1", "--profile", ctx.profile.name, "--data-source", "fixtures")
-    run = scaling.train_cli(
-        "cifar10", ctx.out_dir / "checkpoints" / "ddp", nproc=ctx.gpu_count, extra=extra
-    )
+        why = "one GPU" if ctx.gpu_count == 1 else "no GPU (the book runs it on gloo)"
+        return Outcome(name, "skip", f"{name} over GPUs needs two or more: {why}")
+    extra = (*flags, "--epochs", "1", "--profile", ctx.profile.name, "--data-source", "fixtures")
+    folder = ctx.out_dir / "checkpoints" / name.replace(":", "-")
+    run = scaling.train_cli(example, folder, nproc=ctx.gpu_count, extra=extra)
     record = run.record or {}
     if run.returncode != 0 or record.get("world_size") != ctx.gpu_count:
         raise AssertionError(f"exit {run.returncode}; {record or run.log[-300:]}")
+    return record
+
+
+def check_ddp(ctx: Setup) -> Outcome:
+    """``train cifar10 --nproc N`` over all local GPUs (nccl)."""
+    record = _on_local_gpus(ctx, "ddp", "cifar10")
+    if isinstance(record, Outcome):
+        return record
     return Outcome(
         "ddp",
         "pass",
@@ -632,18 +640,9 @@ def check_lm_lora(ctx: Setup) -> Outcome:
 
 def check_lm_fsdp(ctx: Setup) -> Outcome:
     """``train tiny-lm --nproc N --fsdp`` over all local GPUs (one shard per block)."""
-    from rocm_dl_guide import scaling
-
-    if ctx.gpu_count < 2:
-        why = "one GPU" if ctx.gpu_count == 1 else "no GPU (the chapter runs it on gloo)"
-        return Outcome("lm:fsdp", "skip", f"FSDP over GPUs needs two or more: {why}")
-    extra = ("--fsdp", "--epochs", "1", "--profile", ctx.profile.name)
-    run = scaling.train_cli(
-        "tiny-lm", ctx.out_dir / "checkpoints" / "tiny-lm-fsdp", nproc=ctx.gpu_count, extra=extra
-    )
-    record = run.record or {}
-    if run.returncode != 0 or record.get("world_size") != ctx.gpu_count:
-        raise AssertionError(f"exit {run.returncode}; {record or run.log[-300:]}")
+    record = _on_local_gpus(ctx, "lm:fsdp", "tiny-lm", "--fsdp")
+    if isinstance(record, Outcome):
+        return record
     return Outcome(
         "lm:fsdp",
         "pass",

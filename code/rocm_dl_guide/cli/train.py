@@ -60,7 +60,7 @@ def _train_kwargs(study: CaseStudy, args: argparse.Namespace, profile) -> dict:
     kwargs: dict = {"profile": profile, "epochs": args.epochs, "progress": not args.json}
     if study.checkpoints:
         # PyTorch examples always checkpoint, so an interrupted run can be resumed.
-        ckpt = Path(args.checkpoint_dir or Path("checkpoints") / study.name)
+        ckpt = Path(args.checkpoint_dir or study.default_checkpoint_dir)
         kwargs.update(checkpoint_dir=ckpt, resume=args.resume)
         if args.checkpoint_every:
             kwargs["checkpoint_every"] = args.checkpoint_every
@@ -82,7 +82,7 @@ def _checkpoint_dir_in_use(args: argparse.Namespace) -> str | None:
 
     if not casestudies.get(args.example).checkpoints:
         return None
-    folder = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
+    folder = Path(args.checkpoint_dir or casestudies.get(args.example).default_checkpoint_dir)
     if not (folder / distributed.LOCK_NAME).exists():
         return None  # nobody has ever locked it: nothing to ask, nothing created
     try:
@@ -115,7 +115,7 @@ def _launch_workers(args: argparse.Namespace, argv: list[str]) -> int:
 def _checkpoint_path(args: argparse.Namespace) -> Path:
     from rocm_dl_guide import checkpoints
 
-    folder = Path(args.checkpoint_dir or Path("checkpoints") / args.example)
+    folder = Path(args.checkpoint_dir or casestudies.get(args.example).default_checkpoint_dir)
     return folder / checkpoints.CHECKPOINT_NAME
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from rocm_dl_guide import checkpoints, distributed, files, profiles
+from rocm_dl_guide import casestudies, checkpoints, distributed, files, profiles
 from rocm_dl_guide.lm import corpus as corpora
 from rocm_dl_guide.lm import model as models
 from rocm_dl_guide.lm import pretrain
@@ -170,7 +170,7 @@ def base_model(profile: profiles.ProfileLike = None, path: str | os.PathLike | N
     size = models.SIZES.get(prof.name, models.SIZES["smoke"])
     lm = models.build(size, data.vocab_size, data.eos_id)
     if path is None:
-        path = Path("checkpoints") / "tiny-lm" / pretrain.WEIGHTS_NAME
+        path = casestudies.get("tiny-lm").default_checkpoint_dir / pretrain.WEIGHTS_NAME
         if not path.is_file():
             path = runs_dir("tiny-lm") / pretrain.WEIGHTS_NAME
             if not _pretrained(path):

@@ -61,9 +61,16 @@ class CaseStudy:
     """The module's dict of the ``full`` profile's hyperparameters, or ``None``."""
     epoch_caps: Mapping[str, int] = field(default_factory=dict)
     """Tighter epoch caps than the profile's own, by profile name."""
-    data_note: str | None = None
-    """What it trains on where that does not follow the profile's data source
-    (fixtures or real data sets); ``None`` where it does."""
+    data_notes: Mapping[str, str] | None = None
+    """What it trains on, by data source, where that is not what the profile's
+    :meth:`~rocm_dl_guide.profiles.Profile.source_note` says (generated fixtures
+    or the real data sets); ``None`` where it is."""
+
+    def data_line(self, profile: Any) -> str:
+        """The line the command prints about its data, for ``profile``'s data source."""
+        if self.data_notes is None:
+            return profile.source_note()
+        return self.data_notes[profile.data_source]
 
     def __post_init__(self) -> None:
         if self.framework not in FRAMEWORKS:
@@ -108,12 +115,23 @@ class CaseStudy:
         return None if self.recipe_attr is None else dict(self._attr(self.recipe_attr))
 
 
-PYTHON_DOCS_NOTE = (
-    "data: Python's own documentation (pydoc_data.topics, installed with Python), "
-    "real text in every profile; a corpus and a pretrained model from the Hugging Face "
-    "Hub for --data-source real are not built yet"
+_PINNED = "pinned by revision and checksum (downloaded once; no fallback)"
+TINY_LM_DATA = MappingProxyType(
+    {
+        "fixtures": "data: Python's own documentation (pydoc_data.topics, installed with "
+        "Python: real text, no download)",
+        "real": f"data: WikiText-2 (raw) from the Hugging Face Hub, {_PINNED}",
+    }
 )
-"""The language-model case studies' data, whatever the profile."""
+LORA_DATA = MappingProxyType(
+    {
+        "fixtures": "data: passages of Python's own documentation (pydoc_data.topics) and "
+        "tiny-lm, pretrained on it here",
+        "real": "data: passages of Python's own documentation and SmolLM2-135M, pretrained, "
+        f"from the Hugging Face Hub, {_PINNED}",
+    }
+)
+"""The language-model case studies' data, by data source."""
 
 _ALL_PYTORCH_FLAGS = frozenset({"amp", "channels_last", "fsdp", "nproc"})
 
@@ -190,7 +208,7 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 # four passes over the corpus (about 80 s on two CPU cores) bring
                 # held-out perplexity to well below half the unigram model's
                 epoch_caps={"smoke": 4},
-                data_note=PYTHON_DOCS_NOTE,
+                data_notes=TINY_LM_DATA,
             ),
             CaseStudy(
                 name="lora",
@@ -202,7 +220,7 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 flags=frozenset({"amp", "fsdp", "nproc"}),
                 # six passes over the 392 training passages (about 60 s on two CPU cores)
                 epoch_caps={"smoke": 6},
-                data_note=PYTHON_DOCS_NOTE,
+                data_notes=LORA_DATA,
             ),
         )
     }

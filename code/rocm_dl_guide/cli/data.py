@@ -1,4 +1,8 @@
-"""The ``data`` commands: ``data list``, ``data fetch NAME``, ``data import NAME ARCHIVE``."""
+"""The ``data`` commands: ``data list``, ``data fetch NAME``, ``data import NAME ARCHIVE``.
+
+``data fetch`` also downloads the language-model chapter's pinned Hugging Face Hub
+snapshots (:mod:`rocm_dl_guide.lm.hub`).
+"""
 
 from __future__ import annotations
 
@@ -61,6 +65,10 @@ def _cmd_data_fetch(args: argparse.Namespace) -> int:
         datasets.ArchiveError,
         OSError,
     )
+    from rocm_dl_guide.lm import hub
+
+    if args.name in hub.SNAPSHOTS:  # the language-model chapter's pinned Hub snapshots
+        return _data_command("data fetch", lambda: hub.fetch(hub.SNAPSHOTS[args.name]), expected)
     return _data_command("data fetch", lambda: datasets.fetch(args.name), expected)
 
 
@@ -77,8 +85,10 @@ def register(sub) -> None:
     """``data {list,fetch,import}``: errors are one line on stderr (exit 1, or 2 for an
     unknown data-set name); ``data`` alone prints its help and exits 2."""
     from rocm_dl_guide import datasets
+    from rocm_dl_guide.lm import hub
 
     names = ", ".join(datasets.REGISTRY)
+    fetchable = ", ".join([*datasets.REGISTRY, *hub.SNAPSHOTS])
     parser = sub.add_parser(
         "data",
         help="list, download or import the guide's data sets",
@@ -90,8 +100,10 @@ def register(sub) -> None:
     p = data_sub.add_parser("list", help="the cache directory and the data sets in it")
     p.set_defaults(func=_cmd_data_list)
 
-    p = data_sub.add_parser("fetch", help="download, verify and extract a real data set")
-    p.add_argument("name", metavar="NAME", help=f"one of: {names}")
+    p = data_sub.add_parser(
+        "fetch", help="download, verify and extract a real data set (or a pinned Hub snapshot)"
+    )
+    p.add_argument("name", metavar="NAME", help=f"one of: {fetchable}")
     p.set_defaults(func=_cmd_data_fetch)
 
     p = data_sub.add_parser(

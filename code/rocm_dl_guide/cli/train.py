@@ -181,7 +181,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if main:
         print(
             f"Training {args.example} with the {profile.name} profile, "
-            f"{study.data_note or profile.source_note()} ...",
+            f"{study.data_line(profile)} ...",
             file=sys.stderr,
         )
     try:

@@ -1,11 +1,16 @@
 """The language-model chapter's text and tokenizer.
 
-The corpus is real English that ships with Python itself: the standard
-library's ``pydoc_data.topics``, the text of the Python documentation's
-reference topics that ``help()`` shows (79 topics, about 65,000 words). It is
-the same on every machine with the same Python, needs no network and no
-fixture, and is split by topic: every tenth topic is held out, so held-out
-perplexity is measured on text the model never trained on.
+Offline (the ``fixtures`` data source, the ``smoke`` profile's default) the
+corpus is real English that ships with Python itself: the standard library's
+``pydoc_data.topics``, the text of the Python documentation's reference topics
+that ``help()`` shows (79 topics, about 65,000 words). It is the same on every
+machine with the same Python, needs no network and no fixture, and is split by
+topic: every tenth topic is held out, so held-out perplexity is measured on
+text the model never trained on.
+
+On the ``real`` data source it is WikiText-2 (raw) from the Hugging Face Hub,
+pinned by revision and checksum (:mod:`rocm_dl_guide.lm.hub`): its training
+articles for training, its validation articles held out.
 
 The tokenizer is a byte-level BPE (the scheme of GPT-2 and Llama 3) trained on
 the training split with Hugging Face ``tokenizers``, and cached as
@@ -17,13 +22,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocm_dl_guide import datasets, files
+from rocm_dl_guide import datasets, files, profiles
+from rocm_dl_guide.lm import hub
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -44,24 +51,32 @@ class Corpus:
     """Where the text comes from, for the page and the run record."""
     documents: tuple[tuple[str, str], ...]
     """``(title, text)`` in a fixed order."""
+    held_out_documents: tuple[tuple[str, str], ...] | None = None
+    """The corpus's own held-out split, where it has one; else every tenth of
+    :attr:`documents` is held out."""
 
     @property
     def train(self) -> list[str]:
+        if self.held_out_documents is not None:
+            return [text for _, text in self.documents]
         return [text for i, (_, text) in enumerate(self.documents) if not _held_out(i)]
 
     @property
     def held_out(self) -> list[str]:
+        if self.held_out_documents is not None:
+            return [text for _, text in self.held_out_documents]
         return [text for i, (_, text) in enumerate(self.documents) if _held_out(i)]
 
     @cached_property
     def words(self) -> int:
-        return sum(len(text.split()) for _, text in self.documents)
+        every = self.documents + (self.held_out_documents or ())
+        return sum(len(text.split()) for _, text in every)
 
     @cached_property
     def fingerprint(self) -> str:
         """A short hash of the text: the tokenizer cache is keyed by it."""
         h = hashlib.sha256()
-        for title, text in self.documents:
+        for title, text in self.documents + (self.held_out_documents or ()):
             h.update(title.encode() + b"\0" + text.encode() + b"\0")
         return h.hexdigest()[:12]
 
@@ -80,6 +95,49 @@ def python_docs() -> Corpus:
         source=f"pydoc_data.topics of Python {version} (the reference topics of help())",
         documents=tuple((name, topics[name]) for name in sorted(topics)),
     )
+
+
+WIKITEXT_TRAIN, WIKITEXT_VALIDATION = (f.path for f in hub.WIKITEXT_2.files)
+_ARTICLE = re.compile(r"^ = ([^=].*) = $")
+"""An article's title line in WikiText (`` = Title = ``; sections have ``= =``)."""
+
+
+def wikitext2() -> Corpus:
+    """WikiText-2 (raw) from the Hub, pinned (downloaded once): one document per
+    Wikipedia article, the validation articles held out."""
+    root = hub.fetch(hub.WIKITEXT_2)
+    return Corpus(
+        name="wikitext-2-raw",
+        source=f"WikiText-2 (raw), {hub.WIKITEXT_2.repo_id} at {hub.WIKITEXT_2.revision[:12]}",
+        documents=wikitext_articles(root / WIKITEXT_TRAIN),
+        held_out_documents=wikitext_articles(root / WIKITEXT_VALIDATION),
+    )
+
+
+def wikitext_articles(parquet: Path) -> tuple[tuple[str, str], ...]:
+    """The articles of a WikiText parquet file (one row per line, a ``text`` column)."""
+    import pyarrow.parquet as pq
+
+    try:
+        lines = pq.read_table(parquet, columns=["text"]).column("text").to_pylist()
+    except Exception as exc:  # pyarrow raises its own kinds
+        raise ValueError(f"{parquet} is not a readable WikiText parquet file ({exc})") from exc
+    articles: list[tuple[str, list[str]]] = []
+    for line in lines:
+        title = _ARTICLE.match(line.rstrip("\n"))
+        if title:
+            articles.append((title.group(1), []))
+        if articles:
+            articles[-1][1].append(line)
+    if not articles:
+        raise ValueError(f"{parquet} holds no WikiText article (no ` = Title = ` line)")
+    return tuple((title, "".join(body).strip()) for title, body in articles)
+
+
+def for_profile(profile: profiles.ProfileLike = None) -> Corpus:
+    """The corpus of ``profile``'s data source: Python's documentation offline
+    (``fixtures``), WikiText-2 from the Hub with ``real``."""
+    return wikitext2() if profiles.current(profile).pretrained else python_docs()
 
 
 def tokenizer_path(corpus: Corpus, vocab_size: int) -> Path:

@@ -8,10 +8,16 @@ adapters to a ``transformers`` model; the guide's one loop trains it.
 
 The task has a right answer: name the topic of a passage of the Python
 documentation, one of four, with one word (``... Topic: exceptions``). Exact
-match is measured on held-out passages before and after fine-tuning. The loss
-counts only the answer token (the prompt's labels are ``-100``, which
-PyTorch's cross-entropy ignores), so the model learns to answer, not to
-re-predict the passage.
+match is measured on held-out passages before and after fine-tuning: the
+greedy continuation must be the whole answer word. The loss counts only the
+answer's tokens (the prompt's labels are ``-100``, which PyTorch's
+cross-entropy ignores), so the model learns to answer, not to re-predict the
+passage.
+
+The base model is the one ``tiny-lm`` pretrained (the ``fixtures`` data
+source, offline), or SmolLM2-135M from the Hugging Face Hub, pinned by
+revision and checksum (the ``real`` data source, :mod:`rocm_dl_guide.lm.hub`),
+or any ``transformers`` model folder given as ``base``.
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from rocm_dl_guide import casestudies, checkpoints, distributed, files, profiles
 from rocm_dl_guide.lm import corpus as corpora
+from rocm_dl_guide.lm import hub, pretrain
 from rocm_dl_guide.lm import model as models
-from rocm_dl_guide.lm import pretrain
 
 TOPICS = {
     "formatstrings": "format",
@@ -39,7 +45,8 @@ TOPICS = {
     "import": "import",
     "try": "exceptions",
 }
-"""Documentation topic -> the one-token answer the model must give."""
+"""Documentation topic -> the answer word the model must give (one token in
+tiny-lm's vocabulary; SmolLM2's may split a word into several)."""
 WORDS_PER_PASSAGE = 32
 BLOCKS_PER_TOPIC = 48
 """Each topic's text is cut into blocks of 32 words; the first 48 count."""
@@ -65,6 +72,10 @@ RECIPE = {
 attention projections alone barely move the answer's loss: the output layer is
 tied to the embeddings and the answer words are rare tokens, so ``lm_head``
 needs an adapter too (chosen by trying on two CPU cores)."""
+PRETRAINED_LR = 1e-3
+"""The peak learning rate for a model pretrained elsewhere (SmolLM2 on the ``real``
+data source): lower than the small model's, within the range PEFT's examples use
+(2e-4 to 1e-3); not tuned here, since no GPU ran it when this was written."""
 ADAPTER_DIR = "adapter"
 """The saved adapter (PEFT's ``save_pretrained``), next to the run's checkpoints."""
 
@@ -107,25 +118,25 @@ def examples() -> tuple[list[Example], list[Example]]:
 
 
 class TopicPrompts(Dataset):
-    """Prompt + answer token, padded to ``length`` (by default the longest prompt's
-    and its answer): ``(inputs, labels)`` where only the position that predicts
-    the answer has a label; the others are the loop's ignored label."""
+    """Prompt + answer tokens, padded to ``length`` (by default the longest prompt's
+    and answer's): ``(inputs, labels)`` where only the positions that predict the
+    answer's tokens have labels; the others are the loop's ignored label."""
 
     def __init__(self, items: list[Example], tokenizer: Any, length: int | None = None) -> None:
         from rocm_dl_guide.train import IGNORE_INDEX
 
         prompts = [tokenizer.encode(PROMPT.format(passage=ex.passage)).ids for ex in items]
-        length = length or max(len(p) for p in prompts) + 1
-        eos = tokenizer.token_to_id(corpora.END_OF_TEXT)
+        answers = [answer_ids(tokenizer, ex.answer) for ex in items]
+        length = length or max(len(p) for p in prompts) + max(len(a) for a in answers)
+        pad = tokenizer.token_to_id(corpora.END_OF_TEXT) or 0  # never labelled, never attended
         self.rows = []
-        for ex, prompt in zip(items, prompts, strict=True):
-            prompt = prompt[-(length - 1) :]
-            answer = answer_id(tokenizer, ex.answer)
-            ids = prompt + [answer] + [eos] * (length - len(prompt))
-            x = torch.tensor(ids[:length])
+        for prompt, answer in zip(prompts, answers, strict=True):
+            prompt = prompt[-(length - len(answer)) :]
+            ids = prompt + answer + [pad] * (length - len(prompt) - len(answer))
             y = torch.full((length,), IGNORE_INDEX)
-            y[len(prompt) - 1] = answer  # the position that predicts the answer
-            self.rows.append((x, y))
+            start = len(prompt) - 1  # the position that predicts the answer's first token
+            y[start : start + len(answer)] = torch.tensor(answer)
+            self.rows.append((torch.tensor(ids), y))
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -134,15 +145,13 @@ class TopicPrompts(Dataset):
         return self.rows[i]
 
 
-def answer_id(tokenizer: Any, word: str) -> int:
-    ids = tokenizer.encode(" " + word).ids
-    if len(ids) != 1:
-        raise ValueError(f"the answer {word!r} is {len(ids)} tokens; answers must be one")
-    return ids[0]
+def answer_ids(tokenizer: Any, word: str) -> list[int]:
+    """The tokens of the answer ``word`` as it follows ``Topic:`` (with its space)."""
+    return tokenizer.encode(" " + word, add_special_tokens=False).ids
 
 
 def exact_match(model: models.CausalLM, tokenizer: Any, items: list[Example]) -> float:
-    """Share of ``items`` whose greedy next token after the prompt is the answer."""
+    """Share of ``items`` whose greedy continuation of the prompt is the whole answer."""
     device = next(model.parameters()).device
     hits = 0
     was_training = model.training
@@ -151,21 +160,38 @@ def exact_match(model: models.CausalLM, tokenizer: Any, items: list[Example]) ->
         with torch.no_grad():
             for ex in items:
                 ids = torch.tensor([tokenizer.encode(PROMPT.format(passage=ex.passage)).ids])
-                logits = model(ids.to(device))[0, :, -1]
-                hits += int(logits.argmax().item() == answer_id(tokenizer, ex.answer))
+                ids = ids.to(device)
+                for want in answer_ids(tokenizer, ex.answer):
+                    guess = model(ids)[0, :, -1].argmax()
+                    if guess.item() != want:
+                        break
+                    ids = torch.cat([ids, guess.view(1, 1)], dim=1)
+                else:
+                    hits += 1
     finally:
         model.train(was_training)
     return hits / len(items)
 
 
 def base_model(profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None):
-    """The pretrained decoder and its data: ``path`` (weights ``tiny-lm`` saved), or
-    else those of ``train tiny-lm`` in its default folder (``checkpoints/tiny-lm``)
-    where there are some, or else the book's ``tiny-lm`` run in the runs folder,
-    pretrained first if missing (after waiting for a pretraining run in progress)."""
+    """The pretrained decoder, its tokenizer and where it came from.
+
+    ``path`` is the weights ``tiny-lm`` saved, or a ``transformers`` model folder
+    (``config.json``, ``tokenizer.json`` and the weights). Without it: on the
+    ``real`` data source, SmolLM2-135M from the Hub (pinned; downloaded once);
+    offline, the weights of ``train tiny-lm`` in its default folder
+    (``checkpoints/tiny-lm``) where there are some, or else the book's ``tiny-lm``
+    run in the runs folder, pretrained first if missing (after waiting for a
+    pretraining run in progress).
+    """
     from rocm_dl_guide.runs import runs_dir
 
     prof = profiles.current(profile)
+    if path is None and prof.pretrained:
+        path = hub.fetch(hub.SMOLLM2_135M)
+        print(f"base model: {hub.SMOLLM2_135M.describe()}, {path}", flush=True)
+    if path is not None and Path(path).is_dir():
+        return (*from_folder(Path(path)), Path(path))
     data = pretrain.load(prof)
     size = models.SIZES.get(prof.name, models.SIZES["smoke"])
     lm = models.build(size, data.vocab_size, data.eos_id)
@@ -183,7 +209,27 @@ def base_model(profile: profiles.ProfileLike = None, path: str | os.PathLike | N
             f"({pretrain.WEIGHTS_NAME} in its checkpoint folder)"
         )
     checkpoints.load_weights(lm, path)
-    return lm, data, Path(path)
+    return lm, data.tokenizer, Path(path)
+
+
+def from_folder(folder: Path) -> tuple[models.CausalLM, Any]:
+    """A ``transformers`` causal LM and its tokenizer from a model folder (the Hub's
+    layout); one clear error where the folder is not one."""
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM
+
+    for name in ("config.json", "tokenizer.json"):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(f"{folder} is not a transformers model folder: no {name}")
+    try:
+        hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception as exc:  # transformers, safetensors and tokenizers raise many kinds
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise ValueError(
+            f"{folder} is not a readable model ({type(exc).__name__}: {first[:200]})"
+        ) from exc
+    return models.CausalLM(hf), tokenizer
 
 
 def _pretrained(path: Path) -> bool:
@@ -324,6 +370,15 @@ class LoraRun:
     epochs: int = 0
 
     @property
+    def base_name(self) -> str:
+        """``tiny-lm``, or the model folder's name (``SmolLM2-135M`` for the Hub's)."""
+        if not self.base.is_dir():
+            return "tiny-lm"
+        if self.base == hub.folder(hub.SMOLLM2_135M):
+            return hub.SMOLLM2_135M.title
+        return self.base.name
+
+    @property
     def trainable_fraction(self) -> float:
         return self.trainable_parameters / self.parameters
 
@@ -352,7 +407,7 @@ class LoraRun:
 
     def summary(self) -> str:
         return (
-            f"LoRA on tiny-lm ({self.profile} profile, {self.device}): exact match "
+            f"LoRA on {self.base_name} ({self.profile} profile, {self.device}): exact match "
             f"{self.accuracy_before:.0%} -> {self.accuracy:.0%} on {self.test_size} held-out "
             f"passages (majority answer {self.majority:.0%}), training "
             f"{self.trainable_parameters:,} of {self.parameters:,} parameters "
@@ -384,17 +439,17 @@ def train(
     prof = profiles.current(profile)
     n_epochs = prof.epochs(RECIPE["epochs"], epochs, example="lora")
     dev = devices.pick()
-    lm, data, base_path = base_model(prof, base)
+    lm, tokenizer, base_path = base_model(prof, base)
     lm.to(dev)
     train_items, test_items = examples()
-    before = exact_match(lm, data.tokenizer, test_items)
-    full_bytes = _full_optimizer_bytes(lm, data, train_items)
+    before = exact_match(lm, tokenizer, test_items)
+    full_bytes = _full_optimizer_bytes(lm, tokenizer, train_items)
     torch.manual_seed(seed)
-    add_lora(lm)
-    lm.to(dev)
+    add_lora(lm).to(dev)
     n_train, n_all = trainable(lm)
-    optimizer = torch.optim.AdamW([p for p in lm.parameters() if p.requires_grad], lr=RECIPE["lr"])
-    prompts = TopicPrompts(train_items, data.tokenizer)
+    lr = PRETRAINED_LR if base_path.is_dir() else RECIPE["lr"]  # a folder: a Hub model
+    optimizer = torch.optim.AdamW([p for p in lm.parameters() if p.requires_grad], lr=lr)
+    prompts = TopicPrompts(train_items, tokenizer)
     loader = DataLoader(
         prompts,
         batch_size=RECIPE["batch_size"],
@@ -417,11 +472,11 @@ def train(
         fsdp=fsdp,
         progress=progress,
     )
-    after = exact_match(lm, data.tokenizer, test_items)
+    after = exact_match(lm, tokenizer, test_items)
     adapter, size = _export(lm, checkpoint_dir, fsdp)
     return LoraRun(
         model=lm,
-        tokenizer=data.tokenizer,
+        tokenizer=tokenizer,
         result=result,
         accuracy_before=before,
         accuracy=after,
@@ -442,13 +497,13 @@ def train(
     )
 
 
-def _full_optimizer_bytes(lm: models.CausalLM, data: Any, items: list[Example]) -> int:
+def _full_optimizer_bytes(lm: models.CausalLM, tokenizer: Any, items: list[Example]) -> int:
     """The AdamW state of fine-tuning every parameter, measured after one step on a copy."""
     import copy
 
     full = copy.deepcopy(lm)
     opt = torch.optim.AdamW(full.parameters(), lr=0.0)
-    x, y = next(iter(DataLoader(TopicPrompts(items[:2], data.tokenizer), batch_size=2)))
+    x, y = next(iter(DataLoader(TopicPrompts(items[:2], tokenizer), batch_size=2)))
     device = next(full.parameters()).device
     torch.nn.functional.cross_entropy(full(x.to(device)), y.to(device)).backward()
     opt.step()

@@ -1,7 +1,8 @@
 """The ``tiny-lm`` case study: pretrain a small Llama-style decoder from scratch.
 
-The text is :func:`rocm_dl_guide.lm.corpus.python_docs`, tokenized with the
-corpus's byte-level BPE and cut into blocks of the model's context length; the
+The text is :func:`rocm_dl_guide.lm.corpus.for_profile`'s (Python's
+documentation offline, WikiText-2 from the Hub on the ``real`` data source),
+tokenized with the corpus's byte-level BPE and cut into blocks of the model's context length; the
 model is :mod:`rocm_dl_guide.lm.model`'s; the loop is the guide's one loop
 (:func:`rocm_dl_guide.train.fit`), with AdamW, warm-up and cosine decay, so it
 gets mixed precision, atomic checkpoints, resume, preemption, ``--nproc`` DDP
@@ -100,7 +101,7 @@ def load(
     """Corpus, tokenizer (cached) and loaders for ``profile``'s model size."""
     prof = profiles.current(profile)
     size = models.SIZES[prof.name] if prof.name in models.SIZES else models.SIZES["smoke"]
-    corpus = corpora.python_docs()
+    corpus = corpora.for_profile(prof)
     tok = corpora.tokenizer(corpus, VOCAB_SIZE)
     train_tokens = corpora.encode_documents(tok, corpus.train)
     val_tokens = corpora.encode_documents(tok, corpus.held_out)

@@ -255,3 +255,56 @@ def test_train_lora_json_records_accuracy_and_trainable_fraction(base, tmp_path)
     assert 0 < record["adapter_bytes"] < 500_000
     assert record["tokens_per_s"] > 0 and record["final_loss"] > 0
     assert (tmp_path / lora.ADAPTER_DIR / "adapter_model.safetensors").is_file()
+
+
+def test_qlora_support_tries_the_kernels_and_says_why_not(monkeypatch):
+    ok, why = lora.qlora_support("cpu")
+    assert ok, why  # bitsandbytes' wheel has CPU kernels
+    assert "NF4 round trip" in why
+    monkeypatch.setitem(sys.modules, "bitsandbytes.functional", None)  # as if not installed
+    ok, why = lora.qlora_support("cpu")
+    assert not ok and "bitsandbytes is not installed" in why
+
+
+def test_qlora_holds_the_base_in_4_bits_and_trains_only_the_adapters(data):
+    import bitsandbytes as bnb
+
+    full = tiny(data, seed=2)
+    four = lora.four_bit(tiny(data, seed=2))
+    linears = [m for m in four.modules() if isinstance(m, bnb.nn.Linear4bit)]
+    assert len(linears) == 7 * TINY.layers  # q, k, v, o, gate, up, down per block
+    assert lora.weight_bytes(four) < lora.weight_bytes(full)
+
+    def linear_bytes(model, kind):
+        weights = [m.weight for m in model.decoder().model.layers.modules() if isinstance(m, kind)]
+        return sum(w.numel() * w.element_size() for w in weights)
+
+    # two 4-bit weights per byte: an eighth of float32 (the scales are kept apart)
+    assert linear_bytes(four, bnb.nn.Linear4bit) * 8 == linear_bytes(full, torch.nn.Linear)
+    x = torch.randint(0, data.vocab_size, (2, 16))
+    with torch.no_grad():
+        a, b = full(x), four(x)
+    # NF4 moves the logits a little, far less than their spread
+    assert 0 < (a - b).abs().mean() < 0.2 * a.std()
+    lora.add_lora(four)
+    frozen = {n: p.detach().clone() for n, p in four.named_parameters() if not p.requires_grad}
+    opt = torch.optim.AdamW([p for p in four.parameters() if p.requires_grad], lr=1e-2)
+    torch.nn.functional.cross_entropy(four(x), torch.roll(x, -1, 1)).backward()
+    opt.step()
+    assert all(torch.equal(p, frozen[n]) for n, p in four.named_parameters() if n in frozen)
+    assert any("lora_B" in n and p.abs().sum() > 0 for n, p in four.named_parameters())
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_qlora_fine_tuning_learns_to_answer(base, tmp_path):
+    run = lora.train("smoke", epochs=2, base=base, qlora=True, progress=False)
+    assert run.qlora and run.summary().startswith("QLoRA on tiny-lm")
+    # on a base pretrained for one epoch, two epochs reach the common answers
+    assert run.accuracy >= 0.25 and run.accuracy > run.accuracy_before + 0.2, run.summary()
+    history = run.result.history
+    assert history[-1].train_loss < 0.5 * history[0].train_loss
+    assert run.base_bytes < 0.6 * base.stat().st_size
+    with pytest.raises(ValueError, match="--qlora with --fsdp"):
+        lora.train("smoke", epochs=1, base=base, qlora=True, fsdp=True, progress=False)
+    done = guide_cli("train", "tiny-lm", "--qlora", "--epochs", "1", timeout=120)
+    assert done.returncode != 0 and "tiny-lm does not support --qlora" in done.stderr

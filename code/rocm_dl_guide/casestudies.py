@@ -23,9 +23,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-FLAGS = ("amp", "channels_last", "fsdp", "nproc")
+FLAGS = ("amp", "channels_last", "fsdp", "nproc", "qlora")
 """The training flags a case study may support (``--amp``, ``--channels-last``,
-``--fsdp``, ``--nproc``)."""
+``--fsdp``, ``--nproc``, ``--qlora``)."""
 FRAMEWORKS = ("pytorch", "tensorflow")
 
 
@@ -217,7 +217,7 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 module="lm.lora",
                 train="train",
                 page="book/language-models/lora",
-                flags=frozenset({"amp", "fsdp", "nproc"}),
+                flags=frozenset({"amp", "fsdp", "nproc", "qlora"}),
                 # six passes over the 392 training passages (about 60 s on two CPU cores)
                 epoch_caps={"smoke": 6},
                 data_notes=LORA_DATA,

@@ -46,7 +46,6 @@ class CheckpointError(RuntimeError):
         super().__init__(f"{self.path}: {reason}")
 
 
-
 def describe_checkpoint(path: str | os.PathLike) -> str | None:
     """``"epoch 3"`` (or ``"epoch 3, 120 batches into epoch 4"`` for a checkpoint
     taken inside an epoch) for the training checkpoint at ``path``; ``None`` when
@@ -100,7 +99,6 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
         if intact is None and path.name not in (CHECKPOINT_NAME, BEST_NAME):
             raise  # a weights file away from any training run: no --resume to suggest
         raise exc.but(intact=intact, advice=files.RESUME_ADVICE) from exc
-
 
 
 def save_weights(model: nn.Module, path: str | os.PathLike) -> Path:

@@ -81,26 +81,26 @@ def instructions(precision: str, flags: Collection[str]) -> str:
     """In words: which instructions a CPU ``precision`` can use, given ``flags``
     (the CPU's flags, :func:`rocm_dl_guide.device.cpu_flags`)."""
     if precision == "int8":
-        if ("amx_int8" in flags):
+        if "amx_int8" in flags:
             return "int8 matrix tiles (AMX-INT8)"
         if ("avx512_vnni" in flags) or ("avx_vnni" in flags):
             return "int8 dot products (VNNI)"
-        if ("avx2" in flags):
+        if "avx2" in flags:
             return "AVX2 integer multiply-add, no VNNI"
         return "no SIMD int8 instructions found"
     if precision == "bf16":
-        if ("amx_bf16" in flags):
+        if "amx_bf16" in flags:
             return "bf16 matrix tiles (AMX-BF16)"
-        if ("avx512_bf16" in flags):
+        if "avx512_bf16" in flags:
             return "bf16 dot products (AVX512-BF16)"
         return "no bf16 instructions: converted to and from fp32 in software"
     if precision == "fp16":
-        if ("avx512_fp16" in flags):
+        if "avx512_fp16" in flags:
             return "fp16 arithmetic (AVX512-FP16)"
-        if ("f16c" in flags):
+        if "f16c" in flags:
             return "fp16 storage only (F16C conversions), fp32 arithmetic"
         return "no fp16 instructions"
-    if ("avx512f" in flags):
+    if "avx512f" in flags:
         return "fp32 (AVX-512)"
     return "fp32 (AVX2 and FMA)" if ("avx2" in flags) else "fp32"
 

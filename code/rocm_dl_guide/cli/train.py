@@ -26,6 +26,7 @@ _CASE_STUDY_FLAGS = {
     "--amp": "amp",
     "--channels-last": "channels_last",
     "--fsdp": "fsdp",
+    "--qlora": "qlora",
 }
 
 
@@ -39,6 +40,7 @@ def _flags_used(args: argparse.Namespace) -> list[str]:
         "--amp": args.amp,
         "--channels-last": args.channels_last,
         "--fsdp": args.fsdp,
+        "--qlora": args.qlora,
     }
     return [flag for flag, value in values.items() if value]
 
@@ -64,7 +66,7 @@ def _train_kwargs(study: CaseStudy, args: argparse.Namespace, profile) -> dict:
         kwargs.update(checkpoint_dir=ckpt, resume=args.resume)
         if args.checkpoint_every:
             kwargs["checkpoint_every"] = args.checkpoint_every
-    for name in ("amp", "channels_last", "fsdp"):
+    for name in ("amp", "channels_last", "fsdp", "qlora"):
         if getattr(args, name):
             kwargs[name] = True
     return kwargs
@@ -247,6 +249,11 @@ def register(sub) -> None:
         action="store_true",
         help="with --nproc: shard the model with FSDP2 instead of replicating it (DDP); "
         "checkpoints become sharded (torch.distributed.checkpoint)",
+    )
+    p.add_argument(
+        "--qlora",
+        action="store_true",
+        help="lora: hold the frozen base model in 4 bits (bitsandbytes NF4), as QLoRA does",
     )
     p.add_argument(
         "--json",

@@ -339,8 +339,8 @@ again (double quantization); the products' type is :func:`qlora_compute_dtype`'s
 def qlora_compute_dtype(device: torch.device) -> torch.dtype:
     """The type the 4-bit weights are dequantized to for the matrix products:
     bfloat16 on a GPU, as QLoRA does; float32 on a CPU, where bitsandbytes'
-    bfloat16 path took ten times as long per step on two AVX512-BF16 cores (a
-    LoRA step of the smoke model: 2.5 s against 0.26 s in float32)."""
+    bfloat16 path took ten times as long per step on two AVX2 cores of an AMD
+    EPYC without AVX512 (a LoRA step of the smoke model: 2.5 s against 0.26 s)."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 

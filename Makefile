@@ -97,7 +97,9 @@ test-rocm:
 # (no network; `make wheelhouse` prepares it on a machine with the package
 # registry), else from the registry. It refuses at once where PyTorch sees no GPU,
 # and writes its report to $(GPU_CHECK_REPORT)/. GPU_CHECK_FLAGS=--record writes
-# the verification record the book shows when every check passed.
+# the verification record the book shows when every check passed. To carry the
+# wheels to a machine whose Python you know, build them for it alone (under 60 MB):
+# make wheelhouse WHEEL_PYTHONS=3.12
 WHEELHOUSE ?= wheelhouse
 WHEEL_PYTHONS ?= 3.10 3.11 3.12
 WHEEL_PLATFORMS ?= manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64

@@ -638,6 +638,35 @@ def check_lm_lora(ctx: Setup) -> Outcome:
     )
 
 
+def check_lm_qlora(ctx: Setup) -> Outcome:
+    """One epoch of QLoRA (the frozen base in bitsandbytes' 4 bits) where bitsandbytes
+    has kernels for the device; skipped with the reason elsewhere."""
+    from rocm_dl_guide import files
+    from rocm_dl_guide.lm import lora, pretrain
+
+    ok, why = lora.qlora_support(ctx.device)
+    if not ok:
+        return Outcome("lm:qlora", "skip", why)
+    weights = _lm_folder(ctx) / pretrain.WEIGHTS_NAME
+    run = lora.train(
+        ctx.profile,
+        epochs=1,
+        checkpoint_dir=ctx.out_dir / "checkpoints" / "qlora",
+        progress=False,
+        base=weights if weights.is_file() else None,
+        qlora=True,
+    )
+    if not run.qlora or run.adapter is None:
+        raise AssertionError(f"qlora {run.qlora}, adapter {run.adapter}")
+    return Outcome(
+        "lm:qlora",
+        "pass",
+        f"4-bit base of {files.human_bytes(run.base_bytes)} {_on_gpu_detail(ctx, run.result)}; "
+        f"exact match {run.accuracy_before:.0%} -> {run.accuracy:.0%} after 1 epoch",
+        figures={"tokens_per_s": round(run.tokens_per_s, 1), "accuracy": run.accuracy},
+    )
+
+
 def check_lm_fsdp(ctx: Setup) -> Outcome:
     """``train tiny-lm --nproc N --fsdp`` over all local GPUs (one shard per block)."""
     record = _on_local_gpus(ctx, "lm:fsdp", "tiny-lm", "--fsdp")
@@ -666,6 +695,7 @@ _CHECKS: tuple[tuple[str, Callable[[Setup], Outcome | list[Outcome]]], ...] = (
     ("tunableop", lambda ctx: check_tunableop(ctx)),
     ("lm:bf16", lambda ctx: check_lm_bf16(ctx)),
     ("lm:lora", lambda ctx: check_lm_lora(ctx)),
+    ("lm:qlora", lambda ctx: check_lm_qlora(ctx)),
     ("lm:fsdp", lambda ctx: check_lm_fsdp(ctx)),
 )
 CHECK_NAMES = tuple(name for name, _ in _CHECKS)

@@ -705,7 +705,7 @@ def train_one_epoch(
             if show and (i % 10 == 0 or i + 1 == total):
                 rate = tally.samples / max(time.perf_counter() - start, 1e-9)
                 bar.set_postfix(
-                    {"loss": f"{tally.loss():.4f}", "img/s": f"{rate:.0f}"}, refresh=False
+                    {"loss": f"{tally.loss():.4f}", "samples/s": f"{rate:.0f}"}, refresh=False
                 )
             if after_step is not None:
                 after_step(i + 1, tally, time.perf_counter() - start)
@@ -939,7 +939,7 @@ def default_device() -> torch.device:
 def _epoch_line(m: EpochMetrics, epochs: int) -> str:
     return (
         f"epoch {m.epoch}/{epochs}: {runs.losses_text(asdict(m))}"
-        f" | {m.images_per_second:.0f} img/s, {m.seconds:.1f} s"
+        f" | {m.images_per_second:.0f} samples/s, {m.seconds:.1f} s"
     )
 
 

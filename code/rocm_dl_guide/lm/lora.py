@@ -495,13 +495,10 @@ def train(
     seed: int = 0,
     qlora: bool = False,
 ) -> LoraRun:
-    """Fine-tune the pretrained ``tiny-lm`` with LoRA on the topic task; measure exact match.
-
-    ``base`` is the pretrained weights (default: the ``tiny-lm`` run's, pretrained
-    first where there are none). With ``checkpoint_dir`` the loop checkpoints
+    """Fine-tune the pretrained model (:func:`base_model` of ``base``) with LoRA on the
+    topic task; measure exact match. With ``checkpoint_dir`` the loop checkpoints
     there and rank 0 saves the adapter in its :data:`ADAPTER_DIR`. With ``qlora``
-    the frozen base is held in 4 bits (:func:`four_bit`).
-    """
+    the frozen base is held in 4 bits (:func:`four_bit`)."""
     from rocm_dl_guide import device as devices
     from rocm_dl_guide import train as loop
 
@@ -513,22 +510,15 @@ def train(
     lm, tokenizer, base_path = base_model(prof, base)
     lm.to(dev)
     train_items, test_items = examples()
-    base_params = models.parameter_count(lm)  # counted before 4-bit packing
-    full_bytes = _full_optimizer_bytes(lm, tokenizer, train_items)  # of the float32 model
-    lm = four_bit(lm) if qlora else lm
-    before, base_bytes = exact_match(lm, tokenizer, test_items), weight_bytes(lm)
+    lm, base = _base_facts(lm, tokenizer, train_items, test_items, qlora)
     torch.manual_seed(seed)
     add_lora(lm).to(dev)
     n_train = trainable(lm)[0]
     lr = PRETRAINED_LR if base_path.is_dir() else RECIPE["lr"]  # a folder: a Hub model
     optimizer = torch.optim.AdamW([p for p in lm.parameters() if p.requires_grad], lr=lr)
     prompts = TopicPrompts(train_items, tokenizer)
-    loader = DataLoader(
-        prompts,
-        batch_size=RECIPE["batch_size"],
-        shuffle=True,
-        generator=torch.Generator().manual_seed(seed),
-    )
+    shuffle = torch.Generator().manual_seed(seed)
+    loader = DataLoader(prompts, RECIPE["batch_size"], shuffle=True, generator=shuffle)
     steps = n_epochs * math.ceil(len(loader) / distributed.env_world_size())
     result = loop.fit(
         lm,
@@ -551,17 +541,17 @@ def train(
         model=lm,
         tokenizer=tokenizer,
         result=result,
-        accuracy_before=before,
+        accuracy_before=base["before"],
         accuracy=after,
         majority=_majority(test_items),
         trainable_parameters=n_train,
-        parameters=base_params + n_train,
+        parameters=base["parameters"] + n_train,
         optimizer_bytes=optimizer_state_bytes(optimizer),
-        full_optimizer_bytes=full_bytes,
+        full_optimizer_bytes=base["full_optimizer_bytes"],
         adapter=adapter,
         adapter_bytes=size,
         base=base_path,
-        base_bytes=base_bytes,
+        base_bytes=base["bytes"],
         train_size=len(train_items),
         test_size=len(test_items),
         tokens_per_example=prompts.rows[0][0].numel(),
@@ -570,6 +560,20 @@ def train(
         epochs=n_epochs,
         qlora=qlora,
     )
+
+
+def _base_facts(
+    lm: models.CausalLM, tokenizer: Any, train: list[Example], test: list[Example], qlora: bool
+) -> tuple[models.CausalLM, dict[str, Any]]:
+    """The model to add adapters to (4-bit with ``qlora``) and its facts before
+    training: parameters (counted before 4-bit packing), full fine-tuning's AdamW
+    bytes (of the float32 model), exact match and the weights' bytes."""
+    facts = {
+        "parameters": models.parameter_count(lm),
+        "full_optimizer_bytes": _full_optimizer_bytes(lm, tokenizer, train),
+    }
+    lm = four_bit(lm) if qlora else lm
+    return lm, {**facts, "before": exact_match(lm, tokenizer, test), "bytes": weight_bytes(lm)}
 
 
 def _full_optimizer_bytes(lm: models.CausalLM, tokenizer: Any, items: list[Example]) -> int:

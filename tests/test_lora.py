@@ -67,6 +67,22 @@ def test_only_the_answer_position_is_labelled(data):
         assert x[: len(prompt)].tolist() == prompt
 
 
+def test_dynamic_padding_cuts_only_what_changes_nothing(data):
+    train, _ = lora.examples()
+    prompts = lora.TopicPrompts(train[:6], data.tokenizer)
+    x, y = torch.stack([r[0] for r in prompts]), torch.stack([r[1] for r in prompts])
+    cx, cy = lora.TopicPrompts.collate(list(prompts))
+    assert cx.shape[1] < x.shape[1] and torch.equal(cx, x[:, : cx.shape[1]])
+    assert (cy != IGNORE_INDEX).sum() == (y != IGNORE_INDEX).sum()  # no label is lost
+    lm = tiny(data).eval()
+    with torch.no_grad():
+        full = torch.nn.functional.cross_entropy(lm(x), y)
+        cut = torch.nn.functional.cross_entropy(lm(cx), cy)
+    assert torch.allclose(full, cut, atol=1e-5)
+    ends = [int((r[1] != IGNORE_INDEX).nonzero().max()) + 2 for r in prompts]
+    assert prompts.mean_tokens == sum(ends) / len(ends) < x.shape[1]
+
+
 def _trained_adapter(lm):
     """Give the adapters non-zero values, as training would (LoRA's B starts at zero)."""
     g = torch.Generator().manual_seed(1)

@@ -144,6 +144,25 @@ class TopicPrompts(Dataset):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.rows[i]
 
+    @property
+    def mean_tokens(self) -> float:
+        """Prompt and answer tokens per example, padding not counted."""
+        from rocm_dl_guide.train import IGNORE_INDEX
+
+        ends = [int((y != IGNORE_INDEX).nonzero().max()) + 2 for _, y in self.rows]
+        return sum(ends) / len(ends)
+
+    @staticmethod
+    def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, ...]:
+        """Stack a batch and cut the padding no row of it needs (dynamic padding): the
+        inputs end at the last labelled position, since later positions predict
+        nothing and, the attention being causal, change nothing before them."""
+        from rocm_dl_guide.train import IGNORE_INDEX
+
+        x, y = torch.stack([r[0] for r in batch]), torch.stack([r[1] for r in batch])
+        end = int((y != IGNORE_INDEX).any(dim=0).nonzero().max()) + 1
+        return x[:, :end], y[:, :end]
+
 
 def answer_ids(tokenizer: Any, word: str) -> list[int]:
     """The tokens of the answer ``word`` as it follows ``Topic:`` (with its space)."""
@@ -424,7 +443,8 @@ class LoraRun:
     """The base model's weights in memory (packed 4-bit ones with QLoRA)."""
     train_size: int
     test_size: int
-    tokens_per_example: int
+    tokens_per_example: float
+    """Prompt and answer tokens per training example, padding not counted."""
     device: str = "cpu"
     profile: str = "smoke"
     epochs: int = 0
@@ -453,7 +473,8 @@ class LoraRun:
 
     @property
     def tokens_per_s(self) -> float:
-        """Training throughput of the last epoch (all ranks), padded tokens included."""
+        """Training throughput of the last epoch (all ranks): prompt and answer tokens
+        per second, padding not counted."""
         return self.result.final.images_per_second * self.tokens_per_example
 
     def record_fields(self) -> dict[str, Any]:
@@ -518,7 +539,9 @@ def train(
     optimizer = torch.optim.AdamW([p for p in lm.parameters() if p.requires_grad], lr=lr)
     prompts = TopicPrompts(train_items, tokenizer)
     shuffle = torch.Generator().manual_seed(seed)
-    loader = DataLoader(prompts, RECIPE["batch_size"], shuffle=True, generator=shuffle)
+    loader = DataLoader(
+        prompts, RECIPE["batch_size"], shuffle=True, generator=shuffle, collate_fn=prompts.collate
+    )
     steps = n_epochs * math.ceil(len(loader) / distributed.env_world_size())
     result = loop.fit(
         lm,
@@ -554,7 +577,7 @@ def train(
         base_bytes=base["bytes"],
         train_size=len(train_items),
         test_size=len(test_items),
-        tokens_per_example=prompts.rows[0][0].numel(),
+        tokens_per_example=prompts.mean_tokens,
         device=str(devices.describe()),
         profile=prof.name,
         epochs=n_epochs,

@@ -71,6 +71,7 @@ CORE = frozenset(
         "runs",
         "sharded",
         "tables",
+        "timing",
         "train",
         "training_speed",
     }

@@ -380,7 +380,10 @@ def test_measure_takes_the_median_after_warm_up(monkeypatch):
         calls.append(1)
         clock[0] += next(durations)
 
-    monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    from rocm_dl_guide import timing as timing_module
+
+    fake = types.SimpleNamespace(perf_counter=lambda: clock[0])
+    monkeypatch.setattr(timing_module, "time", fake)
     timing = bench.measure(call, warmup=2, iterations=5)
     assert len(calls) == 7 and timing.iterations == 5 and timing.warmup == 2
     assert timing.times_ms == pytest.approx([5, 1, 3, 2, 4])  # warm-ups not timed

@@ -23,8 +23,6 @@ includes the copy of the batch to the GPU and of the logits back, as MIGraphX's
 from __future__ import annotations
 
 import contextlib
-import statistics
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,6 +31,7 @@ import numpy as np
 
 from rocm_dl_guide import inference, profiles
 from rocm_dl_guide.provenance import library_versions
+from rocm_dl_guide.timing import Timing, measure, measure_side_by_side  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -46,67 +45,6 @@ and the book build runs the sweep on every clean build."""
 def batch_sizes(profile: profiles.ProfileLike = None) -> tuple[int, ...]:
     """The batch sizes :func:`sweep` times: 1, 8 and 32, or 1, 2 and 4 in ``smoke``."""
     return SMOKE_BATCH_SIZES if profiles.current(profile).short_benchmarks else BATCH_SIZES
-
-
-@dataclass
-class Timing:
-    """Wall-clock times of repeated runs of one function."""
-
-    times_ms: list[float]
-    warmup: int
-
-    @property
-    def median_ms(self) -> float:
-        return statistics.median(self.times_ms)
-
-    @property
-    def iterations(self) -> int:
-        return len(self.times_ms)
-
-
-def measure(fn: Callable[[], Any], warmup: int, iterations: int) -> Timing:
-    """Call ``fn`` ``warmup`` times untimed, then ``iterations`` times timed."""
-    if iterations < 1:
-        raise ValueError(f"iterations must be at least 1, got {iterations}")
-    if warmup < 0:
-        raise ValueError(f"warm-up runs cannot be negative, got {warmup}")
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iterations):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return Timing(times, warmup)
-
-
-def measure_side_by_side(
-    fns: dict[str, Callable[[], Any]], warmup: int, iterations: int, rounds: int = 5
-) -> dict[str, Timing]:
-    """Time several functions on the same terms: each gets ``warmup`` untimed
-    calls, then ``iterations`` timed calls, handed out in up to ``rounds``
-    alternating blocks (A B, then B A, ...), so that a slow spell of the
-    machine (another process, frequency scaling) falls on all of them alike
-    rather than on whichever happened to run then."""
-    if iterations < 1:
-        raise ValueError(f"iterations must be at least 1, got {iterations}")
-    if warmup < 0:
-        raise ValueError(f"warm-up runs cannot be negative, got {warmup}")
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    rounds = max(1, min(rounds, iterations))
-    sizes = [iterations // rounds + (1 if r < iterations % rounds else 0) for r in range(rounds)]
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    names = list(fns)
-    for r, size in enumerate(sizes):
-        for name in names if r % 2 == 0 else reversed(names):
-            fn = fns[name]
-            for _ in range(size):
-                start = time.perf_counter()
-                fn()
-                times[name].append((time.perf_counter() - start) * 1e3)
-    return {name: Timing(times[name], warmup) for name in names}
 
 
 def iterations_for(batch: int, profile: profiles.ProfileLike = None) -> tuple[int, int]:

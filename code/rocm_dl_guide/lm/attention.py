@@ -175,7 +175,7 @@ def measure(
     """Time and peak memory of each backend at each length, and its largest
     difference from the math backend's output; unsupported backends get a row
     that says why."""
-    from rocm_dl_guide import bench
+    from rocm_dl_guide import timing
 
     device = torch.device(device)
     rows = []
@@ -189,7 +189,7 @@ def measure(
         q, k, v = inputs(n, device, dtype)
         reference = attend(q, k, v, "math").float()
         runs = {b: _runner(q, k, v, b, device) for b in backends if usable[b]}
-        timings = bench.measure_side_by_side(runs, warmup, iterations, rounds=2)
+        timings = timing.measure_side_by_side(runs, warmup, iterations, rounds=2)
         for b, run in runs.items():
             peak = peak_extra_bytes(run, device)
             diff = (attend(q, k, v, b).float() - reference).abs().max().item()

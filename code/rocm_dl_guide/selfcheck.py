@@ -612,20 +612,26 @@ def check_lm_bf16(ctx: Setup) -> Outcome:
     )
 
 
-def check_lm_lora(ctx: Setup) -> Outcome:
-    """One epoch of LoRA (PEFT) on the decoder ``lm:bf16`` trained (or the cached
-    ``tiny-lm``): only the adapters train, and they are exported."""
+def _one_lora_epoch(ctx: Setup, folder: str, **options: Any):
+    """One epoch of ``lora.train`` on the decoder ``lm:bf16`` trained (or the cached
+    ``tiny-lm``), checkpointed under ``checkpoints/FOLDER``."""
     from rocm_dl_guide.lm import lora, pretrain
 
     weights = _lm_folder(ctx) / pretrain.WEIGHTS_NAME
-    run = lora.train(
+    return lora.train(
         ctx.profile,
         epochs=1,
-        checkpoint_dir=ctx.out_dir / "checkpoints" / "lora",
-        amp=True,
+        checkpoint_dir=ctx.out_dir / "checkpoints" / folder,
         progress=False,
         base=weights if weights.is_file() else None,
+        **options,
     )
+
+
+def check_lm_lora(ctx: Setup) -> Outcome:
+    """One epoch of LoRA (PEFT) on the decoder ``lm:bf16`` trained (or the cached
+    ``tiny-lm``): only the adapters train, and they are exported."""
+    run = _one_lora_epoch(ctx, "lora", amp=True)
     if not 0 < run.trainable_fraction < 0.05 or run.adapter is None:
         raise AssertionError(f"trainable {run.trainable_fraction:.2%}, adapter {run.adapter}")
     return Outcome(
@@ -642,20 +648,12 @@ def check_lm_qlora(ctx: Setup) -> Outcome:
     """One epoch of QLoRA (the frozen base in bitsandbytes' 4 bits) where bitsandbytes
     has kernels for the device; skipped with the reason elsewhere."""
     from rocm_dl_guide import files
-    from rocm_dl_guide.lm import lora, pretrain
+    from rocm_dl_guide.lm import lora
 
     ok, why = lora.qlora_support(ctx.device)
     if not ok:
         return Outcome("lm:qlora", "skip", why)
-    weights = _lm_folder(ctx) / pretrain.WEIGHTS_NAME
-    run = lora.train(
-        ctx.profile,
-        epochs=1,
-        checkpoint_dir=ctx.out_dir / "checkpoints" / "qlora",
-        progress=False,
-        base=weights if weights.is_file() else None,
-        qlora=True,
-    )
+    run = _one_lora_epoch(ctx, "qlora", qlora=True)
     if not run.qlora or run.adapter is None:
         raise AssertionError(f"qlora {run.qlora}, adapter {run.adapter}")
     return Outcome(

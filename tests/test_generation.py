@@ -1,11 +1,15 @@
-"""Generation: the KV cache changes the cost, not the answer."""
+"""Generation: the KV cache changes the cost, not the answer; ``generate`` and
+``bench llm`` on the command line."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
 
-from rocm_dl_guide.lm import generation, pretrain
+from rocm_dl_guide.cli import main
+from rocm_dl_guide.lm import benchmark, generation, pretrain
 
 STEPS = 24
 
@@ -18,6 +22,12 @@ def trained(tmp_path_factory):
     hf = run.model.model.eval()
     prompt = torch.tensor([run.data.tokenizer.encode("An exception is raised when").ids])
     return hf, prompt
+
+
+@pytest.fixture(scope="module")
+def weights(trained, tmp_path_factory):
+    """The fixture's weights as `train tiny-lm` saves them."""
+    return next(tmp_path_factory.getbasetemp().glob("tiny-lm*/tiny_lm.pt"))
 
 
 def test_cached_and_recomputed_logits_agree_at_every_step(trained):
@@ -56,3 +66,80 @@ def test_the_cache_holds_a_key_and_a_value_per_layer_and_head(trained):
     per_token = generation.cache_bytes_per_token(c)
     assert per_token == 2 * c.num_hidden_layers * c.hidden_size * 4  # heads x head size = width
     assert generation.cache_bytes_per_token(c, torch.bfloat16) == per_token // 2
+
+
+def test_the_curve_times_every_length_with_every_cache_and_gives_the_speedup(trained):
+    hf, prompt = trained
+    rows = generation.curve(hf, prompt, (8, 4), ("none", "dynamic"))
+    assert [(r.new_tokens, r.cache) for r in rows] == [
+        (4, "none"),
+        (4, "dynamic"),
+        (8, "none"),
+        (8, "dynamic"),
+    ]
+    by = {(r.cache, r.new_tokens): r.ms for r in rows}
+    assert generation.speedup(rows, 8) == pytest.approx(by[("none", 8)] / by[("dynamic", 8)])
+
+
+def test_only_the_static_cache_compiles(trained):
+    hf, prompt = trained
+    with pytest.raises(ValueError, match="only the static cache compiles"):
+        generation.generate(hf, prompt, 4, "dynamic", compiled=True)
+
+
+@pytest.mark.timeout(600)
+def test_the_compiled_static_cache_writes_the_same_tokens(trained):
+    """transformers' own compile path (CompileConfig), forced on the CPU."""
+    hf, prompt = trained
+    compiled = generation.generate(hf, prompt, 6, "static", compiled=True)
+    assert torch.equal(compiled, generation.generate(hf, prompt, 6, "dynamic"))
+
+
+def test_generate_continues_the_prompt_with_the_given_weights(weights, trained, capsys):
+    hf, prompt = trained
+    argv = ["generate", "--prompt", "An exception is raised when", "--max-new-tokens", "12"]
+    assert main([*argv, "--model", str(weights), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert record["new_tokens"] == 12 and record["temperature"] == 0.0
+    assert record["source"] == str(weights) and record["tokens_per_s"] > 0
+    # greedy: the very continuation generate() writes on the same weights
+    expected = generation.generate(hf, prompt, 12)[0, prompt.shape[1] :]
+    tokenizer = pretrain.load("smoke").tokenizer
+    assert record["text"] == tokenizer.decode(expected.tolist())
+    assert main([*argv, "--model", str(weights), "--temperature", "1.5", "--seed", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("An exception is raised when") and "sampled at temperature 1.5" in err
+
+
+def test_generate_refuses_bad_input_in_one_line(weights, tmp_path, capsys):
+    assert main(["generate", "--prompt", "", "--model", str(weights)]) == 1
+    assert (
+        capsys.readouterr().err.strip().endswith("the prompt is empty: give some text to continue")
+    )
+    assert main(["generate", "--prompt", "x", "--model", str(tmp_path / "missing.pt")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("generate: no pretrained model at") and len(err.splitlines()) == 1
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    assert main(["generate", "--prompt", "x", "--model", str(tmp_path / "bad.pt")]) == 1
+    assert "bad.pt" in capsys.readouterr().err
+
+
+def test_bench_llm_prints_one_record_with_the_machine(monkeypatch, capsys):
+    """The record's shape, on a real attention measurement at two short lengths."""
+    from rocm_dl_guide.lm import attention
+
+    monkeypatch.setitem(attention.SEQ_LENS, "smoke", (64, 128))
+    assert main(["bench", "llm", "--parts", "attention", "--profile", "smoke", "--json"]) == 0
+    out, err = capsys.readouterr()
+    record = json.loads(out.strip().splitlines()[-1])
+    assert "measuring attention" in err
+    assert set(record) == {"profile", "machine", "attention"}
+    assert record["machine"]["versions"]["transformers"]
+    assert set(record["machine"]["cpu_flags"]) <= set(benchmark.FLAGS)
+    rows = record["attention"]
+    assert {r["seq_len"] for r in rows if r["ms"] is not None} == {64, 128}
+    assert {"backend", "seq_len", "ms", "peak_mb", "max_abs_diff"} <= set(rows[0])
+    math = [r for r in rows if r["backend"] == "math" and r["ms"] is not None]
+    assert len(math) == 2 and all(r["max_abs_diff"] == 0 for r in math)
+    assert main(["bench", "llm", "--parts", "attention,speed", "--json"]) == 1
+    assert "unknown part 'speed'" in capsys.readouterr().err

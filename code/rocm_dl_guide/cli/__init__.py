@@ -12,7 +12,8 @@ success, 1 failure, 2 a usage error such as an unknown name):
 - :mod:`.train`: ``train``;
 - :mod:`.data`: ``data list|fetch|import``;
 - :mod:`.inference`: ``infer``, ``export``;
-- :mod:`.bench`: ``bench inference|precision|conv``;
+- :mod:`.lm`: ``generate``, ``serve`` (the language-model chapter's model);
+- :mod:`.bench`: ``bench inference|precision|conv|llm``;
 - :mod:`.trace`: ``trace training|inference`` (torch.profiler; alias ``profile``);
 - :mod:`.selfcheck`: ``selfcheck``;
 
@@ -27,7 +28,7 @@ import os
 import sys
 
 from rocm_dl_guide import __version__
-from rocm_dl_guide.cli import bench, data, inference, selfcheck, setup, trace, train
+from rocm_dl_guide.cli import bench, data, inference, lm, selfcheck, setup, trace, train
 from rocm_dl_guide.cli.common import CommandError, fail
 from rocm_dl_guide.files import DiskFullError
 
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rocm_dl_guide {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (setup, train, data, inference, bench, trace, selfcheck):
+    for module in (setup, train, data, inference, lm, bench, trace, selfcheck):
         module.register(sub)
     return parser
 

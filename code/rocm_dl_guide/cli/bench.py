@@ -199,8 +199,48 @@ def _add_conv(bench_sub) -> None:
     _add_common_tail(p, _cmd_bench_conv)
 
 
+def _cmd_bench_llm(args: argparse.Namespace) -> int:
+    from rocm_dl_guide.lm import benchmark, hub
+
+    prof = run_profile("bench", args.profile)
+    parts = tuple(args.parts.split(",")) if args.parts else benchmark.PARTS
+    try:
+        record = benchmark.run(prof, parts, log=lambda line: print(line, file=sys.stderr))
+    except (hub.HubUnavailableError, OSError, RuntimeError, ValueError) as exc:
+        return fail("bench", exc)
+    if args.json:
+        print(json.dumps(record))
+        return 0
+    for part in benchmark.PARTS:
+        for row in record.get(part, []):
+            print(part, " ".join(f"{k}={v}" for k, v in row.items()))
+    return 0
+
+
+def _add_llm(bench_sub) -> None:
+    from rocm_dl_guide.lm.benchmark import PARTS
+
+    p = bench_sub.add_parser(
+        "llm",
+        help="the language-model chapter's inference figures: attention kernels, KV cache, "
+        "quantization, serving",
+        description="Measures, on the chapter's model: SDPA kernels against sequence length "
+        "(attention), generation with and without the KV cache, the static cache eager and "
+        "compiled, batches (generation), tokens/s, size and perplexity per precision "
+        "(quantization), and a server's time to first token and throughput at growing "
+        "concurrency (serving). Compiling the static cache takes a minute on a CPU. With "
+        "--json the last line is one JSON object with a list per part, the machine and "
+        "the versions.",
+    )
+    p.add_argument(
+        "--parts",
+        help=f"comma-separated subset of {','.join(PARTS)} (default: all)",
+    )
+    _add_common_tail(p, _cmd_bench_llm)
+
+
 def register(sub) -> None:
-    """``bench {inference,precision,conv}``."""
+    """``bench {inference,precision,conv,llm}``."""
     parser = sub.add_parser(
         "bench",
         help="time PyTorch eager against the compiled backend (MIGraphX or ONNX Runtime)",
@@ -212,4 +252,5 @@ def register(sub) -> None:
     _add_inference(bench_sub)
     _add_precision(bench_sub)
     _add_conv(bench_sub)
+    _add_llm(bench_sub)
     parser.set_defaults(func=print_help_and_exit_2(parser))

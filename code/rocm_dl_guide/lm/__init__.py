@@ -8,3 +8,17 @@ transformer block) and :mod:`~rocm_dl_guide.lm.pretrain` (the ``tiny-lm``
 case study: pretraining, held-out perplexity against an untrained model and a
 unigram model, samples before and after).
 """
+
+import logging
+
+
+class _TorchaoEnumNotice(logging.Filter):
+    """Drops one notice: torchao 0.18 registers two Enum classes with PyTorch's
+    pytree, which PyTorch 2.14 reports as deprecated, twice per process, as soon
+    as ``transformers`` imports torchao. Nothing the reader can act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "is an Enum subclass and is now natively supported" not in record.getMessage()
+
+
+logging.getLogger("torch.utils._pytree").addFilter(_TorchaoEnumNotice())

@@ -18,12 +18,15 @@ the median of repeats after a warm-up (:mod:`rocm_dl_guide.timing`).
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from rocm_dl_guide import timing
+from rocm_dl_guide import profiles, timing
 
 CACHES = ("none", "dynamic", "static")
 """No KV cache (recompute every step), ``transformers``' default growing cache,
@@ -52,6 +55,70 @@ class GenRow:
         return asdict(self)
 
 
+def load(profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None):
+    """The chapter's model ready to generate: ``(model, tokenizer, source)``.
+
+    The pretrained decoder of :func:`rocm_dl_guide.lm.lora.base_model` (tiny-lm
+    offline, SmolLM2-135M on the ``real`` data source, or the model at ``path``),
+    in evaluation mode on the picked device, in bfloat16 on a GPU and float32 on
+    a CPU (:func:`rocm_dl_guide.lm.attention.default_dtype`). ``source`` is where
+    its weights came from.
+    """
+    from rocm_dl_guide import device as devices
+    from rocm_dl_guide.lm import attention, lora
+
+    lm, tokenizer, source = lora.base_model(profile, path)
+    dev = devices.pick()
+    return lm.decoder().to(dev, attention.default_dtype(dev)).eval(), tokenizer, Path(source)
+
+
+@dataclass
+class Completion:
+    """What :func:`complete` wrote, and how fast."""
+
+    prompt: str
+    text: str
+    new_tokens: int
+    seconds: float
+    cache: str
+    source: str
+    temperature: float = 0.0
+    """0: greedy."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "tokens_per_s": self.tokens_per_s}
+
+
+def complete(
+    model: Any,
+    tokenizer: Any,
+    prompt: str,
+    new_tokens: int,
+    cache: str = "dynamic",
+    source: object = "",
+    temperature: float = 0.0,
+    seed: int = 0,
+) -> Completion:
+    """Continue ``prompt`` (text) by ``new_tokens`` tokens, greedily or sampled at
+    ``temperature`` (with ``seed``); the continuation is decoded alone."""
+    if temperature < 0:
+        raise ValueError(f"the temperature cannot be negative, got {temperature}")
+    ids = tokenizer.encode(prompt).ids
+    if not ids:
+        raise ValueError("the prompt is empty: give some text to continue")
+    prompt_ids = torch.tensor([ids], device=next(model.parameters()).device)
+    torch.manual_seed(seed)
+    start = time.perf_counter()
+    out = generate(model, prompt_ids, new_tokens, cache, temperature=temperature)
+    seconds = time.perf_counter() - start
+    text = tokenizer.decode(out[0, len(ids) :].tolist())
+    return Completion(prompt, text, new_tokens, seconds, cache, str(source), temperature)
+
+
 def cache_bytes_per_token(config: Any, dtype: torch.dtype = torch.float32) -> int:
     """Bytes the KV cache holds per token of one sequence: a key and a value of
     every key-value head in every layer."""
@@ -60,9 +127,11 @@ def cache_bytes_per_token(config: Any, dtype: torch.dtype = torch.float32) -> in
     return 2 * config.num_hidden_layers * heads * head_dim * torch.finfo(dtype).bits // 8
 
 
-def _kwargs(model: Any, cache: str, new_tokens: int) -> dict[str, Any]:
+def _kwargs(model: Any, cache: str, new_tokens: int, compiled: bool = False) -> dict[str, Any]:
     if cache not in CACHES:
         raise ValueError(f"unknown cache {cache!r}: one of {', '.join(CACHES)}")
+    if compiled and cache != "static":
+        raise ValueError("only the static cache compiles: its shapes stay fixed from step to step")
     kwargs: dict[str, Any] = {
         "max_new_tokens": new_tokens,
         "min_new_tokens": new_tokens,
@@ -73,18 +142,42 @@ def _kwargs(model: Any, cache: str, new_tokens: int) -> dict[str, Any]:
         kwargs["use_cache"] = False
     elif cache == "static":
         kwargs["cache_implementation"] = "static"
+        kwargs.update(_compile_kwargs(compiled))
     return kwargs
 
 
+def _compile_kwargs(compiled: bool) -> dict[str, Any]:
+    """How ``generate`` compiles: with a static cache, ``transformers`` compiles the
+    decode step by itself on a GPU (``CompileConfig``'s default, CUDA graphs
+    included) and never on a CPU unless its compile configuration says so."""
+    if not compiled:
+        return {"disable_compile": True}
+    from transformers import CompileConfig
+
+    config = CompileConfig(fullgraph=False)
+    # transformers' own switch for compiling on every device (a CPU too)
+    config._compile_all_devices = True
+    return {"compile_config": config}
+
+
 def generate(
-    model: Any, prompt: torch.Tensor, new_tokens: int, cache: str = "dynamic"
+    model: Any,
+    prompt: torch.Tensor,
+    new_tokens: int,
+    cache: str = "dynamic",
+    compiled: bool = False,
+    temperature: float = 0.0,
 ) -> torch.Tensor:
-    """Greedy generation of exactly ``new_tokens`` tokens after ``prompt`` (batch,
-    length) with ``cache``; returns prompt and new tokens."""
+    """Generation of exactly ``new_tokens`` tokens after ``prompt`` (batch, length)
+    with ``cache`` (``compiled``: the static cache's decode step compiled with
+    ``torch.compile``); returns prompt and new tokens. Greedy, unless
+    ``temperature`` is above 0: then sampled from the 50 likeliest tokens
+    (seed with ``torch.manual_seed`` for a repeatable draw)."""
+    kwargs = _kwargs(model, cache, new_tokens, compiled)
+    if temperature > 0:
+        kwargs.update(do_sample=True, temperature=temperature, top_k=50)
     with torch.no_grad():
-        return model.generate(
-            prompt, attention_mask=torch.ones_like(prompt), **_kwargs(model, cache, new_tokens)
-        )
+        return model.generate(prompt, attention_mask=torch.ones_like(prompt), **kwargs)
 
 
 def timed(
@@ -94,20 +187,22 @@ def timed(
     cache: str = "dynamic",
     compiled: bool = False,
     iterations: int = 3,
+    warmup: int = 1,
 ) -> GenRow:
-    """Time prefill and a whole generation of ``new_tokens`` (median after a warm-up)."""
+    """Time prefill and a whole generation of ``new_tokens``: the median of
+    ``iterations`` after ``warmup`` untimed generations of the same length."""
     device = prompt.device
 
     def run(n: int):
         def call() -> None:
-            generate(model, prompt, n, cache)
+            generate(model, prompt, n, cache, compiled)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
 
         return call
 
-    prefill = timing.measure(run(1), warmup=1, iterations=iterations)
-    whole = timing.measure(run(new_tokens), warmup=1, iterations=iterations)
+    prefill = timing.measure(run(1), warmup=warmup, iterations=iterations)
+    whole = timing.measure(run(new_tokens), warmup=warmup, iterations=iterations)
     batch = prompt.shape[0]
     return GenRow(
         kv_cache=cache != "none",
@@ -119,6 +214,31 @@ def timed(
         prefill_ms=prefill.median_ms,
         ms=whole.median_ms,
     )
+
+
+def curve(
+    model: Any,
+    prompt: torch.Tensor,
+    lengths: tuple[int, ...],
+    caches: tuple[str, ...] = ("none", "dynamic"),
+    iterations: int = 1,
+) -> list[GenRow]:
+    """Time generations of every length with every cache, shortest first. Each
+    cache is warmed up once, with a short generation, rather than at every
+    length: without the cache the longest generations take seconds each."""
+    for cache in caches:
+        generate(model, prompt, min(lengths), cache)
+    return [
+        timed(model, prompt, n, cache, iterations=iterations, warmup=0)
+        for n in sorted(lengths)
+        for cache in caches
+    ]
+
+
+def speedup(rows: list[GenRow], new_tokens: int, cache: str = "dynamic") -> float:
+    """How many times faster ``cache`` generated ``new_tokens`` than no cache did."""
+    by = {(r.cache, r.new_tokens, r.batch, r.compiled): r.ms for r in rows}
+    return by[("none", new_tokens, 1, False)] / by[(cache, new_tokens, 1, False)]
 
 
 def step_logits(model: Any, prompt: torch.Tensor, steps: int) -> tuple[list, list, list]:
@@ -141,10 +261,3 @@ def step_logits(model: Any, prompt: torch.Tensor, steps: int) -> tuple[list, lis
             ids = torch.cat([ids, token], dim=1)
             out = model(input_ids=token, past_key_values=out.past_key_values, use_cache=True)
     return cached, full, chosen
-
-
-def compile_decode(model: Any) -> Any:
-    """``torch.compile`` the model's forward pass (for use with the static cache,
-    whose fixed shapes let the decode step compile once)."""
-    model.forward = torch.compile(model.forward, dynamic=False)
-    return model

@@ -40,6 +40,14 @@ SIZES = {
 the shape of GPT-2 small, for a larger corpus."""
 
 
+POSITIONS = 4096
+"""How many positions the model accepts: as many as it is trained on would
+do, but rotary position embeddings have no learned table to run out of, so
+generation may go on past the training context (the generation page times
+sequences of up to 1,000 tokens; the text past the context is what the model
+never learned to write)."""
+
+
 def config(size: ModelSize, vocab_size: int, eos_id: int) -> Any:
     """The ``LlamaConfig`` of a randomly initialised model of ``size``."""
     from transformers import LlamaConfig
@@ -51,7 +59,7 @@ def config(size: ModelSize, vocab_size: int, eos_id: int) -> Any:
         num_hidden_layers=size.layers,
         num_attention_heads=size.heads,
         num_key_value_heads=size.heads,
-        max_position_embeddings=size.context,
+        max_position_embeddings=max(size.context, POSITIONS),
         tie_word_embeddings=True,
         bos_token_id=eos_id,
         eos_token_id=eos_id,

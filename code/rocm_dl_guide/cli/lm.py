@@ -1,0 +1,89 @@
+"""The language-model inference commands: ``generate`` (continue a prompt with
+the chapter's model) and ``serve`` (an OpenAI-compatible server for it)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rocm_dl_guide.cli.common import add_profile_args, fail, positive_int, run_profile
+
+MODEL_HELP = (
+    "a transformers model folder (config.json, tokenizer.json, weights) or the weights "
+    "'train tiny-lm' saved (default: the pretrained tiny-lm, or SmolLM2-135M with "
+    "--data-source real)"
+)
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from rocm_dl_guide.lm import generation, hub
+
+    prof = run_profile("generate", args.profile)
+    try:
+        model, tokenizer, source = generation.load(prof, args.model)
+        done = generation.complete(
+            model,
+            tokenizer,
+            args.prompt,
+            args.max_new_tokens,
+            args.cache,
+            source,
+            args.temperature,
+            args.seed,
+        )
+    except (hub.HubUnavailableError, OSError, RuntimeError, ValueError) as exc:
+        return fail("generate", exc)
+    if args.json:
+        print(json.dumps(done.to_dict()))
+        return 0
+    print(f"{done.prompt}{done.text}")
+    how = (
+        f"sampled at temperature {args.temperature}, seed {args.seed}"
+        if args.temperature
+        else "greedy"
+    )
+    print(
+        f"{done.new_tokens} new tokens in {done.seconds:.2f} s ({done.tokens_per_s:.1f} tokens/s, "
+        f"{how}, {done.cache} KV cache), model {source}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _add_generate(sub) -> None:
+    from rocm_dl_guide.lm.generation import CACHES
+
+    p = sub.add_parser(
+        "generate",
+        help="continue a prompt with the language-model chapter's model",
+        description="Generation with transformers' generate, greedy unless --temperature: "
+        "exactly --max-new-tokens tokens after the prompt. Prints the text, then the speed "
+        "on stderr.",
+    )
+    p.add_argument("--prompt", required=True, help="the text to continue")
+    p.add_argument(
+        "--max-new-tokens", type=positive_int, default=64, help="tokens to write (default 64)"
+    )
+    p.add_argument(
+        "--cache",
+        choices=CACHES,
+        default="dynamic",
+        help="KV cache: none (recompute every step), dynamic (default) or static",
+    )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="0 (default): greedy; above 0: sample from the 50 likeliest tokens",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
+    p.add_argument("--model", help=MODEL_HELP)
+    add_profile_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_generate)
+
+
+def register(sub) -> None:
+    """``generate`` and ``serve``."""
+    _add_generate(sub)

@@ -1,0 +1,124 @@
+"""``bench llm``: the chapter's inference measurements in one run, as one record.
+
+Four lists, each measured by the module that the chapter's pages use, on the
+chapter's model (:func:`rocm_dl_guide.lm.generation.load`): ``attention``
+(:mod:`~rocm_dl_guide.lm.attention`), ``generation`` (the KV cache against
+recomputation, the static cache compiled and not, batches:
+:mod:`~rocm_dl_guide.lm.generation`), ``quantization``
+(:mod:`~rocm_dl_guide.lm.quantization`) and ``serving``
+(:mod:`~rocm_dl_guide.lm.serving`), with the machine and the versions they
+ran on. Every figure is a median after a warm-up; nothing here is timed by a
+test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+import torch
+
+from rocm_dl_guide import device as devices
+from rocm_dl_guide import profiles, provenance
+
+PARTS = ("attention", "generation", "quantization", "serving")
+"""The lists of the record, in the order they are measured."""
+LIBRARIES = ("transformers", "torchao", "peft", "openai", "fastapi", "uvicorn")
+"""Versions recorded beside PyTorch's."""
+FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8")
+"""CPU flags that change these figures (vector width, bfloat16 and int8 products)."""
+BATCHES = (1, 4, 16)
+"""Batch sizes of the batched-generation rows."""
+
+
+def machine() -> dict[str, Any]:
+    """The device, the CPU and its relevant flags, and the library versions."""
+    flags = devices.cpu_flags()
+    versions = provenance.library_versions(("PyTorch",))
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return {
+        "device": str(devices.describe()),
+        "cpu": devices.cpu_name(),
+        "cpu_flags": [f for f in FLAGS if f in flags],
+        "torch_threads": torch.get_num_threads(),
+        "versions": versions,
+    }
+
+
+def attention_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
+    from rocm_dl_guide.lm import attention
+
+    dev = devices.pick()
+    lengths = attention.SEQ_LENS.get(profile.name, attention.SEQ_LENS["gpu"])
+    rows = attention.measure(lengths, dev, attention.default_dtype(dev))
+    return [r.to_dict() for r in rows]
+
+
+def generation_rows(profile: profiles.Profile, model=None, tokenizer=None) -> list[dict[str, Any]]:
+    """The KV-cache curve, the static cache (eager and compiled) at the middle
+    length, and batches of :data:`BATCHES` at 128 new tokens."""
+    from rocm_dl_guide.lm import generation
+
+    if model is None:
+        model, tokenizer, _ = generation.load(profile)
+    prompt = torch.tensor(
+        [tokenizer.encode("An exception is raised when").ids], device=model.device
+    )
+    lengths = generation.NEW_TOKENS.get(profile.name, generation.NEW_TOKENS["gpu"])
+    repeats = 1 if profile.name == "smoke" else 3
+    rows = generation.curve(model, prompt, lengths, iterations=repeats)
+    middle = sorted(lengths)[len(lengths) // 2]
+    rows += [
+        generation.timed(model, prompt, middle, "static", compiled=c, iterations=repeats)
+        for c in (False, True)
+    ]
+    rows += [
+        generation.timed(model, prompt.repeat(b, 1), 128, iterations=repeats)
+        for b in BATCHES
+        if b > 1
+    ]
+    return [r.to_dict() for r in rows]
+
+
+def quantization_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
+    from rocm_dl_guide.lm import quantization
+
+    return [r.to_dict() for r in quantization.table(profile)]
+
+
+def serving_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
+    from rocm_dl_guide.lm import serving
+
+    return [r.to_dict() for r in serving.benchmark(profile)]
+
+
+MEASURE: dict[str, Callable[[profiles.Profile], list[dict[str, Any]]]] = {
+    "attention": attention_rows,
+    "generation": generation_rows,
+    "quantization": quantization_rows,
+    "serving": serving_rows,
+}
+
+
+def run(
+    profile: profiles.ProfileLike = None,
+    parts: tuple[str, ...] = PARTS,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict[str, Any]:
+    """Measure ``parts`` (each a list of rows) and return the record; ``log`` hears
+    which part starts."""
+    unknown = [p for p in parts if p not in MEASURE]
+    if unknown:
+        raise ValueError(f"unknown part {unknown[0]!r}: one of {', '.join(PARTS)}")
+    prof = profiles.current(profile)
+    record: dict[str, Any] = {"profile": prof.name, "machine": machine()}
+    for part in PARTS:
+        if part in parts:
+            log(f"measuring {part} ...")
+            record[part] = MEASURE[part](prof)
+    return record

@@ -324,3 +324,13 @@ def test_qlora_fine_tuning_learns_to_answer(base, tmp_path):
         lora.train("smoke", epochs=1, base=base, qlora=True, fsdp=True, progress=False)
     done = guide_cli("train", "tiny-lm", "--qlora", "--epochs", "1", timeout=120)
     assert done.returncode != 0 and "tiny-lm does not support --qlora" in done.stderr
+
+
+def test_qlora_computes_in_bfloat16_where_the_hardware_does(monkeypatch):
+    from rocm_dl_guide import device as devices
+
+    assert lora.qlora_compute_dtype(torch.device("cuda")) == torch.bfloat16
+    monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda flags=None: False)
+    assert lora.qlora_compute_dtype(torch.device("cpu")) == torch.float32
+    monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda flags=None: True)
+    assert lora.qlora_compute_dtype(torch.device("cpu")) == torch.bfloat16

@@ -156,7 +156,7 @@ def _download(snapshot: Snapshot, root: Path) -> None:
     from huggingface_hub import hf_hub_download
 
     expected = expected_hashes(snapshot)  # before any download: offline fails at once
-    print(f"downloading {snapshot.describe()} from the Hugging Face Hub", flush=True)
+    print(f"downloading {snapshot.describe()} from {snapshot.url}", flush=True)
     with files.staged_directory(root, label="download") as tmp:
         record = {}
         for f in snapshot.files:

@@ -357,10 +357,13 @@ again (double quantization); the products' type is :func:`qlora_compute_dtype`'s
 
 def qlora_compute_dtype(device: torch.device) -> torch.dtype:
     """The type the 4-bit weights are dequantized to for the matrix products:
-    bfloat16 on a GPU, as QLoRA does; float32 on a CPU, where bitsandbytes'
-    bfloat16 path took ten times as long per step on two AVX2 cores of an AMD
-    EPYC without AVX512 (a LoRA step of the smoke model: 2.5 s against 0.26 s)."""
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
+    bfloat16 on a GPU, as QLoRA does, and on a CPU that computes bfloat16 in
+    hardware (AVX512-BF16 or AMX); float32 on other CPUs, which emulate
+    bfloat16 (the precision page measures what that costs)."""
+    from rocm_dl_guide import device as devices
+
+    native = torch.device(device).type == "cuda" or devices.cpu_has_native_bf16()
+    return torch.bfloat16 if native else torch.float32
 
 
 def qlora_support(device: torch.device | str | None = None) -> tuple[bool, str]:

@@ -84,6 +84,36 @@ def _add_generate(sub) -> None:
     p.set_defaults(func=_cmd_generate)
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from rocm_dl_guide.lm import hub, serving
+
+    prof = run_profile("serve", args.profile)
+    try:
+        return serving.serve_forever(args.port, prof, not args.no_continuous_batching)
+    except (hub.HubUnavailableError, serving.ServingError, OSError, ValueError) as exc:
+        return fail("serve", exc)
+
+
+def _add_serve(sub) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve the language-model chapter's model with an OpenAI-compatible API",
+        description="Starts transformers serve on 127.0.0.1 with the chapter's model (the "
+        "pretrained tiny-lm, or SmolLM2-135M with --data-source real), prints the base URL "
+        "and the model id, and serves /v1/models, /v1/completions and /v1/chat/completions "
+        "until Ctrl-C.",
+    )
+    p.add_argument("--port", type=positive_int, help="the port (default: a free one)")
+    p.add_argument(
+        "--no-continuous-batching",
+        action="store_true",
+        help="serve one request at a time instead of batching the requests in flight",
+    )
+    add_profile_args(p)
+    p.set_defaults(func=_cmd_serve)
+
+
 def register(sub) -> None:
     """``generate`` and ``serve``."""
     _add_generate(sub)
+    _add_serve(sub)

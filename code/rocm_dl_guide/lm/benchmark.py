@@ -92,9 +92,17 @@ def quantization_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
 
 
 def serving_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
+    """The server at every concurrency level with continuous batching, and one
+    request at a time at 1 and 4 (at 16 the queue alone would take minutes)."""
     from rocm_dl_guide.lm import serving
 
-    return [r.to_dict() for r in serving.benchmark(profile)]
+    folder = serving.model_folder(profile)
+    max_tokens = serving.max_tokens_for(profile)
+    with serving.Server(folder, continuous_batching=True) as server:
+        rows = serving.measure_levels(server, serving.LEVELS, max_tokens)
+    with serving.Server(folder, continuous_batching=False) as server:
+        rows += [serving.measure(server, c, c, max_tokens) for c in (1, 4)]
+    return [r.to_dict() for r in rows]
 
 
 MEASURE: dict[str, Callable[[profiles.Profile], list[dict[str, Any]]]] = {

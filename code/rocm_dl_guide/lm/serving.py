@@ -1,0 +1,497 @@
+"""Serving the chapter's language model behind an OpenAI-compatible HTTP API.
+
+The engine is ``transformers serve`` (transformers 5.23): FastAPI and uvicorn
+in front of the library's own generation, with ``/v1/completions`` and
+``/v1/chat/completions`` (whole, or streamed as server-sent events) and an
+optional continuous-batching scheduler over a paged KV cache. Measured here,
+it needs three adjustments, and :func:`run_engine` (the server process) makes
+them and nothing else:
+
+- pinned to a local model folder, its ``/v1/models`` lists the Hugging Face
+  cache rather than the served model, and answers 500 where that cache folder
+  does not exist. Real clients discover the model there, so the engine's
+  listing is replaced by one entry: the served folder.
+- it accepts requests only under the folder's exact path as the model name,
+  which is therefore the listed id (:attr:`Server.model_id`).
+- on a CPU its continuous batching sizes the KV cache from the free memory
+  (about a minute before the first answer on two cores); here the cache gets
+  a fixed size (:data:`CPU_CACHE`), which a model of 128 positions never fills.
+
+:class:`Server` starts the engine as a child process on 127.0.0.1 and a free
+port, waits for ``/health`` within a time limit and stops it with SIGTERM to
+its own process group (SIGKILL after a grace period); a port in use or an
+engine that dies reports one :class:`ServingError` with the end of its log.
+The engine also ends itself after ``lifetime`` seconds or when the process
+that started it is gone, so a crashed notebook leaves no server behind.
+:func:`complete` and :func:`stream` send requests with the ``openai`` client;
+:func:`measure` times concurrent streamed requests after a warm-up round at
+the same concurrency (the first batch of a new shape is slow).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rocm_dl_guide import files, ports, profiles, runs
+
+ENGINE = "transformers serve"
+"""The engine's name in :class:`ServeRow`."""
+LEVELS = (1, 4, 16)
+"""Concurrency levels measured: requests in flight at once."""
+MAX_TOKENS = {"smoke": 32, "gpu": 64}
+"""New tokens per measured request, per profile (``full`` takes ``gpu``'s)."""
+PROMPT = "An exception is raised when"
+"""The prompt of the measured requests (the other pages of the chapter use it too)."""
+CPU_CACHE = {"num_blocks": 64, "max_batch_tokens": 512}
+"""Continuous batching's KV cache on a CPU: 64 blocks of 256 positions per
+layer, and at most 512 tokens per forward pass."""
+START_TIMEOUT_S = 180.0
+"""How long :class:`Server` waits for the engine to answer ``/health``."""
+STOP_GRACE_S = 10.0
+"""How long a SIGTERM'ed engine gets to finish before SIGKILL."""
+LIFETIME_S = 900.0
+"""Default lifetime of a server started by a page or test, after which it ends itself."""
+SOURCE_FILE = "rocm_dl_guide_source.json"
+"""Written into the exported model folder: which weights it holds."""
+
+
+class ServingError(RuntimeError):
+    """The server could not start or stopped answering: one line why, then its log's end."""
+
+
+# --------------------------------------------------------------------------- the model folder
+
+
+def model_folder(profile: profiles.ProfileLike = None) -> Path:
+    """The profile's language model as a ``transformers`` model folder, which the
+    engine loads: SmolLM2-135M's own folder where the profile uses it, otherwise
+    the pretrained ``tiny-lm`` (pretrained first if missing) saved with a fast
+    tokenizer into ``<runs>/lm-serving/model``, exported again when the weights change."""
+    from rocm_dl_guide.lm import lora
+
+    lm, tokenizer, path = lora.base_model(profile)
+    if Path(path).is_dir():
+        return Path(path)
+    stat = Path(path).stat()
+    source = {"weights": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    target = runs.runs_dir("lm-serving") / "model"
+
+    def is_complete(folder: Path) -> bool:
+        marker = folder / SOURCE_FILE
+        return marker.is_file() and json.loads(marker.read_text()) == source
+
+    if not is_complete(target):
+        with files.build_lock(target, what="the served model folder"):
+            if not is_complete(target):
+                with files.staged_directory(target, "export") as staged:
+                    export(lm, tokenizer, staged)
+                    (staged / SOURCE_FILE).write_text(json.dumps(source))
+    return target
+
+
+def export(lm: Any, tokenizer: Any, folder: Path) -> None:
+    """Save a :class:`~rocm_dl_guide.lm.model.CausalLM` and its ``tokenizers``
+    tokenizer as a ``transformers`` model folder (weights, config, fast tokenizer)."""
+    from transformers import PreTrainedTokenizerFast
+
+    from rocm_dl_guide.lm import corpus
+
+    decoder = lm.decoder()
+    eos = corpus.END_OF_TEXT
+    decoder.generation_config.eos_token_id = tokenizer.token_to_id(eos)
+    decoder.save_pretrained(folder)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eos, bos_token=eos)
+    fast.save_pretrained(folder)
+
+
+# --------------------------------------------------------------------------- the server process
+
+
+def run_engine(settings: dict[str, Any]) -> None:
+    """The server process: ``transformers serve`` pinned to ``settings["folder"]``,
+    with ``/v1/models`` listing that folder (see the module's notes). Blocks until
+    SIGTERM, ``settings["lifetime"]`` seconds, or the parent process's end."""
+    from transformers.cli.serve import Serve
+    from transformers.cli.serving.model_manager import ModelManager
+
+    folder = settings["folder"]
+    entry = {
+        "id": folder,
+        "object": "model",
+        "created": int(Path(folder).stat().st_mtime),
+        "owned_by": "rocm-dl-guide",
+    }
+    ModelManager.get_gen_models = staticmethod(lambda cache_dir=None: [entry])
+    watch(settings.get("lifetime"), settings.get("parent"))
+    cb = settings.get("cb") or {}
+    Serve(
+        force_model=folder,
+        continuous_batching=settings["continuous_batching"],
+        device=settings.get("device", "auto"),
+        cb_num_blocks=cb.get("num_blocks"),
+        cb_max_batch_tokens=cb.get("max_batch_tokens"),
+        host=settings["host"],
+        port=settings["port"],
+        default_seed=0,
+    )
+
+
+def watch(lifetime: float | None, parent: int | None) -> None:
+    """SIGTERM this process after ``lifetime`` seconds or once ``parent`` is gone."""
+    deadline = None if lifetime is None else time.monotonic() + lifetime
+
+    def loop() -> None:
+        while True:
+            time.sleep(0.5)
+            expired = deadline is not None and time.monotonic() > deadline
+            orphaned = parent is not None and os.getppid() != parent
+            if expired or orphaned:
+                why = "lifetime over" if expired else "parent process gone"
+                print(f"stopping the server: {why}", file=sys.stderr, flush=True)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=loop, name="serving-watchdog", daemon=True).start()
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something already listens on ``host:port`` (connections of a server
+    that stopped, in TIME_WAIT, do not count: uvicorn binds with SO_REUSEADDR too)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def check_port(port: int, host: str = "127.0.0.1") -> None:
+    """One :class:`ServingError` where something already listens on ``host:port``."""
+    if port_in_use(port, host):
+        raise ServingError(
+            f"port {port} on {host} is in use: stop what listens there or pick another port"
+        )
+
+
+class Server:
+    """The engine as a child process on ``host:port`` (a free port by default),
+    started by ``with Server(folder) as server:`` or :meth:`start`, stopped by
+    leaving the block or :meth:`stop`."""
+
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        port: int | None = None,
+        continuous_batching: bool = True,
+        start_timeout: float = START_TIMEOUT_S,
+        lifetime: float | None = LIFETIME_S,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.folder = Path(folder).resolve()
+        self.port = port if port is not None else ports.free_ports(1, host)[0]
+        self.host = host
+        self.continuous_batching = continuous_batching
+        self.start_timeout = start_timeout
+        self.lifetime = lifetime
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        """The OpenAI base URL, ``http://HOST:PORT/v1``."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def model_id(self) -> str:
+        """The model's name in requests and in ``/v1/models``: the folder's exact path."""
+        return str(self.folder)
+
+    def settings(self) -> dict[str, Any]:
+        """What :func:`run_engine` gets in the child process."""
+        import torch
+
+        on_gpu = torch.cuda.is_available()
+        return {
+            "folder": self.model_id,
+            "host": self.host,
+            "port": self.port,
+            "continuous_batching": self.continuous_batching,
+            "device": "auto" if on_gpu else "cpu",
+            "cb": None if on_gpu else CPU_CACHE,
+            "lifetime": self.lifetime,
+            "parent": os.getpid(),
+        }
+
+    def start(self) -> Server:
+        """Start the engine and wait until it answers; :class:`ServingError` if it cannot."""
+        check_port(self.port, self.host)
+        fd, name = tempfile.mkstemp(prefix="rocm-dl-guide-serve-", suffix=".log")
+        self.log_path = Path(name)
+        env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1")
+        with os.fdopen(fd, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "rocm_dl_guide.lm.serving", json.dumps(self.settings())],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # its own process group, which stop() signals
+            )
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_ready(self) -> None:
+        """Poll ``/health`` until it answers 200, the engine exits or the time is up."""
+        import requests
+
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise self.failure(f"the server exited with status {self.process.returncode}")
+            with contextlib.suppress(requests.RequestException):
+                if requests.get(f"http://{self.host}:{self.port}/health", timeout=2).ok:
+                    return
+            time.sleep(0.25)
+        raise self.failure(f"the server did not answer within {self.start_timeout:.0f} s")
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last ``lines`` lines of the engine's output."""
+        if self.log_path is None or not self.log_path.is_file():
+            return ""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def failure(self, why: str) -> ServingError:
+        """One :class:`ServingError`: why, the port taken where the log says so, the log's end."""
+        tail = self.log_tail()
+        if "address already in use" in tail.lower():
+            why = f"port {self.port} on {self.host} is in use ({why})"
+        return ServingError(f"{why}; {ENGINE} on {self.folder}, its log ends:\n{tail}")
+
+    def alive(self) -> bool:
+        """Whether the engine process is still running."""
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, grace: float = STOP_GRACE_S) -> int | None:
+        """SIGTERM the engine's process group, SIGKILL it after ``grace`` seconds;
+        its exit status (``None`` if it never started). Removes the log."""
+        proc = self.process
+        if proc is None:
+            return None
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # helpers it may have left in its group
+        if self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
+        return proc.returncode
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# --------------------------------------------------------------------------- the client
+
+
+def client(server: Server, timeout: float = 120.0) -> Any:
+    """An ``openai.OpenAI`` client for ``server`` (no key needed; none is sent anywhere else)."""
+    import openai
+
+    return openai.OpenAI(base_url=server.url, api_key="none", timeout=timeout, max_retries=0)
+
+
+def list_models(server: Server) -> list[str]:
+    """The model ids ``/v1/models`` lists."""
+    return [m.id for m in client(server).models.list().data]
+
+
+@dataclass
+class Completion:
+    """One answer: its text, the pieces it came in (one for a whole answer), its
+    token count, why it ended, and the time to its first piece and to its end."""
+
+    text: str
+    chunks: list[str]
+    tokens: int
+    finish_reason: str | None
+    ttft_s: float
+    total_s: float
+
+
+def complete(server: Server, prompt: str = PROMPT, max_tokens: int = 16, api: Any = None):
+    """A whole completion: one request, one answer (:class:`Completion`)."""
+    api = api or client(server)
+    start = time.perf_counter()
+    out = api.completions.create(
+        model=server.model_id, prompt=prompt, max_tokens=max_tokens, temperature=0
+    )
+    elapsed = time.perf_counter() - start
+    choice = out.choices[0]
+    tokens = out.usage.completion_tokens if out.usage else 0
+    return Completion(choice.text, [choice.text], tokens, choice.finish_reason, elapsed, elapsed)
+
+
+def stream(server: Server, prompt: str = PROMPT, max_tokens: int = 16, api: Any = None):
+    """A streamed completion (``"stream": true``, server-sent events): the text
+    arrives in pieces; the last event carries the finish reason and token count."""
+    api = api or client(server)
+    start = time.perf_counter()
+    first, chunks, finish, tokens = None, [], None, 0
+    events = api.completions.create(
+        model=server.model_id, prompt=prompt, max_tokens=max_tokens, temperature=0, stream=True
+    )
+    for event in events:
+        for choice in event.choices:
+            if choice.text:
+                first = first if first is not None else time.perf_counter() - start
+                chunks.append(choice.text)
+            finish = choice.finish_reason or finish
+        if event.usage is not None:
+            tokens = event.usage.completion_tokens
+    total = time.perf_counter() - start
+    ttft = first if first is not None else total
+    return Completion("".join(chunks), chunks, tokens, finish, ttft, total)
+
+
+def send_concurrently(
+    server: Server, n: int, concurrency: int, max_tokens: int
+) -> list[Completion]:
+    """``n`` streamed requests, ``concurrency`` of them in flight at a time."""
+    api = client(server)
+    with concurrent_pool(concurrency) as pool:
+        jobs = [pool.submit(stream, server, PROMPT, max_tokens, api) for _ in range(n)]
+        return [job.result() for job in jobs]
+
+
+def concurrent_pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="client")
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+@dataclass
+class ServeRow:
+    """One concurrency level: median time to first token, median tokens/s each
+    request saw, and the tokens/s of all requests together (their tokens over
+    the wall time from the first request's start to the last one's end)."""
+
+    engine: str
+    concurrency: int
+    continuous_batching: bool
+    requests: int
+    max_tokens: int
+    ttft_ms: float
+    tokens_per_s_per_request: float
+    tokens_per_s_total: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def measure(
+    server: Server,
+    concurrency: int,
+    requests_per_level: int | None = None,
+    max_tokens: int = MAX_TOKENS["smoke"],
+) -> ServeRow:
+    """Time ``requests_per_level`` streamed requests (default: one round of
+    ``concurrency``, at least 3), ``concurrency`` in flight at once, after one
+    untimed warm-up round of ``concurrency`` requests."""
+    n = requests_per_level or max(concurrency, 3)
+    send_concurrently(server, concurrency, concurrency, max_tokens)  # warm-up: this batch shape
+    start = time.perf_counter()
+    done = send_concurrently(server, n, concurrency, max_tokens)
+    wall = time.perf_counter() - start
+    tokens = sum(c.tokens for c in done)
+    return ServeRow(
+        engine=ENGINE,
+        concurrency=concurrency,
+        continuous_batching=server.continuous_batching,
+        requests=n,
+        max_tokens=max_tokens,
+        ttft_ms=statistics.median(c.ttft_s for c in done) * 1e3,
+        tokens_per_s_per_request=statistics.median(c.tokens / c.total_s for c in done),
+        tokens_per_s_total=tokens / wall,
+    )
+
+
+def measure_levels(
+    server: Server, levels: tuple[int, ...] = LEVELS, max_tokens: int = MAX_TOKENS["smoke"]
+) -> list[ServeRow]:
+    """:func:`measure` at each concurrency level, lowest first."""
+    return [measure(server, c, max_tokens=max_tokens) for c in levels]
+
+
+def scaling(rows: list[ServeRow], continuous_batching: bool = True) -> float | None:
+    """Total tokens/s at the highest concurrency over that at 1 (``None`` if either is missing)."""
+    mine = {r.concurrency: r for r in rows if r.continuous_batching == continuous_batching}
+    if 1 not in mine or len(mine) < 2:
+        return None
+    return mine[max(mine)].tokens_per_s_total / mine[1].tokens_per_s_total
+
+
+def max_tokens_for(profile: profiles.ProfileLike = None) -> int:
+    """:data:`MAX_TOKENS` of the profile."""
+    name = profiles.current(profile).name
+    return MAX_TOKENS.get(name, MAX_TOKENS["gpu"])
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def serve_forever(
+    port: int | None = None,
+    profile: profiles.ProfileLike = None,
+    continuous_batching: bool = True,
+) -> int:
+    """Serve the profile's model on 127.0.0.1:``port`` until Ctrl-C (or SIGTERM):
+    prints the base URL and the model id, and returns the engine's exit status."""
+    if port is not None:
+        check_port(port)  # before the model folder, which may take a while to write
+    folder = model_folder(profile)
+    server = Server(folder, port=port, continuous_batching=continuous_batching, lifetime=None)
+    with server:
+        print(f"serving {server.model_id} with {ENGINE} at {server.url}", flush=True)
+        print(f"  models:      curl {server.url}/models", flush=True)
+        print("  stop:        Ctrl-C", flush=True)
+        try:
+            while server.alive():
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            print("stopping the server", flush=True)
+        if not server.alive():
+            raise server.failure(f"the server exited with status {server.process.returncode}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_engine(json.loads(sys.argv[1]))

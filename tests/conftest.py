@@ -157,6 +157,18 @@ def build_book(root: Path = ROOT, timeout: int = 3600, env: dict | None = None) 
 
 
 @pytest.fixture(scope="session")
+def tiny_lm_weights(tmp_path_factory):
+    """The weights of a tiny-lm pretrained for one epoch, as `train tiny-lm` saves
+    them, trained once per session for every test that needs a trained model
+    (its greedy choices are no longer near-ties). Tests only read them."""
+    from rocm_dl_guide.lm import pretrain
+
+    folder = tmp_path_factory.mktemp("tiny-lm")
+    pretrain.train("smoke", epochs=1, checkpoint_dir=folder, progress=False, samples=False)
+    return folder / pretrain.WEIGHTS_NAME
+
+
+@pytest.fixture(scope="session")
 def build() -> Build:
     """One build of the whole book, shared by every test that reads the site."""
     result = build_book()

@@ -9,25 +9,24 @@ import pytest
 import torch
 
 from rocm_dl_guide.cli import main
-from rocm_dl_guide.lm import benchmark, generation, pretrain
+from rocm_dl_guide.lm import benchmark, generation, lora, pretrain
 
 STEPS = 24
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tiny_lm_weights):
     """tiny-lm pretrained for one epoch: its greedy choices are not near-ties."""
-    folder = tmp_path_factory.mktemp("tiny-lm")
-    run = pretrain.train("smoke", epochs=1, checkpoint_dir=folder, progress=False, samples=False)
-    hf = run.model.model.eval()
-    prompt = torch.tensor([run.data.tokenizer.encode("An exception is raised when").ids])
+    lm, tokenizer, _ = lora.base_model("smoke", tiny_lm_weights)
+    hf = lm.model.eval()
+    prompt = torch.tensor([tokenizer.encode("An exception is raised when").ids])
     return hf, prompt
 
 
 @pytest.fixture(scope="module")
-def weights(trained, tmp_path_factory):
+def weights(tiny_lm_weights):
     """The fixture's weights as `train tiny-lm` saves them."""
-    return next(tmp_path_factory.getbasetemp().glob("tiny-lm*/tiny_lm.pt"))
+    return tiny_lm_weights
 
 
 def test_cached_and_recomputed_logits_agree_at_every_step(trained):

@@ -30,11 +30,9 @@ def data():
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
+def base(tiny_lm_weights):
     """Weights of a tiny-lm pretrained for one epoch (what ``base`` takes)."""
-    folder = tmp_path_factory.mktemp("tiny-lm")
-    pretrain.train("smoke", epochs=1, checkpoint_dir=folder, progress=False, samples=False)
-    return folder / pretrain.WEIGHTS_NAME
+    return tiny_lm_weights
 
 
 def tiny(data, seed=0):

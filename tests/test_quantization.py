@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
-from rocm_dl_guide.lm import generation, pretrain
+from rocm_dl_guide.lm import generation, lora, pretrain
 from rocm_dl_guide.lm import quantization as quant
 
 CPU = torch.device("cpu")
@@ -22,14 +22,13 @@ relative to the spread (max - min) of float32's logits at that position."""
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tiny_lm_weights):
     """tiny-lm pretrained for one epoch, its held-out blocks and a prompt."""
-    folder = tmp_path_factory.mktemp("tiny-lm")
-    run = pretrain.train("smoke", epochs=1, checkpoint_dir=folder, progress=False, samples=False)
-    lm = run.model.eval()
-    val = DataLoader(Subset(run.data.val_loader.dataset, range(BLOCKS)), batch_size=8)
-    prompt = torch.tensor([run.data.tokenizer.encode(quant.PROMPT).ids])
-    return lm, val, prompt
+    lm, tokenizer, _ = lora.base_model("smoke", tiny_lm_weights)
+    data = pretrain.load("smoke")
+    val = DataLoader(Subset(data.val_loader.dataset, range(BLOCKS)), batch_size=8)
+    prompt = torch.tensor([tokenizer.encode(quant.PROMPT).ids])
+    return lm.eval(), val, prompt
 
 
 @pytest.fixture(scope="module")

@@ -60,8 +60,9 @@ def attention_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
 
 
 def generation_rows(profile: profiles.Profile, model=None, tokenizer=None) -> list[dict[str, Any]]:
-    """The KV-cache curve, the static cache (eager and compiled) at the middle
-    length, and batches of :data:`BATCHES` at 128 new tokens."""
+    """The KV-cache curve (the generation page's lengths and twice the longest),
+    the static cache (eager and compiled) at the page's middle length, and
+    batches of :data:`BATCHES` at 128 new tokens."""
     from rocm_dl_guide.lm import generation
 
     if model is None:
@@ -69,10 +70,11 @@ def generation_rows(profile: profiles.Profile, model=None, tokenizer=None) -> li
     prompt = torch.tensor(
         [tokenizer.encode("An exception is raised when").ids], device=model.device
     )
-    lengths = generation.NEW_TOKENS.get(profile.name, generation.NEW_TOKENS["gpu"])
+    page = generation.NEW_TOKENS.get(profile.name, generation.NEW_TOKENS["gpu"])
+    lengths = (*page, 2 * max(page))  # one doubling past the page, where the gap is widest
     repeats = 1 if profile.name == "smoke" else 3
     rows = generation.curve(model, prompt, lengths, iterations=repeats)
-    middle = sorted(lengths)[len(lengths) // 2]
+    middle = sorted(page)[len(page) // 2]
     rows += [
         generation.timed(model, prompt, middle, "static", compiled=c, iterations=repeats)
         for c in (False, True)

@@ -100,10 +100,11 @@ ALLOWED_EXTRA = {
     "tuning": frozenset({"bench", "inception"}),
     "tf_distributed": frozenset({"fashion_mnist"}),
     # selfcheck runs the PyTorch case studies, the inference chapter, a DDP job and
-    # the language-model path (pretraining under bf16, LoRA).
+    # the language-model path (pretraining under bf16, LoRA, attention kernels,
+    # generation).
     "selfcheck": frozenset(
         {"mnist", "cifar10", "inception", "inference", "scaling", "profiling", "tuning"}
-        | {"lm.pretrain", "lm.lora"}
+        | {"lm.pretrain", "lm.lora", "lm.attention", "lm.generation"}
     ),
     # recipes lists every case study's full-profile settings.
     "recipes": frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"}),

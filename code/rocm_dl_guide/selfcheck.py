@@ -679,6 +679,66 @@ def check_lm_fsdp(ctx: Setup) -> Outcome:
     )
 
 
+def check_lm_attention(ctx: Setup) -> Outcome:
+    """Every SDPA kernel that runs on the device agrees with the math reference
+    (bfloat16 on a GPU), and the fused one takes less peak memory at the longest
+    length; names the kernel SDPA picks by itself."""
+    from rocm_dl_guide.lm import attention
+
+    dtype = attention.default_dtype(ctx.device)
+    lengths = (2048, 8192) if ctx.device.type == "cuda" else (256, 1024)
+    rows = attention.measure(lengths, ctx.device, dtype, iterations=3)
+    if not attention.agree(rows, dtype):
+        raise AssertionError(f"a kernel disagrees with math: {[r.to_dict() for r in rows]}")
+    at = {r.backend: r for r in rows if r.seq_len == max(lengths) and r.ms is not None}
+    fused = min((b for b in at if b != "math"), key=lambda b: at[b].peak_mb, default=None)
+    if fused is None or not at[fused].peak_mb < at["math"].peak_mb:
+        raise AssertionError(f"no fused kernel used less memory than math: {at}")
+    picked = attention.default_backend(ctx.device, dtype)
+    return Outcome(
+        "lm:attention",
+        "pass",
+        f"{', '.join(sorted(at))} agree in {str(dtype).replace('torch.', '')}; at "
+        f"{max(lengths)} tokens {fused} {at[fused].ms:.1f} ms / {at[fused].peak_mb:.0f} MB, "
+        f"math {at['math'].ms:.1f} ms / {at['math'].peak_mb:.0f} MB; SDPA picks {picked}",
+        figures={"picked": picked, **{f"{b}_ms": round(r.ms, 3) for b, r in at.items()}},
+    )
+
+
+def check_lm_generate(ctx: Setup) -> Outcome:
+    """Generation on the decoder ``lm:bf16`` trained (or the cached ``tiny-lm``):
+    cached and recomputed next-token logits agree, the KV cache is faster than
+    recomputing at 256 new tokens, and the compiled static cache generates."""
+    import torch
+
+    from rocm_dl_guide.lm import generation, pretrain
+
+    weights = _lm_folder(ctx) / pretrain.WEIGHTS_NAME
+    model, tokenizer, _ = generation.load(ctx.profile, weights if weights.is_file() else None)
+    prompt = torch.tensor([tokenizer.encode("An exception is raised when").ids], device=ctx.device)
+    cached, full, _ = generation.step_logits(model, prompt, 16)
+    spread = max(float(f.max() - f.min()) for f in full)
+    worst = max(float((a - b).abs().max()) for a, b in zip(cached, full, strict=True))
+    if not worst <= 0.02 * spread:
+        raise AssertionError(f"cached logits differ by {worst:.3g} (spread {spread:.3g})")
+    rows = generation.curve(model, prompt, (64, 256))
+    speedup = generation.speedup(rows, 256)
+    if not speedup > 1:
+        raise AssertionError(f"the KV cache was not faster at 256 new tokens ({speedup:.2f}x)")
+    compiled = generation.timed(model, prompt, 256, "static", compiled=True, iterations=3)
+    return Outcome(
+        "lm:generate",
+        "pass",
+        f"cached logits within {worst:.2g} of recomputed ({model.dtype}); KV cache "
+        f"{speedup:.1f}x faster at 256 new tokens; static cache compiled "
+        f"{compiled.tokens_per_s:,.0f} tokens/s",
+        figures={
+            "kv_speedup_256": round(speedup, 2),
+            "compiled_tokens_per_s": compiled.tokens_per_s,
+        },
+    )
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -695,6 +755,8 @@ _CHECKS: tuple[tuple[str, Callable[[Setup], Outcome | list[Outcome]]], ...] = (
     ("lm:lora", lambda ctx: check_lm_lora(ctx)),
     ("lm:qlora", lambda ctx: check_lm_qlora(ctx)),
     ("lm:fsdp", lambda ctx: check_lm_fsdp(ctx)),
+    ("lm:attention", lambda ctx: check_lm_attention(ctx)),
+    ("lm:generate", lambda ctx: check_lm_generate(ctx)),
 )
 CHECK_NAMES = tuple(name for name, _ in _CHECKS)
 """The checks in the order they run (``--only`` picks among them)."""

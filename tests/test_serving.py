@@ -148,3 +148,30 @@ def test_serve_on_a_port_in_use_fails_in_one_line_before_any_work(capsys):
     err = capsys.readouterr().err.strip()
     expected = f"serve: port {port} on 127.0.0.1 is in use: stop what listens there"
     assert err == f"{expected} or pick another port"
+
+
+def test_vllm_is_started_with_the_same_settings_or_refused_with_the_reason(folder, capsys):
+    from rocm_dl_guide.cli import main
+
+    settings = serving.Server(folder, continuous_batching=False).settings()
+    args = serving.vllm_args(settings)
+    assert args[:4] == [
+        "--model",
+        str(folder.resolve()),
+        "--served-model-name",
+        str(folder.resolve()),
+    ]
+    assert args[-2:] == ["--max-num-seqs", "1"]
+    assert "--max-num-seqs" not in serving.vllm_args({**settings, "continuous_batching": True})
+    with pytest.raises(ValueError, match="unknown engine 'sglang'"):
+        serving.Server(folder, engine="sglang")
+    why = serving.engine_missing("vllm")
+    if why is None:
+        pytest.skip("vLLM is installed here")
+    assert "rocm/vllm" in why
+    server = serving.Server(folder, engine="vllm")
+    with pytest.raises(serving.ServingError, match="vLLM is not installed"):
+        server.start()
+    assert server.process is None
+    assert main(["serve", "--engine", "vllm", "--profile", "smoke"]) == 1
+    assert capsys.readouterr().err.strip() == f"serve: {why}"

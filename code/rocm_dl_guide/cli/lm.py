@@ -89,7 +89,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     prof = run_profile("serve", args.profile)
     try:
-        return serving.serve_forever(args.port, prof, not args.no_continuous_batching)
+        return serving.serve_forever(args.port, prof, not args.no_continuous_batching, args.engine)
     except (hub.HubUnavailableError, serving.ServingError, OSError, ValueError) as exc:
         return fail("serve", exc)
 
@@ -98,12 +98,18 @@ def _add_serve(sub) -> None:
     p = sub.add_parser(
         "serve",
         help="serve the language-model chapter's model with an OpenAI-compatible API",
-        description="Starts transformers serve on 127.0.0.1 with the chapter's model (the "
-        "pretrained tiny-lm, or SmolLM2-135M with --data-source real), prints the base URL "
+        description="Starts transformers serve (or vLLM) on 127.0.0.1 with the chapter's model "
+        "(the pretrained tiny-lm, or SmolLM2-135M with --data-source real), prints the base URL "
         "and the model id, and serves /v1/models, /v1/completions and /v1/chat/completions "
         "until Ctrl-C.",
     )
     p.add_argument("--port", type=positive_int, help="the port (default: a free one)")
+    p.add_argument(
+        "--engine",
+        choices=("transformers", "vllm"),
+        default="transformers",
+        help="transformers serve (default) or vLLM, where it is installed",
+    )
     p.add_argument(
         "--no-continuous-batching",
         action="store_true",

@@ -23,6 +23,9 @@ its own process group (SIGKILL after a grace period); a port in use or an
 engine that dies reports one :class:`ServingError` with the end of its log.
 The engine also ends itself after ``lifetime`` seconds or when the process
 that started it is gone, so a crashed notebook leaves no server behind.
+Where vLLM is installed (AMD's ``rocm/vllm`` container), ``Server(...,
+engine="vllm")`` starts vLLM's OpenAI server on the same folder instead, under
+the same time limits, and the same client measures it.
 :func:`complete` and :func:`stream` send requests with the ``openai`` client;
 :func:`measure` times concurrent streamed requests after a warm-up round at
 the same concurrency (the first batch of a new shape is slow).
@@ -50,6 +53,10 @@ from rocm_dl_guide import files, ports, profiles, runs
 
 ENGINE = "transformers serve"
 """The engine's name in :class:`ServeRow`."""
+ENGINES = {"transformers": ENGINE, "vllm": "vLLM"}
+"""The engines :class:`Server` starts, by their short names: ``transformers
+serve`` everywhere, vLLM where it is installed (AMD's ``rocm/vllm`` container on
+a ROCm node)."""
 LEVELS = (1, 4, 16)
 """Concurrency levels measured: requests in flight at once."""
 MAX_TOKENS = {"smoke": 32, "gpu": 64}
@@ -121,10 +128,43 @@ def export(lm: Any, tokenizer: Any, folder: Path) -> None:
 # --------------------------------------------------------------------------- the server process
 
 
+def engine_missing(engine: str) -> str | None:
+    """Why ``engine`` (a key of :data:`ENGINES`) cannot start here, or ``None``."""
+    import importlib.util
+
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}: one of {', '.join(ENGINES)}")
+    if engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        return (
+            "vLLM is not installed here: it runs in AMD's rocm/vllm container on a ROCm "
+            "node (or after pip install vllm)"
+        )
+    return None
+
+
+def vllm_args(settings: dict[str, Any]) -> list[str]:
+    """vLLM's OpenAI server's arguments for the same settings: the folder served
+    under its own path as the model's name, as with ``transformers serve``;
+    without continuous batching, one sequence at a time (``--max-num-seqs 1``)."""
+    args = ["--model", settings["folder"], "--served-model-name", settings["folder"]]
+    args += ["--host", settings["host"], "--port", str(settings["port"])]
+    if not settings["continuous_batching"]:
+        args += ["--max-num-seqs", "1"]
+    return args
+
+
 def run_engine(settings: dict[str, Any]) -> None:
     """The server process: ``transformers serve`` pinned to ``settings["folder"]``,
-    with ``/v1/models`` listing that folder (see the module's notes). Blocks until
+    with ``/v1/models`` listing that folder (see the module's notes), or vLLM's
+    OpenAI server on it where ``settings["engine"]`` says so. Blocks until
     SIGTERM, ``settings["lifetime"]`` seconds, or the parent process's end."""
+    if settings.get("engine") == "vllm":
+        import runpy
+
+        watch(settings.get("lifetime"), settings.get("parent"))
+        sys.argv = ["vllm", *vllm_args(settings)]
+        runpy.run_module("vllm.entrypoints.openai.api_server", run_name="__main__", alter_sys=True)
+        return
     from transformers.cli.serve import Serve
     from transformers.cli.serving.model_manager import ModelManager
 
@@ -201,7 +241,10 @@ class Server:
         start_timeout: float = START_TIMEOUT_S,
         lifetime: float | None = LIFETIME_S,
         host: str = "127.0.0.1",
+        engine: str = "transformers",
     ) -> None:
+        engine_missing(engine)  # an unknown name fails here, at once
+        self.engine = engine
         self.folder = Path(folder).resolve()
         self.port = port if port is not None else ports.free_ports(1, host)[0]
         self.host = host
@@ -227,6 +270,7 @@ class Server:
 
         on_gpu = torch.cuda.is_available()
         return {
+            "engine": self.engine,
             "folder": self.model_id,
             "host": self.host,
             "port": self.port,
@@ -239,6 +283,9 @@ class Server:
 
     def start(self) -> Server:
         """Start the engine and wait until it answers; :class:`ServingError` if it cannot."""
+        why = engine_missing(self.engine)
+        if why:
+            raise ServingError(why)
         check_port(self.port, self.host)
         fd, name = tempfile.mkstemp(prefix="rocm-dl-guide-serve-", suffix=".log")
         self.log_path = Path(name)
@@ -285,7 +332,9 @@ class Server:
         tail = self.log_tail()
         if "address already in use" in tail.lower():
             why = f"port {self.port} on {self.host} is in use ({why})"
-        return ServingError(f"{why}; {ENGINE} on {self.folder}, its log ends:\n{tail}")
+        return ServingError(
+            f"{why}; {ENGINES[self.engine]} on {self.folder}, its log ends:\n{tail}"
+        )
 
     def alive(self) -> bool:
         """Whether the engine process is still running."""
@@ -365,8 +414,16 @@ def stream(server: Server, prompt: str = PROMPT, max_tokens: int = 16, api: Any 
     api = api or client(server)
     start = time.perf_counter()
     first, chunks, finish, tokens = None, [], None, 0
+    # vLLM sends the token count only when asked; transformers serve always does,
+    # and does not take the option
+    extra = {"stream_options": {"include_usage": True}} if server.engine == "vllm" else {}
     events = api.completions.create(
-        model=server.model_id, prompt=prompt, max_tokens=max_tokens, temperature=0, stream=True
+        model=server.model_id,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        temperature=0,
+        stream=True,
+        **extra,
     )
     for event in events:
         for choice in event.choices:
@@ -433,7 +490,7 @@ def measure(
     wall = time.perf_counter() - start
     tokens = sum(c.tokens for c in done)
     return ServeRow(
-        engine=ENGINE,
+        engine=ENGINES[server.engine],
         concurrency=concurrency,
         continuous_batching=server.continuous_batching,
         requests=n,
@@ -472,15 +529,21 @@ def serve_forever(
     port: int | None = None,
     profile: profiles.ProfileLike = None,
     continuous_batching: bool = True,
+    engine: str = "transformers",
 ) -> int:
-    """Serve the profile's model on 127.0.0.1:``port`` until Ctrl-C (or SIGTERM):
-    prints the base URL and the model id, and returns the engine's exit status."""
+    """Serve the profile's model on 127.0.0.1:``port`` with ``engine`` until Ctrl-C
+    (or SIGTERM): prints the base URL and the model id, and returns 0."""
+    why = engine_missing(engine)  # before the model folder, which may take a while to write
+    if why:
+        raise ServingError(why)
     if port is not None:
-        check_port(port)  # before the model folder, which may take a while to write
+        check_port(port)
     folder = model_folder(profile)
-    server = Server(folder, port=port, continuous_batching=continuous_batching, lifetime=None)
+    server = Server(
+        folder, port=port, continuous_batching=continuous_batching, lifetime=None, engine=engine
+    )
     with server:
-        print(f"serving {server.model_id} with {ENGINE} at {server.url}", flush=True)
+        print(f"serving {server.model_id} with {ENGINES[engine]} at {server.url}", flush=True)
         print(f"  models:      curl {server.url}/models", flush=True)
         print("  stop:        Ctrl-C", flush=True)
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +85,58 @@ def test_int8_model_is_quantized_runs_and_follows_the_fp32_model(cifar_onnx, tmp
     assert int8.shape == fp32.shape
     # Random weights give near-tied classes, so compare the logits, not the top-1.
     assert np.corrcoef(fp32.ravel(), int8.ravel())[0, 1] > 0.95
+
+
+def _zero_point_types(path: Path) -> set[int]:
+    """The element types of a QDQ model's activation zero points (QuantizeLinear's third input)."""
+    model = onnx.load(path)
+    inits = {i.name: i.data_type for i in model.graph.initializer}
+    return {
+        inits[n.input[2]]
+        for n in model.graph.node
+        if n.op_type == "QuantizeLinear" and n.input[2] in inits
+    }
+
+
+def test_each_int8_config_is_applied_as_asked(cifar_onnx, tmp_path):
+    from onnx import TensorProto
+
+    u8 = precision.quantize_onnx_int8(
+        cifar_onnx, tmp_path / "u8.onnx", batches(), config=precision.U8S8
+    )
+    s8 = precision.quantize_onnx_int8(
+        cifar_onnx, tmp_path / "s8.onnx", batches(), config=precision.S8S8
+    )
+    assert _zero_point_types(u8) == {TensorProto.UINT8}
+    assert _zero_point_types(s8) == {TensorProto.INT8}
+    pct = replace(precision.U8S8, reduce_range=True, calibration="Percentile")
+    out = precision.quantize_onnx_int8(cifar_onnx, tmp_path / "pct.onnx", batches(), config=pct)
+    x = batches(1, 16, seed=1)[0]
+    fp32 = inference.compile_model(cifar_onnx, "onnxruntime", threads=1).run(x)
+    for path in (u8, out):
+        int8 = inference.compile_model(path, "onnxruntime", threads=1).run(x)
+        assert np.corrcoef(fp32.ravel(), int8.ravel())[0, 1] > 0.9
+    assert pct.name == "U8S8 per-channel reduce_range Percentile"
+    assert pct.to_dict()["format"] == "QDQ" and pct.to_dict()["reduce_range"] is True
+
+
+def test_the_int8_candidates_follow_the_cpu():
+    no_vnni = precision.int8_configs({"avx2", "fma"})
+    vnni = precision.int8_configs({"avx2", "avx512f", "avx512_vnni"})
+    assert [c.name for c in vnni] == [
+        "U8S8 per-channel MinMax",
+        "S8S8 per-channel MinMax",
+        "U8S8 per-channel Percentile",
+    ]
+    assert [c.name for c in no_vnni] == [
+        "U8S8 per-channel MinMax",
+        "S8S8 per-channel MinMax",
+        "U8S8 per-channel reduce_range MinMax",
+        "U8S8 per-channel Percentile",
+    ]
+    assert "VPMADDUBSW" in precision.int8_reason({"avx2"})
+    assert "VNNI" in precision.int8_reason({"avx2", "avx512_vnni"})
+    assert "AMX" in precision.int8_reason({"amx_int8"})
 
 
 def _relu_only(path: Path) -> Path:
@@ -232,6 +285,11 @@ def test_bench_precision_json_rows(tmp_path):
         show_progress=False,
     )
     data = json.loads(json.dumps(result.to_dict()))
+    int8 = [r for r in data["rows"] if r["precision"] == "int8"]
+    configs = precision.int8_configs(device.cpu_flags())
+    assert [r["config"]["name"] for r in int8] == [c.name for c in configs]
+    assert all(r["top1_agreement"] >= 0.8 for r in int8)
+    assert result.best_int8(1) in result.int8_rows(1)
     rows = {(r["backend"], r["precision"]): r for r in data["rows"]}
     assert set(rows) == {precision.REFERENCE, ("ONNX Runtime", "fp32"), ("ONNX Runtime", "int8")}
     for row in rows.values():
@@ -279,6 +337,7 @@ def _row(backend, prec, batch, ms, agreement):
         "device": "cpu",
         "instructions": "x",
         "note": "",
+        "config": {"name": f"C{ms:.0f}"} if prec == "int8" else None,
     }
 
 
@@ -311,3 +370,20 @@ def test_bench_table_best_engine_and_plot():
     fig = result.plot(batch=1)
     points = [c for c in fig.axes[0].collections]
     assert len(points) == 3  # one point per engine that has an agreement figure
+
+
+def test_the_fastest_int8_config_wins_unless_it_agrees_less():
+    result = _bench(
+        [
+            _row("PyTorch eager", "fp32", 1, 100.0, 1.0),
+            _row("ONNX Runtime", "int8", 1, 40.0, 0.99),
+            _row("ONNX Runtime", "int8", 1, 20.0, 0.985),
+            _row("ONNX Runtime", "int8", 1, 10.0, 0.90),
+        ]
+    )
+    assert result.best_int8(1)["config"]["name"] == "C20"  # C10 agrees 9 points less
+    assert result.row("ONNX Runtime", "int8", 1)["ms"] == 20.0
+    assert result.row("ONNX Runtime", "int8", 1, config="C40")["ms"] == 40.0
+    assert "C10" in result.summary() and list(result.frame()["config"])[1:] == ["C40", "C20", "C10"]
+    with pytest.raises(KeyError):
+        result.best_int8(8)

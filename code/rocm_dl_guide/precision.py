@@ -8,7 +8,9 @@ The engines are the libraries' own tools, nothing home-made:
 - ONNX Runtime on the CPU: fp32, and int8 from
   ``onnxruntime.quantization.quantize_static`` (QDQ format, per-channel
   weights, calibrated on real or fixture images through
-  :class:`CalibrationReader`);
+  :class:`CalibrationReader`), in each of the settings ONNX Runtime documents
+  for CPUs (:func:`int8_configs`: unsigned or signed activations, 7-bit weights
+  where the CPU lacks VNNI, two calibration methods), one row each;
 - MIGraphX, when it is importable: ``migraphx.quantize_fp16`` and
   ``migraphx.quantize_int8`` with the same calibration batches.
 
@@ -27,7 +29,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,84 @@ ENGINES = (
 """Every (backend, precision) the benchmark knows; MIGraphX rows only where it imports."""
 
 REFERENCE = ("PyTorch eager", "fp32")
+
+
+@dataclass(frozen=True)
+class Int8Config:
+    """One static int8 setting of ONNX Runtime's ``quantize_static`` (QDQ format)."""
+
+    activation: str = "uint8"
+    """``uint8`` (asymmetric, with a zero point) or ``int8`` (symmetric)."""
+    weight: str = "int8"
+    per_channel: bool = True
+    reduce_range: bool = False
+    """Weights in 7 bits, so that AVX2's 16-bit sums of products cannot saturate."""
+    calibration: str = "MinMax"
+    """``MinMax``, ``Entropy`` or ``Percentile`` (ONNX Runtime's CalibrationMethod)."""
+
+    @property
+    def name(self) -> str:
+        """Short name: ``U8S8`` (uint8 activations, int8 weights) or ``S8S8``, and options."""
+        parts = [("U8" if self.activation == "uint8" else "S8") + "S8"]
+        parts.append("per-channel" if self.per_channel else "per-tensor")
+        if self.reduce_range:
+            parts.append("reduce_range")
+        parts.append(self.calibration)
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": "QDQ", **asdict(self), "name": self.name}
+
+
+U8S8 = Int8Config()
+"""ONNX Runtime's recommendation for x86 CPUs with VNNI."""
+S8S8 = Int8Config(activation="int8")
+"""Signed, symmetric activations: ONNX Runtime's recommendation for ARM and GPUs."""
+
+
+def has_vnni(flags: Collection[str]) -> bool:
+    """Whether the CPU has int8 dot-product instructions (VNNI or AMX-INT8)."""
+    return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & set(flags))
+
+
+def int8_configs(flags: Collection[str]) -> list[Int8Config]:
+    """The int8 settings worth measuring on a CPU with ``flags``, from ONNX
+    Runtime's guidance for CPU inference: U8S8 and S8S8 (per-channel, MinMax);
+    on a CPU without VNNI also U8S8 with ``reduce_range`` (its remedy for
+    saturating 16-bit sums); and U8S8 with Percentile calibration, which clips
+    outlying activations instead of stretching the scale to them."""
+    configs = [U8S8, S8S8]
+    if not has_vnni(flags):
+        configs.append(replace(U8S8, reduce_range=True))
+    configs.append(replace(U8S8, calibration="Percentile"))
+    return configs
+
+
+def int8_reason(flags: Collection[str]) -> str:
+    """What this CPU's int8 instructions mean for the settings of :func:`int8_configs`,
+    in words (from ONNX Runtime's guidance for CPU inference)."""
+    if "amx_int8" in flags or has_vnni(flags):
+        what = "AMX-INT8 tiles" if "amx_int8" in flags else "VNNI dot products"
+        return (
+            f"This CPU has {what}: they multiply unsigned 8-bit activations by signed "
+            "8-bit weights and add the products into 32-bit sums in one instruction, "
+            "which is what U8S8 asks for, with no risk of overflow, so reduce_range "
+            "is not needed."
+        )
+    if "avx2" in flags:
+        return (
+            "This CPU has AVX2 but no VNNI: its int8 products go through VPMADDUBSW, "
+            "which multiplies unsigned 8-bit activations by signed 8-bit weights and "
+            "adds pairs into 16-bit sums that saturate; reduce_range (7-bit weights) is "
+            "ONNX Runtime's remedy, at some cost in precision, and the integer kernels "
+            "have less of an edge over a well-optimised fp32 graph."
+        )
+    return "This CPU has no SIMD int8 instructions that ONNX Runtime's kernels use."
+
+
+def engine_key(backend: str, precision: str, config: Int8Config | None = None) -> str:
+    """One engine's name in timings and agreements: ``backend precision [config]``."""
+    return f"{backend} {precision}" + (f" {config.name}" if config else "")
 
 
 class PrecisionError(ValueError):
@@ -171,17 +251,26 @@ def quantize_onnx_int8(
     out: str | os.PathLike,
     batches: list[np.ndarray],
     per_channel: bool = True,
+    config: Int8Config | None = None,
 ) -> Path:
     """Static int8 quantization of the ONNX model at ``path`` with ONNX Runtime's
-    ``quantize_static`` (QDQ format, int8 activations and weights, per-channel
-    weights), calibrated on ``batches``; writes ``out`` atomically and returns it.
+    ``quantize_static`` (QDQ format; ``config``'s types, range and calibration,
+    default :data:`S8S8` with ``per_channel``), calibrated on ``batches``;
+    writes ``out`` atomically and returns it.
 
     Raises :class:`PrecisionError` for a model that has nothing to quantize
     (no Conv, MatMul or Gemm) or is quantized already, and
     :class:`inference.ModelFileError` for a file that is not a readable ONNX model.
     """
-    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
+    config = config or replace(S8S8, per_channel=per_channel)
+    types = {"uint8": QuantType.QUInt8, "int8": QuantType.QInt8}
     path, out = Path(path), Path(out)
     model = inference.read_onnx(path)  # a clear error for a missing or corrupt file
     ops = inference.op_counts(path)
@@ -206,10 +295,12 @@ def quantize_onnx_int8(
             str(tmp),
             reader,
             quant_format=QuantFormat.QDQ,
-            activation_type=QuantType.QInt8,
-            weight_type=QuantType.QInt8,
-            per_channel=per_channel,
-            extra_options={"ActivationSymmetric": True},
+            activation_type=types[config.activation],
+            weight_type=types[config.weight],
+            per_channel=config.per_channel,
+            reduce_range=config.reduce_range,
+            calibrate_method=CalibrationMethod[config.calibration],
+            extra_options={"ActivationSymmetric": config.activation == "int8"},
         )
     return out
 
@@ -231,6 +322,12 @@ class Engine:
     device: str
     note: str = ""
     on_gpu: bool = False
+    config: Int8Config | None = None
+    """ONNX Runtime int8's quantization setting."""
+
+    @property
+    def key(self) -> str:
+        return engine_key(self.backend, self.precision, self.config)
 
 
 def torch_engine(model, precision: str, compiled: bool = False) -> Engine:
@@ -262,10 +359,14 @@ def torch_engine(model, precision: str, compiled: bool = False) -> Engine:
     return Engine(backend, precision, run, inference.cpu_description(), note)
 
 
-def _ort_engine(path: Path, precision: str, threads: int) -> Engine:
+def _ort_engine(
+    path: Path, precision: str, threads: int, config: Int8Config | None = None
+) -> Engine:
     compiled = inference.compile_model(path, "onnxruntime", threads=threads)
-    note = "quantize_static, QDQ, per-channel int8 weights" if precision == "int8" else ""
-    return Engine("ONNX Runtime", precision, compiled.run, compiled.device, note, compiled.on_gpu)
+    note = f"quantize_static, QDQ, {config.name}" if config else ""
+    return Engine(
+        "ONNX Runtime", precision, compiled.run, compiled.device, note, compiled.on_gpu, config
+    )
 
 
 def migraphx_engine(path: Path, precision: str, batch: int, batches: list[np.ndarray]) -> Engine:
@@ -321,14 +422,15 @@ def skipped(
 def engines(
     model,
     onnx_path: Path,
-    int8_path: Path,
+    int8_paths: dict[Int8Config, Path],
     batches: list[np.ndarray],
     batch: int,
     threads: int,
     include: Iterable[tuple[str, str]] = ENGINES,
 ) -> list[Engine]:
     """The engines of ``include`` that this machine can run, in that order
-    (MIGraphX rows only where MIGraphX imports)."""
+    (MIGraphX rows only where MIGraphX imports); ONNX Runtime int8 once per
+    quantized model of ``int8_paths``."""
     wanted = list(include)
     found = []
     has_mgx = inference.migraphx_status().available
@@ -337,9 +439,10 @@ def engines(
             found.append(torch_engine(model, precision))
         elif backend == "torch.compile":
             found.append(torch_engine(model, precision, compiled=True))
+        elif backend == "ONNX Runtime" and precision == "int8":
+            found += [_ort_engine(p, precision, threads, c) for c, p in int8_paths.items()]
         elif backend == "ONNX Runtime":
-            path = int8_path if precision == "int8" else onnx_path
-            found.append(_ort_engine(path, precision, threads))
+            found.append(_ort_engine(onnx_path, precision, threads))
         elif backend == "MIGraphX" and has_mgx:
             found.append(migraphx_engine(onnx_path, precision, batch, batches))
     return found
@@ -358,6 +461,8 @@ class PredictionAgreement:
     """Share of test images whose top-1 class equals the fp32 model's."""
     accuracy: float
     images: int
+    key: str = ""
+    """The engine's :func:`engine_key`."""
 
 
 def prediction_agreement(
@@ -381,12 +486,18 @@ def prediction_agreement(
             top1_agreement=float((p == reference).mean()),
             accuracy=float((p == labels).mean()),
             images=len(labels),
+            key=e.key,
         )
         for e, p in zip(engine_list, preds, strict=True)
     ]
 
 
 # --------------------------------------------------------------------------- the benchmark
+
+
+AGREEMENT_SLACK = 0.01
+"""How much less top-1 agreement than the best int8 configuration's still counts
+as as good when :meth:`PrecisionBench.best_int8` picks the fastest."""
 
 
 @dataclass
@@ -427,6 +538,7 @@ class PrecisionBench:
             {
                 "backend": table["backend"],
                 "precision": table["precision"],
+                "config": table["config"].map(lambda c: c["name"] if c else ""),
                 "batch": table["batch"],
                 "ms (median)": table["ms"],
                 "vs eager fp32": table["speedup_vs_eager_fp32"],
@@ -436,12 +548,39 @@ class PrecisionBench:
             }
         )
 
-    def row(self, backend: str, precision: str, batch: int) -> dict[str, Any]:
-        """The row of one engine at one batch size (``KeyError`` if it did not run)."""
+    def row(
+        self, backend: str, precision: str, batch: int, config: str | None = None
+    ) -> dict[str, Any]:
+        """The row of one engine at one batch size (``KeyError`` if it did not run);
+        for ONNX Runtime int8, the row of ``config`` (a name), else the best one
+        (:meth:`best_int8`)."""
+        if (backend, precision) == ("ONNX Runtime", "int8") and config is None:
+            return self.best_int8(batch)
         for r in self.rows:
-            if (r["backend"], r["precision"], r["batch"]) == (backend, precision, batch):
+            if (r["backend"], r["precision"], r["batch"]) == (backend, precision, batch) and (
+                config is None or (r["config"] or {}).get("name") == config
+            ):
                 return r
-        raise KeyError(f"{backend} {precision} did not run at batch {batch}")
+        raise KeyError(f"{backend} {precision} {config or ''} did not run at batch {batch}")
+
+    def int8_rows(self, batch: int = 1) -> list[dict[str, Any]]:
+        """ONNX Runtime's int8 rows at ``batch``, one per configuration."""
+        return [
+            r
+            for r in self.rows
+            if (r["backend"], r["precision"], r["batch"]) == ("ONNX Runtime", "int8", batch)
+        ]
+
+    def best_int8(self, batch: int = 1, slack: float = AGREEMENT_SLACK) -> dict[str, Any]:
+        """The fastest ONNX Runtime int8 configuration at ``batch`` among those whose
+        agreement is within ``slack`` of the best agreement (``KeyError`` if none ran)."""
+        rows = self.int8_rows(batch)
+        if not rows:
+            raise KeyError(f"ONNX Runtime int8 did not run at batch {batch}")
+        agreements = [r["top1_agreement"] for r in rows if r["top1_agreement"] is not None]
+        floor = max(agreements) - slack if agreements else None
+        good = [r for r in rows if floor is None or (r["top1_agreement"] or 0) >= floor]
+        return min(good, key=lambda r: r["ms"])
 
     def best(self, batch: int = 1) -> dict[str, Any]:
         """The fastest engine at ``batch`` other than the reference."""
@@ -488,14 +627,15 @@ class PrecisionBench:
         """A plain-text table, one line per row, and what the figures come from."""
         lines = [
             f"{'backend':<15} {'precision':<9} {'batch':>5} {'ms':>9} {'speedup':>8} "
-            f"{'agreement':>9} {'accuracy':>8}"
+            f"{'agreement':>9} {'accuracy':>8}  config"
         ]
         for r in self.rows:
             agree = "-" if r["top1_agreement"] is None else f"{100 * r['top1_agreement']:.1f}%"
             acc = "-" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}%"
             lines.append(
                 f"{r['backend']:<15} {r['precision']:<9} {r['batch']:>5} {r['ms']:>9.2f} "
-                f"{r['speedup_vs_eager_fp32']:>7.2f}x {agree:>9} {acc:>8}"
+                f"{r['speedup_vs_eager_fp32']:>7.2f}x {agree:>9} {acc:>8}  "
+                + ((r.get("config") or {}).get("name") or "")
             )
         lines += [
             f"speed: {self.speed_model}; medians on {self.machine}, {self.threads} thread(s)",
@@ -540,7 +680,7 @@ def _steps(total: int, show: bool):
     return tqdm(total=total, desc="bench precision", disable=not progress.enabled(show))
 
 
-def _agreements(prof, include, threads, calibration, test_images, epochs):
+def _agreements(prof, include, threads, calibration, test_images, epochs, configs):
     """Train the CIFAR-10 network, quantize it, and compare every engine with its
     fp32 predictions: ``({(backend, precision): PredictionAgreement}, note)``."""
     model, data, note = trained_cifar10(prof, epochs)
@@ -548,10 +688,29 @@ def _agreements(prof, include, threads, calibration, test_images, epochs):
     small = work / "cifar10_net.onnx"
     inference.export_onnx(model, small, image_size=32)
     calib = calibration_batches(data.train_loader, calibration)
-    small_int8 = quantize_onnx_int8(small, work / "cifar10_net.int8.onnx", calib)
+    small_int8 = quantize_all(small, "cifar10_net", calib, configs, include)
     xs, ys = _test_arrays(data, test_images)
     found = engines(model, small, small_int8, [xs[:100]], min(100, len(xs)), threads, include)
-    return {(a.backend, a.precision): a for a in prediction_agreement(found, xs, ys)}, note
+    return {a.key: a for a in prediction_agreement(found, xs, ys)}, note
+
+
+def quantize_all(
+    path: Path,
+    stem: str,
+    batches: list[np.ndarray],
+    configs: list[Int8Config],
+    include: Iterable[tuple[str, str]],
+) -> dict[Int8Config, Path]:
+    """``path`` quantized in each of ``configs`` into the models folder, where
+    ``include`` has ONNX Runtime int8 (else nothing)."""
+    if ("ONNX Runtime", "int8") not in list(include):
+        return {}
+    out = inference.models_dir()
+    slug = {c: c.name.lower().replace(" ", "-").replace("_", "") for c in configs}
+    return {
+        c: quantize_onnx_int8(path, out / f"{stem}.{slug[c]}.onnx", batches, config=c)
+        for c in configs
+    }
 
 
 def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dict[str, Any]]:
@@ -560,12 +719,12 @@ def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dic
 
     x = inference.image_batch(batch_size=batch)
     timings = bench.measure_side_by_side(
-        {(e.backend, e.precision): (lambda e=e: e.run(x)) for e in found}, warmup, iterations
+        {e.key: (lambda e=e: e.run(x)) for e in found}, warmup, iterations
     )
-    ref_ms = timings[REFERENCE].median_ms
+    ref_ms = timings[engine_key(*REFERENCE)].median_ms
     rows = []
     for e in found:
-        key = (e.backend, e.precision)
+        key = e.key
         a = agreements.get(key)
         rows.append(
             {
@@ -579,6 +738,7 @@ def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dic
                 "device": e.device,
                 "instructions": "GPU" if e.on_gpu else instructions(e.precision, flags),
                 "note": e.note,
+                "config": e.config.to_dict() if e.config else None,
             }
         )
     return rows
@@ -618,10 +778,11 @@ def run(
     include = [REFERENCE] + [
         e for e in include if e != REFERENCE and f"{e[0]} {e[1]}" not in not_run
     ]
+    configs = int8_configs(flags)
     bar = _steps(2 + len(batches), show_progress)
     with bench.torch_threads(threads), bar:
         agreements, agreement_note = _agreements(
-            prof, include, threads, calibration, test_images, agreement_epochs
+            prof, include, threads, calibration, test_images, agreement_epochs, configs
         )
         bar.update(1)
         prepared = inference.export_inception(prof)
@@ -631,9 +792,7 @@ def run(
         # costs about 3 s a batch on two CPU cores).
         speed_calibration = calibration if prepared.loaded.pretrained else 1
         big_calib = calibration_batches(tiny.val_loader, speed_calibration)
-        big_int8 = quantize_onnx_int8(
-            prepared.onnx.path, inference.models_dir() / "inception_v3.int8.onnx", big_calib
-        )
+        big_int8 = quantize_all(prepared.onnx.path, "inception_v3", big_calib, configs, include)
         bar.update(1)
         rows, warmups, iterations = [], {}, {}
         args = (prepared.model, prepared.onnx.path, big_int8, big_calib)

@@ -238,7 +238,9 @@ def tune_gemm(
     TunableOp is switched on with its results file; the first call of a shape
     it has no result for tries the candidate kernels and keeps the fastest;
     with tuning off again, the timed calls use that kernel. Returns the timing
-    and the results TunableOp holds (also written to ``results_file``).
+    and the results TunableOp holds (also written to ``results_file``, in
+    TunableOp's own CSV format, which PyTorch itself writes only when the process
+    exits).
     """
     from torch.cuda import tunable
 
@@ -249,12 +251,25 @@ def tune_gemm(
         gemm()  # the first call of a new shape is where TunableOp tunes it
         tunable.tuning_enable(False)
         tuned = bench.measure(gemm, warmup, iterations)
-        tunable.write_file()
-        results = [", ".join(str(f) for f in entry) for entry in tunable.get_results()]
+        entries = tunable.get_results()
+        write_results(results_file, tunable.get_validators(), entries)
+        results = [", ".join(str(f) for f in entry) for entry in entries]
     finally:
         tunable.tuning_enable(False)
         tunable.enable(False)
     return tuned, results
+
+
+def write_results(path: Path, validators, entries) -> None:
+    """TunableOp's results file: its ``Validator`` lines (library versions),
+    then one line per tuned GEMM (operator, parameters, solution, milliseconds),
+    the file ``PYTORCH_TUNABLEOP_FILENAME`` reads back in a later run."""
+    from rocm_dl_guide.files import atomic_write
+
+    lines = [",".join(("Validator", *map(str, v))) for v in validators]
+    lines += [",".join(map(str, entry)) for entry in entries]
+    with atomic_write(Path(path), "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def tunableop_comparison(

@@ -30,7 +30,7 @@ STAMP := $(VENV)/.installed-$(notdir $(REQUIREMENTS))
 # kernels and subprocesses use the venv's python.
 RUN := PATH="$(BIN):$$PATH"
 
-.PHONY: book test check book-rocm test-rocm env lint clean lock browser linkcheck check-sources gpu-check wheelhouse
+.PHONY: book test check book-rocm test-rocm env lint clean lock browser linkcheck check-sources gpu-check gpu-check-venv wheelhouse
 
 env: $(STAMP)
 
@@ -109,7 +109,7 @@ GPU_CHECK_FLAGS ?=
 GPU_CHECK_RUN := PYTHONPATH="$(CURDIR)/code" ROCM_DL_GUIDE_DATA_SOURCE=fixtures
 gpu-check:
 	@$(GPU_CHECK_RUN) $(PYTHON) -m rocm_dl_guide selfcheck --gpu --preflight
-	$(PYTHON) -m venv --system-site-packages $(GPU_CHECK_VENV)
+	@$(MAKE) --no-print-directory gpu-check-venv
 	@if [ -d "$(WHEELHOUSE)" ]; then \
 	  echo "Installing the selfcheck's requirements from $(WHEELHOUSE)/ (offline) ..."; \
 	  $(GPU_CHECK_VENV)/bin/python -m pip install --quiet --no-index --find-links "$(WHEELHOUSE)" -r requirements-gpu-check.txt; \
@@ -118,6 +118,18 @@ gpu-check:
 	  $(GPU_CHECK_VENV)/bin/python -m pip install --quiet -r requirements-gpu-check.txt; \
 	fi
 	$(GPU_CHECK_RUN) $(GPU_CHECK_VENV)/bin/python -m rocm_dl_guide selfcheck --gpu --report "$(GPU_CHECK_REPORT)" $(GPU_CHECK_FLAGS)
+
+# The selfcheck's virtual environment on top of $(PYTHON)'s PyTorch. Where
+# $(PYTHON) is itself a virtual environment (as in NVIDIA's and some AMD
+# images), --system-site-packages reaches only the base interpreter's packages,
+# not its PyTorch: then the venv also reads $(PYTHON)'s site-packages.
+gpu-check-venv:
+	$(PYTHON) -m venv --system-site-packages $(GPU_CHECK_VENV)
+	@if ! $(GPU_CHECK_VENV)/bin/python -c 'import torch' 2>/dev/null; then \
+	  echo "$(GPU_CHECK_VENV) reads $(PYTHON)'s site-packages (a virtual environment's PyTorch)"; \
+	  $(PYTHON) -c 'import site; print("\n".join(site.getsitepackages()))' \
+	    > "$$($(GPU_CHECK_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-parent-site.pth"; \
+	fi
 
 # Wheels of requirements-gpu-check.txt for CPython $(WHEEL_PYTHONS) on x86-64 Linux
 # (binary wheels only, no dependencies resolved beyond the list), into $(WHEELHOUSE)/.

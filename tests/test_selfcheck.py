@@ -57,6 +57,32 @@ def test_make_gpu_check_refuses_clearly(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_gpu_check_venv_reaches_the_pytorch_of_a_virtual_environment(tmp_path):
+    """gpu-check's venv on top of a Python that is itself a venv (this test's own,
+    as in NVIDIA's image, where --system-site-packages alone loses PyTorch) still
+    imports that Python's torch (found by make gpu-check on an H100)."""
+    root = Path(__file__).resolve().parents[1]
+    venv = tmp_path / "v"
+    done = subprocess.run(
+        ["make", "-s", "gpu-check-venv", f"PYTHON={sys.executable}", f"GPU_CHECK_VENV={venv}"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import torch; print(torch.__file__)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 0, found.stderr[-2000:]
+    import torch
+
+    assert Path(found.stdout.strip()) == Path(torch.__file__)
+
+
 def test_cpu_run_passes_and_reports_the_gpu_parts_as_skipped(tmp_path):
     only = ["train:cifar10", "speed:cifar10", "dataloader", "checkpoint-resume", "ddp"]
     done = _cli(

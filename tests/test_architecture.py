@@ -104,7 +104,7 @@ ALLOWED_EXTRA = {
     # generation).
     "selfcheck": frozenset(
         {"mnist", "cifar10", "inception", "inference", "scaling", "profiling", "tuning"}
-        | {"lm.pretrain", "lm.lora", "lm.attention", "lm.generation"}
+        | {"lm.pretrain", "lm.lora", "lm.attention", "lm.generation", "lm.corpus"}
     ),
     # recipes lists every case study's full-profile settings.
     "recipes": frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"}),

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rocm_dl_guide.cli import main
-from rocm_dl_guide.lm import benchmark, generation, lora, pretrain
+from rocm_dl_guide.lm import benchmark, corpus, generation, lora, pretrain
 
 STEPS = 24
 
@@ -19,7 +19,7 @@ def trained(tiny_lm_weights):
     """tiny-lm pretrained for one epoch: its greedy choices are not near-ties."""
     lm, tokenizer, _ = lora.base_model("smoke", tiny_lm_weights)
     hf = lm.model.eval()
-    prompt = torch.tensor([tokenizer.encode("An exception is raised when").ids])
+    prompt = torch.tensor([tokenizer.encode(corpus.PROMPT).ids])
     return hf, prompt
 
 
@@ -96,7 +96,7 @@ def test_the_compiled_static_cache_writes_the_same_tokens(trained):
 
 def test_generate_continues_the_prompt_with_the_given_weights(weights, trained, capsys):
     hf, prompt = trained
-    argv = ["generate", "--prompt", "An exception is raised when", "--max-new-tokens", "12"]
+    argv = ["generate", "--prompt", corpus.PROMPT, "--max-new-tokens", "12"]
     assert main([*argv, "--model", str(weights), "--json"]) == 0
     record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert record["new_tokens"] == 12 and record["temperature"] == 0.0
@@ -107,7 +107,7 @@ def test_generate_continues_the_prompt_with_the_given_weights(weights, trained, 
     assert record["text"] == tokenizer.decode(expected.tolist())
     assert main([*argv, "--model", str(weights), "--temperature", "1.5", "--seed", "3"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("An exception is raised when") and "sampled at temperature 1.5" in err
+    assert out.startswith(corpus.PROMPT) and "sampled at temperature 1.5" in err
 
 
 def test_generate_refuses_bad_input_in_one_line(weights, tmp_path, capsys):

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
-from rocm_dl_guide.lm import generation, lora, pretrain
+from rocm_dl_guide.lm import corpus, generation, lora, pretrain
 from rocm_dl_guide.lm import quantization as quant
 
 CPU = torch.device("cpu")
@@ -27,7 +27,7 @@ def trained(tiny_lm_weights):
     lm, tokenizer, _ = lora.base_model("smoke", tiny_lm_weights)
     data = pretrain.load("smoke")
     val = DataLoader(Subset(data.val_loader.dataset, range(BLOCKS)), batch_size=8)
-    prompt = torch.tensor([tokenizer.encode(quant.PROMPT).ids])
+    prompt = torch.tensor([tokenizer.encode(corpus.PROMPT).ids])
     return lm.eval(), val, prompt
 
 

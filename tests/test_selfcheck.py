@@ -203,6 +203,19 @@ def test_only_a_passed_gpu_run_writes_the_record(tmp_path):
     assert "amp+channels_last 2,500 img/s" in text and "amp speedup 2.50x" in text
 
 
+def test_language_model_figures_go_into_the_summary():
+    report = _gpu_report()
+    report.checks.append(
+        selfcheck.Outcome("lm:bf16", "pass", "ok", 1.0, figures={"tokens_per_s": 15000.0})
+    )
+    report.checks.append(
+        selfcheck.Outcome("lm:lora", "fail", "broke", 1.0, figures={"tokens_per_s": 9.0})
+    )
+    figures = report.figures()
+    assert figures["lm:bf16"] == {"tokens_per_s": 15000.0}
+    assert "lm:lora" not in figures and figures["mnist-pytorch"]["amp_speedup"] == 2.5
+
+
 def test_the_tracked_record_if_any_is_a_gpu_runs():
     record = selfcheck.latest_record()
     if record is None:

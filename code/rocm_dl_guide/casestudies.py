@@ -207,7 +207,7 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 flags=frozenset({"amp", "fsdp", "nproc"}),
                 # four passes over the corpus (about 80 s on two CPU cores) bring
                 # held-out perplexity to well below half the unigram model's
-                epoch_caps={"smoke": 4},
+                epoch_caps={"smoke": 4, "gpu": 8},
                 data_notes=TINY_LM_DATA,
             ),
             CaseStudy(

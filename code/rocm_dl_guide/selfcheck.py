@@ -121,12 +121,16 @@ class Report:
 
     def figures(self) -> dict[str, Any]:
         """The summary figures: images/s per example and variant, the speed-ups,
-        peak GPU memory and the Inception v3 target."""
+        peak GPU memory and the Inception v3 target; the language-model checks'
+        figures under their own names (``lm:bf16``'s tokens/s, ...)."""
         out: dict[str, Any] = {}
         for example in EXAMPLES:
             check = self.check(f"speed:{example}")
             if check and check.figures:
                 out[example] = check.figures
+        for check in self.checks:
+            if check.name.startswith("lm:") and check.status == "pass" and check.figures:
+                out[check.name] = check.figures
         peaks = [c.figures.get("peak_memory_mib") for c in self.checks]
         peaks = [p for p in peaks if isinstance(p, (int, float))]
         out["peak_memory_mib"] = max(peaks) if peaks else None
@@ -711,11 +715,11 @@ def check_lm_generate(ctx: Setup) -> Outcome:
     recomputing at 256 new tokens, and the compiled static cache generates."""
     import torch
 
-    from rocm_dl_guide.lm import generation, pretrain
+    from rocm_dl_guide.lm import corpus, generation, pretrain
 
     weights = _lm_folder(ctx) / pretrain.WEIGHTS_NAME
     model, tokenizer, _ = generation.load(ctx.profile, weights if weights.is_file() else None)
-    prompt = torch.tensor([tokenizer.encode("An exception is raised when").ids], device=ctx.device)
+    prompt = torch.tensor([tokenizer.encode(corpus.PROMPT).ids], device=ctx.device)
     cached, full, _ = generation.step_logits(model, prompt, 16)
     spread = max(float(f.max() - f.min()) for f in full)
     worst = max(float((a - b).abs().max()) for a, b in zip(cached, full, strict=True))

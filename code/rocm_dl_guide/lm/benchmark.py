@@ -63,13 +63,11 @@ def generation_rows(profile: profiles.Profile, model=None, tokenizer=None) -> li
     """The KV-cache curve (the generation page's lengths and twice the longest),
     the static cache (eager and compiled) at the page's middle length, and
     batches of :data:`BATCHES` at 128 new tokens."""
-    from rocm_dl_guide.lm import generation
+    from rocm_dl_guide.lm import corpus, generation
 
     if model is None:
         model, tokenizer, _ = generation.load(profile)
-    prompt = torch.tensor(
-        [tokenizer.encode("An exception is raised when").ids], device=model.device
-    )
+    prompt = torch.tensor([tokenizer.encode(corpus.PROMPT).ids], device=model.device)
     page = generation.NEW_TOKENS.get(profile.name, generation.NEW_TOKENS["gpu"])
     lengths = (*page, 2 * max(page))  # one doubling past the page, where the gap is widest
     repeats = 1 if profile.name == "smoke" else 3
@@ -103,7 +101,7 @@ def serving_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
     with serving.Server(folder, continuous_batching=True) as server:
         rows = serving.measure_levels(server, serving.LEVELS, max_tokens)
     with serving.Server(folder, continuous_batching=False) as server:
-        rows += [serving.measure(server, c, c, max_tokens) for c in (1, 4)]
+        rows += serving.measure_serial(server, max_tokens)
     return [r.to_dict() for r in rows]
 
 

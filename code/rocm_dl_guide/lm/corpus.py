@@ -38,6 +38,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 END_OF_TEXT = "<|endoftext|>"
 """The special token that ends every document (and starts generation)."""
+PROMPT = "An exception is raised when"
+"""The chapter's prompt, in the corpus's own style: generation, quantization,
+serving and the selfcheck all continue it."""
 HELD_OUT_EVERY = 10
 """Every tenth topic (in name order, starting with the sixth) is held out."""
 

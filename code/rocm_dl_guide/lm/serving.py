@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_dl_guide import files, ports, profiles, runs
+from rocm_dl_guide.lm import corpus
 
 ENGINE = "transformers serve"
 """The engine's name in :class:`ServeRow`."""
@@ -61,7 +62,7 @@ LEVELS = (1, 4, 16)
 """Concurrency levels measured: requests in flight at once."""
 MAX_TOKENS = {"smoke": 32, "gpu": 64}
 """New tokens per measured request, per profile (``full`` takes ``gpu``'s)."""
-PROMPT = "An exception is raised when"
+PROMPT = corpus.PROMPT
 """The prompt of the measured requests (the other pages of the chapter use it too)."""
 CPU_CACHE = {"num_blocks": 64, "max_batch_tokens": 512}
 """Continuous batching's KV cache on a CPU: 64 blocks of 256 positions per
@@ -114,8 +115,6 @@ def export(lm: Any, tokenizer: Any, folder: Path) -> None:
     """Save a :class:`~rocm_dl_guide.lm.model.CausalLM` and its ``tokenizers``
     tokenizer as a ``transformers`` model folder (weights, config, fast tokenizer)."""
     from transformers import PreTrainedTokenizerFast
-
-    from rocm_dl_guide.lm import corpus
 
     decoder = lm.decoder()
     eos = corpus.END_OF_TEXT
@@ -506,6 +505,17 @@ def measure_levels(
 ) -> list[ServeRow]:
     """:func:`measure` at each concurrency level, lowest first."""
     return [measure(server, c, max_tokens=max_tokens) for c in levels]
+
+
+SERIAL_LEVELS = (1, 4)
+"""Concurrency levels measured with continuous batching off: the engine serves
+one request at a time, so at 16 the queue alone would take minutes."""
+
+
+def measure_serial(server: Server, max_tokens: int = MAX_TOKENS["smoke"]) -> list[ServeRow]:
+    """:func:`measure` at each of :data:`SERIAL_LEVELS` on a server without
+    continuous batching, as many requests as are in flight."""
+    return [measure(server, c, c, max_tokens) for c in SERIAL_LEVELS]
 
 
 def scaling(rows: list[ServeRow], continuous_batching: bool = True) -> float | None:

@@ -125,7 +125,7 @@ def test_cifar10_reads_with_registry_subclass() -> None:
     prepared = smoke("cifar10")
     train = datasets.cifar10_dataset(prepared.root, train=True)
     test = datasets.cifar10_dataset(prepared.root, train=False)
-    assert len(train) == 1000 and len(test) == 200
+    assert len(train) == 1000 and len(test) == 2000
     assert train.data.shape == (1000, 32, 32, 3) and train.data.dtype == np.uint8
     assert train.classes == list(fixtures.CIFAR10_CLASSES)
     assert sorted(set(train.targets)) == list(range(10))

@@ -391,6 +391,49 @@ def test_bench_table_best_engine_and_plot():
     assert len(points) == 3  # one point per engine that has an agreement figure
 
 
+def test_the_int8_choice_is_recorded_per_cpu_and_read_back(tmp_path):
+    record = tmp_path / "int8-choice.json"
+    config, why = precision.chosen_int8(record)  # nothing measured yet: the default
+    assert config == precision.DEFAULT_INT8 and "ONNX Runtime's default types" in why
+    rows = [_row("PyTorch eager", "fp32", 1, 100.0, 1.0)]
+    for ms, setting in ((40.0, precision.S8S8), (20.0, replace(precision.U8S8, reduce_range=True))):
+        rows.append(_row("ONNX Runtime", "int8", 1, ms, 0.995) | {"config": setting.to_dict()})
+    result = replace(
+        _bench(rows), cpu_flags=[f for f in precision.CPU_FLAGS if f in device.cpu_flags()]
+    )
+    assert precision.record_int8_choice(result, record) == record
+    config, why = precision.chosen_int8(record)
+    assert config == replace(precision.U8S8, reduce_range=True)
+    assert "measured on this CPU" in why and "20.0 ms" in why and "99.5%" in why
+    # another CPU's choice is kept beside this one's, and not used here
+    other = replace(result, cpu_flags=["made-up"])
+    precision.record_int8_choice(replace(other, rows=rows[:2]), record)
+    entries = json.loads(record.read_text())
+    assert len(entries) == 2 and precision.chosen_int8(record)[0] == config
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]"])
+def test_a_broken_int8_choice_record_is_one_clear_error(tmp_path, content):
+    record = tmp_path / "int8-choice.json"
+    record.write_text(content)
+    with pytest.raises(precision.PrecisionError, match="int8 choice record"):
+        precision.chosen_int8(record)
+    with pytest.raises(precision.PrecisionError, match="not an int8 setting"):
+        precision.Int8Config.from_dict({"activation": "float", "weight": "int8"})
+
+
+def test_export_int8_uses_the_default_setting_where_none_was_measured(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROCM_DL_GUIDE_RUNS", str(tmp_path / "runs"))
+    prepared = inference.export_inception("smoke")
+    model = tmp_path / "inception_v3.onnx"
+    model.write_bytes(prepared.onnx.path.read_bytes())
+    out, config, why = precision.export_int8(model, "smoke", calibration=1)
+    assert out == tmp_path / "inception_v3.int8.onnx" and config == precision.DEFAULT_INT8
+    assert "no int8 setting measured on this CPU" in why
+    ops = inference.op_counts(out)
+    assert ops.get("QuantizeLinear", 0) > 0 and ops.get("DequantizeLinear", 0) > 0
+
+
 def test_the_fastest_int8_config_wins_unless_it_agrees_less():
     result = _bench(
         [

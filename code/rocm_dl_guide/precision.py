@@ -26,18 +26,20 @@ otherwise; :attr:`PrecisionBench.agreement_note` says which).
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rocm_dl_guide import device, inference, profiles
-from rocm_dl_guide.files import atomic_path
+from rocm_dl_guide.files import atomic_path, atomic_write
 from rocm_dl_guide.provenance import library_versions
 
 CPU_FLAGS = (
@@ -99,11 +101,119 @@ class Int8Config:
     def to_dict(self) -> dict[str, Any]:
         return {"format": "QDQ", **asdict(self), "name": self.name}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Int8Config:
+        """The setting :meth:`to_dict` wrote (``PrecisionError`` for anything else)."""
+        try:
+            config = cls(**{k: data[k] for k in _INT8_FIELDS})
+        except (KeyError, TypeError) as exc:
+            raise PrecisionError(f"not an int8 setting: {data!r}") from exc
+        if config.activation not in ("uint8", "int8") or config.weight not in ("uint8", "int8"):
+            raise PrecisionError(f"not an int8 setting: {data!r}")
+        return config
+
+
+_INT8_FIELDS = ("activation", "weight", "per_channel", "reduce_range", "calibration")
 
 U8S8 = Int8Config()
 """ONNX Runtime's recommendation for x86 CPUs with VNNI."""
 S8S8 = Int8Config(activation="int8")
 """Signed, symmetric activations: ONNX Runtime's recommendation for ARM and GPUs."""
+
+
+DEFAULT_INT8 = S8S8
+"""The setting where none was measured: ONNX Runtime's own default types
+(``quantize_static``'s ``activation_type`` and ``weight_type`` are both
+``QInt8``, in QDQ format), per channel."""
+CHOICE_FILE = "int8-choice.json"
+"""Where ``bench precision`` records, per CPU, the int8 setting it found best
+(in the ``precision`` runs folder, :func:`choice_file`)."""
+
+
+def choice_file() -> Path:
+    """The record of the int8 settings ``bench precision`` chose, one per CPU."""
+    from rocm_dl_guide.runs import runs_dir
+
+    return runs_dir("precision") / CHOICE_FILE
+
+
+def machine_key(flags: Collection[str] | None = None) -> str:
+    """This CPU as the choice record names it: its model and the flags that
+    decide int8 speed (:data:`CPU_FLAGS`)."""
+    flags = device.cpu_flags() if flags is None else flags
+    return f"{device.cpu_name()} [{' '.join(f for f in CPU_FLAGS if f in flags) or 'no flags'}]"
+
+
+def _read_choices(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PrecisionError(
+            f"{path}: not a readable int8 choice record ({exc}); delete it and run "
+            "`python -m rocm_dl_guide bench precision` again"
+        ) from None
+    if not isinstance(data, dict):
+        raise PrecisionError(f"{path}: not an int8 choice record (expected a JSON object)")
+    return data
+
+
+def record_int8_choice(result: PrecisionBench, path: str | os.PathLike | None = None) -> Path:
+    """Record ``result``'s best int8 setting at batch 1 (:meth:`PrecisionBench.best_int8`)
+    for this CPU, beside the other CPUs' (atomically); returns the file."""
+    path = Path(path) if path else choice_file()
+    best = result.best_int8(1)
+    choices = _read_choices(path)
+    choices[machine_key(result.cpu_flags)] = {
+        "config": best["config"],
+        "ms": best["ms"],
+        "speedup_vs_eager_fp32": best["speedup_vs_eager_fp32"],
+        "top1_agreement": best["top1_agreement"],
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": result.machine,
+        "versions": result.versions,
+    }
+    with atomic_write(path, "w") as f:
+        json.dump(choices, f, indent=1)
+        f.write("\n")
+    return path
+
+
+def chosen_int8(path: str | os.PathLike | None = None) -> tuple[Int8Config, str]:
+    """The int8 setting for this CPU and why: the one ``bench precision``
+    measured best here, if it recorded one, else :data:`DEFAULT_INT8`."""
+    path = Path(path) if path else choice_file()
+    entry = _read_choices(path).get(machine_key())
+    if entry is None:
+        return DEFAULT_INT8, (
+            f"{DEFAULT_INT8.name}: ONNX Runtime's default types (no int8 setting measured on "
+            "this CPU yet; `python -m rocm_dl_guide bench precision` measures and records one)"
+        )
+    config = Int8Config.from_dict(entry.get("config") or {})
+    agreement = entry.get("top1_agreement")
+    agreed = f", {agreement:.1%} top-1 agreement" if isinstance(agreement, float) else ""
+    return config, (
+        f"{config.name}: the fastest int8 setting `bench precision` measured on this CPU "
+        f"({entry.get('date')}: {entry.get('ms', float('nan')):.1f} ms at batch 1{agreed})"
+    )
+
+
+def export_int8(
+    path: str | os.PathLike, profile: profiles.ProfileLike = None, calibration: int = 16
+) -> tuple[Path, Int8Config, str]:
+    """Inception v3's ONNX model at ``path`` in int8 with this CPU's setting
+    (:func:`chosen_int8`), calibrated on ``calibration`` batches of the profile's
+    tiny-imagenet-200 at 299 pixels; writes ``<stem>.int8.onnx`` beside it and
+    returns ``(file, setting, why)``."""
+    from rocm_dl_guide import inception
+
+    config, why = chosen_int8()
+    tiny = inception.tiny_imagenet_loaders(profile, image_size=299, batch_size=8)
+    path = Path(path)
+    out = path.with_name(f"{path.stem}.int8.onnx")
+    quantize_onnx_int8(path, out, calibration_batches(tiny.val_loader, calibration), config=config)
+    return out, config, why
 
 
 def has_vnni(flags: Collection[str]) -> bool:
@@ -553,6 +663,8 @@ class PrecisionBench:
         import pandas as pd
 
         table = pd.DataFrame(self.rows)
+        if "agreement_interval" not in table:  # rows written before intervals were
+            table["agreement_interval"] = None
         return pd.DataFrame(
             {
                 "backend": table["backend"],

@@ -83,7 +83,19 @@ def _cmd_bench_precision(args: argparse.Namespace) -> int:
         )
     except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
         return fail("bench", exc)
-    print(json.dumps(result.to_dict()) if args.json else result.summary())
+    recorded = None
+    if 1 in args.batches and result.int8_rows(1):
+        try:
+            recorded = precision.record_int8_choice(result)
+        except (precision.PrecisionError, OSError) as exc:
+            return fail("bench", exc)
+    if args.json:
+        extra = {"int8_choice_file": str(recorded)} if recorded else {}
+        print(json.dumps(result.to_dict() | extra))
+        return 0
+    print(result.summary())
+    if recorded:
+        print(f"int8 on this CPU from now on: {precision.chosen_int8(recorded)[1]} ({recorded})")
     return 0
 
 

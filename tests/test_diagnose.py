@@ -47,7 +47,7 @@ def check(data: dict, cid: str) -> diagnose.Check:
 
 
 def test_a_supported_card_with_the_right_wheel_is_ready():
-    rep = report(snap("radeon"))
+    rep = report(snap("radeon", workload=[snapshot.workload_result()]))
     by_id = {c.id: c for c in rep.checks}
     assert (
         by_id["arch-mismatch"].status == diagnose.OK and "gfx1100" in by_id["arch-mismatch"].message
@@ -55,7 +55,120 @@ def test_a_supported_card_with_the_right_wheel_is_ready():
     assert by_id["hsa-override"].status == diagnose.OK
     assert by_id["device-access"].status == diagnose.OK
     assert by_id["torch-sees-gpu"].status == diagnose.OK
+    assert by_id["gpu-workload"].status == diagnose.OK
     assert rep.verdict.startswith("Ready")
+
+
+# --------------------------------------------------------------------------- the real workload
+
+
+def test_never_ready_when_the_gpu_workload_fails():
+    """PyTorch sees the GPU (is_available() is true) but the first kernel fails with
+    PyTorch's own HIP error text: not Ready, and the cause names the GPU's target
+    that the build lacks."""
+    failed = snapshot.workload_result(
+        name="AMD Radeon RX 6600 XT",
+        failure="RuntimeError: HIP error: invalid device function",
+        stderr=snapshot.HIP_INVALID_DEVICE_FUNCTION,
+    )
+    rep = report(snap("rx6600xt", torch=rocm_torch(gpu=True), workload=[failed]))
+    assert rep.verdict.startswith("Not ready") and "workload on it failed" in rep.verdict
+    work = [c for c in rep.checks if c.id == "gpu-workload"][0]
+    assert work.status == diagnose.FAIL and "GPU 0 (AMD Radeon RX 6600 XT)" in work.message
+    assert "no kernels for gfx1032" in work.message and "gfx1030" in work.message
+    assert "PyTorch build for gfx1032" in work.fix
+    assert any("pytorch/issues/132570" in s for s in work.sources)
+
+
+@pytest.mark.parametrize(
+    "failure, expected",
+    [
+        ("the process died with SIGSEGV while running matmul on cuda:0", "GPU runtime failed"),
+        ("did not finish within 180 s (a hang in the GPU runtime)", "GPU runtime failed"),
+        ("wrong result: matmul off by 0.5 (relative; tolerance 0.01)", "wrong answers"),
+    ],
+)
+def test_a_crash_a_hang_or_a_wrong_answer_is_never_ready(failure, expected):
+    data = snap("radeon", workload=[snapshot.workload_result(failure=failure)])
+    rep = report(data)
+    work = [c for c in rep.checks if c.id == "gpu-workload"][0]
+    assert work.status == diagnose.FAIL and expected in work.message
+    assert not rep.verdict.startswith("Ready")
+
+
+def test_an_override_that_runs_wrong_kernels_is_named():
+    data = snap(
+        "radeon",
+        env={"HSA_OVERRIDE_GFX_VERSION": "10.3.0"},
+        workload=[snapshot.workload_result(failure="wrong result: conv2d off by 3 (relative)")],
+    )
+    work = [c for c in report(data).checks if c.id == "gpu-workload"][0]
+    assert "runs it as gfx1030" in work.message and "unset HSA_OVERRIDE_GFX_VERSION" in work.fix
+
+
+def test_a_snapshot_without_the_workload_still_replays_but_is_not_ready(tmp_path):
+    data = snap("radeon")
+    data.pop("gpu_workload")  # written before the check existed
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    rep = doctor.from_snapshot(path)
+    work = [c for c in rep.checks if c.id == "gpu-workload"][0]
+    assert work.status == diagnose.UNKNOWN and "no kernel was run" in work.message
+    assert rep.verdict.startswith("Not ready") and "run doctor on the machine itself" in rep.verdict
+
+
+def test_the_workload_round_trips_through_a_snapshot(tmp_path):
+    results = [snapshot.workload_result(0), snapshot.workload_result(1, failure="boom")]
+    sysrep = snapshot.from_dict(snap("radeon", workload=results), "case.json")
+    path = snapshot.write(tmp_path / "s.json", sysrep)
+    assert snapshot.load(path).gpu_workload == results
+    bad = snap("radeon")
+    bad["gpu_workload"] = {"ok": True}
+    with pytest.raises(snapshot.SnapshotError, match="gpu_workload: expected a list"):
+        snapshot.from_dict(bad, "bad.json")
+
+
+def _fake_python(folder, body: str) -> str:
+    folder.mkdir()
+    script = folder / "python"
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_the_workload_child_reports_a_signal_an_error_and_a_hang(tmp_path):
+    from rocm_dl_guide.doctor import workload
+
+    crash = _fake_python(
+        tmp_path / "a",
+        'echo "running matmul on cuda:0" >&2; kill -SEGV $$',
+    )
+    got = workload.run_one(0, crash, timeout=60)
+    assert not got["ok"] and "SIGSEGV while running matmul on cuda:0" in got["failure"]
+    text = snapshot.HIP_INVALID_DEVICE_FUNCTION.replace("`", "")
+    error = _fake_python(
+        tmp_path / "b",
+        f"cat >&2 <<'EOF'\n{text}\nEOF\nexit 1",
+    )
+    got = workload.run_one(0, error, timeout=60)
+    assert got["failure"] == "RuntimeError: HIP error: invalid device function"
+    hang = _fake_python(tmp_path / "c", "exec sleep 30")
+    got = workload.run_one(0, hang, timeout=1)
+    assert "did not finish within 1 s" in got["failure"]
+
+
+def test_the_real_workload_on_this_machine():
+    """On a GPU the workload passes on every GPU; without one, PyTorch sees none
+    and the doctor does not run it."""
+    from rocm_dl_guide.doctor import workload
+
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        got = workload.run_one(0, timeout=120)
+        assert not got["ok"] and got["failure"]  # no GPU 0 to run on: a clear failure
+        return
+    results = workload.run_all(torch.cuda.device_count())
+    assert all(r["ok"] for r in results), results
 
 
 def test_a_gpu_target_missing_from_the_wheel_fails_with_the_error_readers_see():
@@ -210,6 +323,7 @@ def test_the_example_snapshots_show_what_they_are_about(name):
         "apu-igpu": {"igpu", "arch-mismatch"},
         "rx6600xt": {"arch-mismatch", "torch-sees-gpu"},
         "cuda-wheel": {"pytorch-build", "device-access", "torch-sees-gpu"},
+        "first-kernel": {"arch-mismatch", "gpu-workload"},
     }[name]
     assert expected <= failing, failing
     with pytest.raises(ValueError, match="unknown example"):

@@ -10,8 +10,10 @@ modules, from the bottom up:
   GPU-selection variables and other host facts, read from files
 - :mod:`~rocm_dl_guide.doctor.compat`     the sourced compatibility data
   (``data/compatibility.json`` at the package root) and verdicts built on it
+- :mod:`~rocm_dl_guide.doctor.workload`   a real workload (elementwise, matmul,
+  conv2d) on every visible GPU, in child processes, against the CPU
 - :mod:`~rocm_dl_guide.doctor.system`     what this machine has: ROCm, the
-  kernel driver, GPUs, the frameworks (a :class:`SystemReport`)
+  kernel driver, GPUs, the frameworks, the workload's result (a :class:`SystemReport`)
 - :mod:`~rocm_dl_guide.doctor.diagnose`   the rules behind the checks of what
   actually breaks ROCm setups
 - :mod:`~rocm_dl_guide.doctor.snapshot`   everything the checks read, in one

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import compat
+from . import compat, workload
 
 if TYPE_CHECKING:  # pragma: no cover
     from .rocminfo import Agent
@@ -78,7 +78,7 @@ SOURCES = {
 }
 
 
-def _src(*keys: str) -> tuple[str, ...]:
+def cite(*keys: str) -> tuple[str, ...]:
     return tuple(SOURCES[k] for k in keys)
 
 
@@ -138,7 +138,7 @@ def arch_list(sysrep: SystemReport) -> list[str]:
     return sorted({str(a).split(":")[0] for a in raw if str(a).startswith("gfx")})
 
 
-def _env(sysrep: SystemReport) -> dict[str, str]:
+def host_env(sysrep: SystemReport) -> dict[str, str]:
     return dict(sysrep.host.env) if sysrep.host else {}
 
 
@@ -176,7 +176,7 @@ def visible_gpus(sysrep: SystemReport) -> list[tuple[int, Agent]]:
     ``CUDA_VISIBLE_DEVICES``) then selects by index among what is left.
     """
     gpus = list(sysrep.rocminfo.gpus)
-    env = _env(sysrep)
+    env = host_env(sysrep)
     chosen = env.get("HIP_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES"))
     if chosen is None:
         return list(enumerate(gpus))
@@ -219,7 +219,7 @@ def arch_checks(sysrep: SystemReport) -> list[Check]:
                 id="arch-mismatch",
             )
         ]
-    override = override_target(_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION"))
+    override = override_target(host_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION"))
     missing, fine = [], []
     for n, agent in visible_gpus(sysrep):
         runs_as = override or agent.gfx
@@ -249,14 +249,14 @@ def arch_checks(sysrep: SystemReport) -> list[Check]:
     if len(missing) > 1:
         message += f" ({len(missing)} GPUs affected)"
     keys = ("get-arch-list", "wheel-lacks-arch", "tensile-missing", "tensile-then-nobinary")
-    return [Check(name, FAIL, message, _src(*keys, "nobinary-gfx1032"), "arch-mismatch", fix)]
+    return [Check(name, FAIL, message, cite(*keys, "nobinary-gfx1032"), "arch-mismatch", fix)]
 
 
 def override_check(sysrep: SystemReport) -> list[Check]:
     """``HSA_OVERRIDE_GFX_VERSION``: set or not, what it maps onto, and the risk."""
     name, cid = "HSA_OVERRIDE_GFX_VERSION", "hsa-override"
-    value = _env(sysrep).get("HSA_OVERRIDE_GFX_VERSION")
-    sources = _src("override-what", "override-gfx1031", "override-unofficial-780m")
+    value = host_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION")
+    sources = cite("override-what", "override-gfx1031", "override-unofficial-780m")
     built = arch_list(sysrep)
     gpus = [a for _, a in visible_gpus(sysrep)]
     if value is None:
@@ -272,7 +272,7 @@ def override_check(sysrep: SystemReport) -> list[Check]:
         )
         fix = f"export HSA_OVERRIDE_GFX_VERSION={v} before starting Python (unsupported by AMD)"
         return [
-            Check(name, INFO, msg, sources + _src("override-gfx1036", "override-gfx1151"), cid, fix)
+            Check(name, INFO, msg, sources + cite("override-gfx1036", "override-gfx1151"), cid, fix)
         ]
     target = override_target(value)
     if target is None:
@@ -292,8 +292,8 @@ def override_check(sysrep: SystemReport) -> list[Check]:
     if natives and all(g in built or g == target for g in natives):
         msg = f"set to {value} ({target}) although every GPU's own target is in this build; {risk}"
         fix = "unset it: these GPUs are supported as they are"
-        return [Check(name, WARN, msg, sources + _src("override-not-needed"), cid, fix)]
-    return [Check(name, WARN, msg, sources + _src("override-wrong-kernels"), cid)]
+        return [Check(name, WARN, msg, sources + cite("override-not-needed"), cid, fix)]
+    return [Check(name, WARN, msg, sources + cite("override-wrong-kernels"), cid)]
 
 
 # --------------------------------------------------------------------------- 3: iGPU
@@ -306,7 +306,7 @@ def igpu_check(sysrep: SystemReport) -> list[Check]:
     integrated = [(i, a) for i, a in enumerate(gpus) if is_integrated(a)]
     if not integrated:
         return []
-    sources = _src("igpu-prerequisites", "igpu-hip-visible", "igpu-device0", "gpu-isolation")
+    sources = cite("igpu-prerequisites", "igpu-hip-visible", "igpu-device0", "gpu-isolation")
     discrete = [(i, a) for i, a in enumerate(gpus) if not is_integrated(a)]
     i, igpu = integrated[0]
     if not discrete:
@@ -355,7 +355,7 @@ def device_access_check(sysrep: SystemReport) -> list[Check]:
     host = sysrep.host
     if host is None:
         return []
-    sources = _src("groups", "docker", "docker-render-gid", "docker-group-add-render")
+    sources = cite("groups", "docker", "docker-render-gid", "docker-group-add-render")
     kfd, renders = host.kfd, host.render_nodes
     evidence = _amd_gpu_evidence(sysrep)
     where = f" inside a {host.container} container" if host.container else ""
@@ -429,7 +429,7 @@ def pytorch_build_checks(sysrep: SystemReport) -> list[Check]:
             "'pip install torch' without the ROCm index (PyPI's Linux wheels are CUDA builds), "
             "or of a later install replacing the ROCm wheel"
         )
-        sources = _src(
+        sources = cite(
             "pytorch-get-started", "pypi-is-cuda", "pip-replaces-rocm-wheel", "hip-notes"
         )
         checks.append(
@@ -522,10 +522,10 @@ def host_checks(sysrep: SystemReport) -> list[Check]:
         )
         fix = "sudo sh -c 'echo 0 > /proc/sys/kernel/numa_balancing'"
         checks.append(
-            Check("NUMA balancing", status, msg, _src("numa", "numa-hang"), "numa-balancing", fix)
+            Check("NUMA balancing", status, msg, cite("numa", "numa-hang"), "numa-balancing", fix)
         )
     else:
-        checks.append(Check("NUMA balancing", OK, "off", _src("numa"), "numa-balancing"))
+        checks.append(Check("NUMA balancing", OK, "off", cite("numa"), "numa-balancing"))
     if host.nofile:
         soft, hard = host.nofile
         unlimited = soft == -1
@@ -549,7 +549,7 @@ def host_checks(sysrep: SystemReport) -> list[Check]:
                     "Open-file limit",
                     INFO,
                     msg,
-                    _src("nofile-guide", "nofile-too-many"),
+                    cite("nofile-guide", "nofile-too-many"),
                     "open-files",
                     f"ulimit -n {NOFILE_GUIDE} (in the container or shell that runs the job)",
                 )
@@ -571,7 +571,7 @@ def torch_sees_gpu_check(sysrep: SystemReport, others: list[Check]) -> list[Chec
     failed = {c.id: c for c in others if c.status in (FAIL, WARN)}
     order = ("pytorch-build", "device-access", "hsa-override", "arch-mismatch", "igpu")
     causes = [failed[k] for k in order if k in failed]
-    env = _env(sysrep)
+    env = host_env(sysrep)
     if not visible_gpus(sysrep):
         value = env.get("HIP_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES"))
         n = len(sysrep.rocminfo.gpus)
@@ -581,7 +581,7 @@ def torch_sees_gpu_check(sysrep: SystemReport, others: list[Check]) -> list[Chec
                 "PyTorch sees the GPU",
                 FAIL,
                 msg,
-                _src("gpu-isolation"),
+                cite("gpu-isolation"),
                 cid,
                 "unset it or list valid indices",
             )
@@ -598,7 +598,7 @@ def torch_sees_gpu_check(sysrep: SystemReport, others: list[Check]) -> list[Chec
         "run python -c 'import torch; torch.zeros(1).cuda()' with AMD_LOG_LEVEL=3 and "
         "read the first error"
     )
-    return [Check("PyTorch sees the GPU", FAIL, msg, _src("hip-notes"), cid, fix)]
+    return [Check("PyTorch sees the GPU", FAIL, msg, cite("hip-notes"), cid, fix)]
 
 
 def checks(sysrep: SystemReport) -> list[Check]:
@@ -606,3 +606,84 @@ def checks(sysrep: SystemReport) -> list[Check]:
     found = arch_checks(sysrep) + override_check(sysrep) + igpu_check(sysrep)
     found += device_access_check(sysrep) + pytorch_build_checks(sysrep) + host_checks(sysrep)
     return found + torch_sees_gpu_check(sysrep, found)
+
+
+# --------------------------------------------------------------------------- the real workload
+# (run by workload.py, collected with the rest; checked here)
+
+_NO_BINARY = (
+    "invalid device function",
+    "hipErrorNoBinaryForGpu",
+    "no kernel image is available",
+)
+
+
+def workload_cause(result: dict, sysrep: SystemReport) -> tuple[str, str, tuple[str, ...]]:
+    """``(likely cause, fix, sources)`` for a failed :func:`workload.run_one` result."""
+    text = f"{result.get('failure') or ''}\n{result.get('stderr') or ''}"
+    built = arch_list(sysrep)
+    agents = [a for _, a in visible_gpus(sysrep)]
+    index = result.get("index", 0)
+    gfx = agents[index].gfx if index < len(agents) else None
+    override = override_target(host_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION"))
+    runs_as = override or gfx
+    if any(s in text for s in _NO_BINARY) or "TensileLibrary" in text:
+        library = "rocBLAS (its Tensile kernels)" if "Tensile" in text else "PyTorch"
+        if runs_as and built and runs_as not in built:
+            why = f"{library} has no kernels for {runs_as}: this build carries {', '.join(built)}"
+        elif override:
+            why = (
+                f"HSA_OVERRIDE_GFX_VERSION makes the runtime load {override} kernels, which "
+                f"{library} lacks or which do not run on {gfx or 'this GPU'}"
+            )
+        else:
+            why = f"{library} was built without kernels for {runs_as or 'this GPU'}"
+        fix = (
+            f"install a PyTorch build for {gfx or 'this GPU'} (python -c 'import torch; "
+            "print(torch.cuda.get_arch_list())' lists a build's targets)"
+        )
+        return why, fix, cite("wheel-lacks-arch", "tensile-missing", "nobinary-gfx1032")
+    if result.get("failure", "").startswith("wrong result"):
+        why = "the GPU computes wrong answers"
+        if override:
+            why += f" (HSA_OVERRIDE_GFX_VERSION runs it as {override}: kernels for another chip)"
+        fix = "unset HSA_OVERRIDE_GFX_VERSION" if override else "update the driver and firmware"
+        return why, fix, cite("override-wrong-kernels")
+    fix = (
+        "run python -c 'import torch; torch.ones(1).cuda()' with AMD_LOG_LEVEL=3 and read "
+        "the first error"
+    )
+    return "the GPU runtime failed", fix, cite("hip-notes")
+
+
+def workload_check(sysrep: SystemReport) -> list[Check]:
+    """One check: the workload ran and agreed with the CPU on every visible GPU."""
+    info = sysrep.frameworks.get("pytorch")
+    if not (info and info.installed and info.details.get("gpu_available")):
+        return []
+    name, cid = "GPU workload", "gpu-workload"
+    results = sysrep.gpu_workload
+    if results is None:
+        msg = (
+            "no kernel was run on the GPU (a snapshot from before doctor ran one): PyTorch "
+            "sees it, but that alone does not show that its kernels run"
+        )
+        return [Check(name, UNKNOWN, msg, id=cid)]
+    failed = [r for r in results if not r.get("ok")]
+    if not failed:
+        ops = ", ".join(workload.TOLERANCE)
+        msg = f"{ops} on each of {len(results)} GPU(s) agree with the CPU"
+        return [Check(name, OK, msg, id=cid)]
+    first = failed[0]
+    why, fix, sources = workload_cause(first, sysrep)
+    label = f"GPU {first.get('index')}" + (f" ({first['name']})" if first.get("name") else "")
+    msg = f"{label}: {first.get('failure')}; likely cause: {why}"
+    if len(failed) > 1:
+        msg += f" ({len(failed)} of {len(results)} GPUs failed)"
+    return [Check(name, FAIL, msg, sources, cid, fix)]
+
+
+def workload_passed(sysrep: SystemReport) -> bool:
+    """Whether the workload ran on at least one GPU and passed on every one."""
+    results = sysrep.gpu_workload
+    return bool(results) and all(r.get("ok") for r in results)

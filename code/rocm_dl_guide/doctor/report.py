@@ -278,6 +278,7 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
     checks += _rocminfo_checks(sysrep, rocm_ver)
     checks += _pytorch_checks(sysrep, rocm_ver)
     checks += diagnose.checks(sysrep)
+    checks += diagnose.workload_check(sysrep)
     checks += distributed_checks(sysrep)
     checks += _tensorflow_checks(sysrep, rocm_ver)
     checks += _onnxruntime_checks(sysrep, rocm_ver)
@@ -292,7 +293,18 @@ def _verdict(sysrep: SystemReport, checks: list[Check]) -> str:
     )
     amd_gpus = sysrep.rocminfo.gpus
     problems = [c for c in checks if c.status in (WARN, FAIL)]
-    if torch_gpu:
+    ran = next((c for c in checks if c.id == "gpu-workload"), None)
+    if torch_gpu and not diagnose.workload_passed(sysrep):
+        text = (
+            "Not ready: PyTorch sees the GPU, but "
+            + (
+                "a real workload on it failed (the GPU workload check)"
+                if ran and ran.status == FAIL
+                else "no kernel was run on it here; run doctor on the machine itself"
+            )
+            + "."
+        )
+    elif torch_gpu:
         hip = torch_info.details.get("hip")
         kind = "ROCm" if hip else "CUDA"
         text = (

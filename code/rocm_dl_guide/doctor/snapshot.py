@@ -51,6 +51,7 @@ def to_dict(sysrep: system.SystemReport) -> dict:
         "pci_gpus": sysrep.pci_gpus,
         "frameworks": {name: asdict(info) for name, info in sysrep.frameworks.items()},
         "host": sysrep.host.to_dict() if sysrep.host else None,
+        "gpu_workload": sysrep.gpu_workload,
     }
 
 
@@ -141,6 +142,9 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     pci = _section(data, "pci_gpus", path)
     if not isinstance(pci, list) or not all(isinstance(g, dict) for g in pci):
         raise SnapshotError(f"{path}: pci_gpus: expected a list of objects")
+    work = data.get("gpu_workload")  # absent in snapshots from before the check
+    if work is not None and not (isinstance(work, list) and all(isinstance(r, dict) for r in work)):
+        raise SnapshotError(f"{path}: gpu_workload: expected a list of objects")
     host = data.get("host")
     try:
         host_facts = hostfacts.from_dict(host) if host is not None else None
@@ -160,6 +164,7 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
         },
         host=host_facts,
         rocminfo_capture=cap,
+        gpu_workload=work,
     )
 
 
@@ -215,6 +220,7 @@ def compose(
     numa: str = "0",
     nofile: tuple[int, int] = (1048576, 1048576),
     pip: dict | None = None,
+    workload: list[dict] | None = None,
 ) -> dict:
     """A snapshot of a machine described by its parts: the real ``rocminfo`` output
     ``sample`` (:func:`rocminfo.load_sample`), the PyTorch facts (default
@@ -251,7 +257,50 @@ def compose(
         "pci_gpus": list(pci or []),
         "frameworks": {"pytorch": torch if torch is not None else rocm_pytorch()},
         "host": host,
+        "gpu_workload": workload,
     }
+
+
+HIP_INVALID_DEVICE_FUNCTION = "\n".join(
+    (
+        "Traceback (most recent call last):",
+        '  File "<string>", line 21, in <module>',
+        "RuntimeError: HIP error: invalid device function",
+        "HIP kernel errors might be asynchronously reported at some other API call, "
+        "so the stacktrace below might be incorrect.",
+        "For debugging consider passing AMD_SERIALIZE_KERNEL=3",
+        "Compile with `TORCH_USE_HIP_DSA` to enable device-side assertions.",
+    )
+)
+"""What PyTorch's ROCm build prints when a GPU's first kernel has no code
+object for its target (the message of pytorch/pytorch#132570 and of the
+reports :data:`~rocm_dl_guide.doctor.diagnose.SOURCES` cites)."""
+
+
+def workload_result(
+    index: int = 0, name: str = "AMD Radeon", failure: str | None = None, stderr: str = ""
+) -> dict:
+    """One GPU's :func:`~rocm_dl_guide.doctor.workload.run_one` result, for
+    composed snapshots: passed, or failed with ``failure``."""
+    errors = {} if failure else {"elementwise": 0.0, "matmul": 1e-7, "conv2d": 1e-7}
+    return {
+        "index": index,
+        "name": name,
+        "ok": failure is None,
+        "errors": errors,
+        "failure": failure,
+        "stderr": stderr,
+    }
+
+
+def _failed_first_kernel() -> list[dict]:
+    return [
+        workload_result(
+            name="AMD Radeon RX 6600 XT",
+            failure="RuntimeError: HIP error: invalid device function",
+            stderr=HIP_INVALID_DEVICE_FUNCTION,
+        )
+    ]
 
 
 EXAMPLES = {
@@ -262,6 +311,14 @@ EXAMPLES = {
     "rx6600xt": (
         "Radeon RX 6600 XT (gfx1032) with PyTorch's ROCm 6.2 wheel",
         {"sample": "rx6600xt", "torch": rocm_pytorch(gpus=0)},
+    ),
+    "first-kernel": (
+        "Radeon RX 6600 XT (gfx1032): PyTorch sees the GPU, its first kernel fails",
+        {
+            "sample": "rx6600xt",
+            "torch": rocm_pytorch(gpus=1),
+            "workload": _failed_first_kernel(),
+        },
     ),
     "cuda-wheel": (
         "Radeon RX 7900 XTX, PyTorch from a plain `pip install torch`, user not in `render`",

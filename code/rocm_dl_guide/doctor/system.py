@@ -413,6 +413,9 @@ class SystemReport:
     """Device nodes, groups, container, host settings (None: not collected)."""
     rocminfo_capture: rocminfo.Capture | None = None
     """rocminfo's output verbatim, when it was run here or read from a snapshot."""
+    gpu_workload: list[dict] | None = None
+    """The real workload's result per visible GPU (:mod:`~rocm_dl_guide.doctor.workload`);
+    ``None``: not run (PyTorch saw no GPU, or a snapshot from before the check)."""
 
     def with_rocminfo(self, text: str, source: str = "saved rocminfo output") -> SystemReport:
         """The same facts with ``text`` (a saved ``rocminfo`` output) in place of
@@ -464,6 +467,7 @@ class SystemReport:
             "gpus": self.gpus(),
             "pci_gpus": self.pci_gpus,
             "frameworks": {k: asdict(v) for k, v in self.frameworks.items()},
+            "gpu_workload": self.gpu_workload,
         }
 
 
@@ -481,15 +485,21 @@ def collect(
     else:
         cap = rocminfo.Capture("rocminfo", text=rocminfo_text)
         source = rocminfo_source or "saved rocminfo output"
+    from . import workload
+
+    found = _probe_all(frameworks, python)
+    torch_info = found.get("pytorch")
+    seen = torch_info.details.get("devices") if torch_info and torch_info.installed else None
     return SystemReport(
         rocm=rocm_version(env),
         kernel_driver=kernel_driver(),
         rocminfo_source=source,
         rocminfo=rocminfo.report_from(cap),
         pci_gpus=pci_gpus(),
-        frameworks=_probe_all(frameworks, python),
+        frameworks=found,
         host=hostfacts.collect(env=env),
         rocminfo_capture=cap,
+        gpu_workload=workload.run_all(len(seen), python) if seen else None,
     )
 
 

@@ -9,10 +9,35 @@ from pathlib import Path
 from rocm_dl_guide.cli.common import fail
 
 
+def _read_log(path: str | None) -> dict | None | int:
+    """The reader's log for ``--log`` (``{"source", "text"}``), or exit status 2."""
+    from rocm_dl_guide.doctor import logs
+
+    if path is None:
+        return None
+    try:
+        text, source = logs.load(path)
+    except OSError as exc:
+        print(f"doctor: cannot read the log {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    return {"source": source, "text": text}
+
+
+def _with_log(report, log: dict | None):
+    from dataclasses import replace
+
+    from rocm_dl_guide import doctor
+
+    return doctor.check_system(replace(report.system, log=log)) if log else report
+
+
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from rocm_dl_guide import doctor, files
     from rocm_dl_guide.doctor import snapshot
 
+    log = _read_log(args.log)
+    if isinstance(log, int):
+        return log
     if args.snapshot:
         if args.rocminfo or args.python:
             print(
@@ -21,7 +46,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             )
             return 2
         try:
-            report = doctor.from_snapshot(args.snapshot)
+            report = _with_log(doctor.from_snapshot(args.snapshot), log)
         except snapshot.SnapshotError as exc:
             print(f"doctor: {exc}", file=sys.stderr)
             return 2
@@ -42,7 +67,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             "separate process; this takes a few seconds)...",
             file=sys.stderr,
         )
-    report = doctor.run(rocminfo_text=text, rocminfo_source=source, python=args.python)
+    report = _with_log(
+        doctor.run(rocminfo_text=text, rocminfo_source=source, python=args.python), log
+    )
     if args.collect:
         try:
             path = snapshot.write(args.collect, report.system)
@@ -145,6 +172,12 @@ def _add_doctor(sub) -> None:
         "--python",
         metavar="PATH",
         help="probe the frameworks of another Python interpreter (default: this one)",
+    )
+    p.add_argument(
+        "--log",
+        metavar="FILE",
+        help="also read the error text you saw (a log or a copied traceback; - for standard "
+        "input) and explain the messages doctor knows; --collect keeps it in the snapshot",
     )
     group = p.add_mutually_exclusive_group()
     group.add_argument(

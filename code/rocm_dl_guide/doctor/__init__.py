@@ -16,6 +16,8 @@ modules, from the bottom up:
   kernel driver, GPUs, the frameworks, the workload's result (a :class:`SystemReport`)
 - :mod:`~rocm_dl_guide.doctor.diagnose`   the rules behind the checks of what
   actually breaks ROCm setups
+- :mod:`~rocm_dl_guide.doctor.logs`       the reader's own error text (``--log``):
+  the messages ROCm setups fail with, their causes, fixes and sources
 - :mod:`~rocm_dl_guide.doctor.snapshot`   everything the checks read, in one
   JSON file (``doctor --collect`` / ``--snapshot``)
 - :mod:`~rocm_dl_guide.doctor.report`     the report itself: every check and a

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from rocm_dl_guide import __version__, profiles
 
-from . import compat, diagnose
+from . import compat, diagnose, logs
 from .diagnose import FAIL, INFO, OK, UNKNOWN, WARN, Check
 from .system import SystemReport, collect
 
@@ -335,6 +335,12 @@ class DoctorReport:
     rocm_version_checked: str | None
     verdict: str
 
+    @property
+    def log_findings(self) -> list[logs.Finding] | None:
+        """What the reader's error text (``doctor --log``) says; ``None`` without one."""
+        log = self.system.log
+        return logs.read(log["text"]) if log else None
+
     def to_dict(self) -> dict:
         out = {"guide_version": __version__}
         out.update(self.system.to_dict())
@@ -342,6 +348,8 @@ class DoctorReport:
         out["rocm_stream"] = rocm_stream(self.system)
         out["checks"] = [asdict(c) for c in self.checks]
         out["verdict"] = self.verdict
+        findings = self.log_findings
+        out["log"] = None if findings is None else logs.to_dict(findings, self.system.log["source"])
         try:
             out["profile"] = profiles.current().name
         except profiles.ProfileError as exc:
@@ -385,6 +393,10 @@ class DoctorReport:
                             break_on_hyphens=False,
                         )
                     )
+        findings = self.log_findings
+        if findings is not None:
+            here = {c.id: f"[{c.status}] {c.message}" for c in self.checks}
+            lines += ["", logs.to_text(findings, self.system.log["source"], here)]
         lines.append("")
         lines.append(textwrap.fill("Verdict: " + self.verdict, width=wrap, subsequent_indent="  "))
         return "\n".join(lines)

@@ -52,6 +52,7 @@ def to_dict(sysrep: system.SystemReport) -> dict:
         "frameworks": {name: asdict(info) for name, info in sysrep.frameworks.items()},
         "host": sysrep.host.to_dict() if sysrep.host else None,
         "gpu_workload": sysrep.gpu_workload,
+        "log": sysrep.log,
     }
 
 
@@ -145,6 +146,9 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     work = data.get("gpu_workload")  # absent in snapshots from before the check
     if work is not None and not (isinstance(work, list) and all(isinstance(r, dict) for r in work)):
         raise SnapshotError(f"{path}: gpu_workload: expected a list of objects")
+    log = data.get("log")
+    if log is not None and not (isinstance(log, dict) and isinstance(log.get("text"), str)):
+        raise SnapshotError(f"{path}: log: expected an object with a text")
     host = data.get("host")
     try:
         host_facts = hostfacts.from_dict(host) if host is not None else None
@@ -165,6 +169,7 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
         host=host_facts,
         rocminfo_capture=cap,
         gpu_workload=work,
+        log=log,
     )
 
 

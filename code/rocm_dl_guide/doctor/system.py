@@ -414,6 +414,8 @@ class SystemReport:
     rocminfo_capture: rocminfo.Capture | None = None
     """rocminfo's output verbatim, when it was run here or read from a snapshot."""
     gpu_workload: list[dict] | None = None
+    log: dict | None = None
+    """The reader's own error text (``doctor --log``): ``{"source", "text"}``."""
     """The real workload's result per visible GPU (:mod:`~rocm_dl_guide.doctor.workload`);
     ``None``: not run (PyTorch saw no GPU, or a snapshot from before the check)."""
 

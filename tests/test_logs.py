@@ -1,0 +1,218 @@
+"""doctor --log: the reader's own error text, recognised and explained.
+
+Every text below is real output in its upstream format, quoted from the public
+report named beside it (ROCm's, PyTorch's and rocBLAS's issue trackers, and the
+AMD_LOG_LEVEL lines HIP's hip_code_object.cpp prints).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rocm_dl_guide.doctor import logs, snapshot
+
+# ROCm/legacy-rocm-build#5379 (an unprivileged LXC container, user in render)
+KFD_INVALID = """ROCk module is loaded
+Unable to open /dev/kfd read-write: Invalid argument
+root is member of render group
+"""
+# ROCm/ROCm-docker#116 (rocm/rocm-terminal started without the render group)
+KFD_DENIED = """# rocminfo
+ROCk module is loaded
+Unable to open /dev/kfd read-write: Permission denied
+Failed to get user name to check for video group membership
+"""
+# ROCm/legacy-rocm-build#1211 (in render already, still refused)
+KFD_DENIED_IN_RENDER = """Unable to open /dev/kfd read-write: Operation not permitted
+maculele is member of render group
+"""
+# ROCm/legacy-rocm-build#2232 (a GPU the kernel driver does not support)
+OUT_OF_RESOURCES = """ROCk module is loaded
+
+Unable to open /dev/kfd read-write: Cannot allocate memory
+
+igor is member of render group
+
+hsa api call failure at: /src/rocminfo/rocminfo.cc:1142
+
+Call returned HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary \
+resources. This error may also occur when the core runtime library needs to spawn threads or \
+create internal OS-specific events.
+"""
+
+
+def _carried(target: str) -> str:
+    triple = f"amdgcn-amd-amdhsa--{target}"
+    return f"    hipv4-{triple} - [code object targetID is {triple}]"
+
+
+# HIP's AMD_LOG_LEVEL=1 lines: two RX 7900 found, the Ryzen's integrated gfx1036 not
+IGPU_CODE_OBJECTS = "\n".join(
+    ":1:hip_code_object.cpp      :509 : 221750325581 us: 1255284: [tid:0x7fcc46391bc0] " + s
+    for s in (
+        "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
+        "  Devices:",
+        "    amdgcn-amd-amdhsa--gfx1100 - [Found]",
+        "    amdgcn-amd-amdhsa--gfx1100 - [Found]",
+        "    amdgcn-amd-amdhsa--gfx1036 - [Not Found]",
+        "  Bundled Code Objects:",
+        "    host-x86_64-unknown-linux - [Unsupported]",
+        _carried("gfx1030"),
+        _carried("gfx1100"),
+    )
+)
+# a wheel without gfx1100, run with AMD_LOG_LEVEL=3 (quoted in a ROCm issue, 2023-11-17)
+WHEEL_WITHOUT_TARGET = """RuntimeError: HIP error: invalid device function
+hipErrorNoBinaryForGpu: Unable to find code object for all current devices!
+  Devices:
+    amdgcn-amd-amdhsa--gfx1100 - [Not Found]
+  Bundled Code Objects:
+    host-x86_64-unknown-linux-- - [Unsupported]
+    hipv4-amdgcn-amd-amdhsa--gfx1030 - [code object targetID is amdgcn-amd-amdhsa--gfx1030]
+    hipv4-amdgcn-amd-amdhsa--gfx900 - [code object targetID is amdgcn-amd-amdhsa--gfx900]
+"""
+# ROCm/rocBLAS#1300
+TENSILE = (
+    "rocBLAS error: Cannot read /opt/rocm/rocblas/lib/rocblas/library/TensileLibrary.dat: "
+    "No such file or directory\nAborted (core dumped)\n"
+)
+# ROCm/hip#3799
+NO_HIP_GPUS = (
+    '  File "/home/guest/project/pytorch/torch/cuda/__init__.py", line 383, in _lazy_init\n'
+    "    torch._C._cuda_init()\n"
+    "RuntimeError: No HIP GPUs are available\n"
+)
+# vladmandic/sdnext#913 (the kernel's log) and ROCm/legacy-rocm-build#1973 (gdb)
+SEGFAULT_DMESG = (
+    "kernel: python3[40923]: segfault at 100 ip 00007f2711b2d282 sp 00007fffa29a1530 error 4 "
+    "in libamdhip64.so[7f2711a00000+3f3000] likely on CPU 9 (core 1, socket 0)\n"
+)
+SEGFAULT_GDB = """Segmentation fault (core dumped)
+#0  0x00007fffadcdb335 in ?? () from /opt/rocm-5.4.2/lib/libamdhip64.so
+#1  0x00007fffadcdb4bd in ?? () from /opt/rocm-5.4.2/lib/libamdhip64.so
+"""
+
+
+def ids(text: str) -> list[str]:
+    return [f.rule.id for f in logs.read(text)]
+
+
+def test_invalid_argument_on_kfd_is_not_a_permission_problem():
+    (found,) = logs.read(KFD_INVALID)
+    assert found.rule.id == "kfd-invalid-argument" and found.line_number == 2
+    assert "not a permission problem" in found.rule.causes
+    assert "usermod" not in found.rule.fix and "device-access" in found.rule.explained_by
+    assert any("5379" in s for s in found.rule.sources)
+
+
+def test_permission_denied_on_kfd_and_already_in_render():
+    (denied,) = logs.read(KFD_DENIED)
+    assert denied.rule.id == "kfd-permission" and "--group-add render" in denied.rule.fix
+    assert denied.details == ""
+    (again,) = logs.read(KFD_DENIED_IN_RENDER)
+    assert "log in again" in again.details and "usermod again changes nothing" in again.details
+
+
+def test_out_of_resources_after_an_hsa_call_failure():
+    assert ids(OUT_OF_RESOURCES) == ["hsa-call-failure", "out-of-resources"]
+    found = logs.read(OUT_OF_RESOURCES)[1]
+    assert "not supported in kfd" in found.rule.causes and found.line_number == 9
+
+
+def test_code_objects_name_the_integrated_gpu_that_has_none():
+    found, missing, bundled = logs.code_objects(IGPU_CODE_OBJECTS)
+    assert found == ["gfx1100", "gfx1100"] and missing == ["gfx1036"]
+    assert bundled == ["gfx1030", "gfx1100"]
+    (finding,) = logs.read(IGPU_CODE_OBJECTS)
+    assert finding.rule.id == "no-binary"
+    assert "no code object for gfx1036" in finding.details
+    assert "integrated GPU" in finding.details and "HIP_VISIBLE_DEVICES" in finding.details
+
+
+def test_a_wheel_without_the_cards_target():
+    assert ids(WHEEL_WITHOUT_TARGET) == ["invalid-device-function", "no-binary"]
+    first = logs.read(WHEEL_WITHOUT_TARGET)[0]
+    assert first.details == ("no code object for gfx1100 (the program carries gfx1030, gfx900)")
+    assert "arch-mismatch" in first.rule.explained_by
+
+
+@pytest.mark.parametrize(
+    "text, rule",
+    [
+        (TENSILE, "tensile"),
+        (NO_HIP_GPUS, "no-hip-gpus"),
+        (SEGFAULT_DMESG, "runtime-segfault"),
+        (SEGFAULT_GDB, "runtime-segfault"),
+    ],
+)
+def test_each_message_is_recognised(text, rule):
+    assert ids(text) == [rule]
+    finding = logs.read(text)[0]
+    assert finding.rule.fix and finding.rule.sources
+
+
+def test_text_without_a_known_message():
+    assert logs.read("Traceback (most recent call last):\nValueError: bad shape\n") == []
+    out = logs.to_text([], "x.log")
+    assert "no message the doctor knows" in out and "hipErrorNoBinaryForGpu" in out
+
+
+def test_the_report_shows_the_log_and_the_checks_that_explain_it(tmp_path):
+    from rocm_dl_guide import doctor
+
+    data = snapshot.example("first-kernel")
+    data["log"] = {"source": "run.log", "text": WHEEL_WITHOUT_TARGET}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(data))
+    report = doctor.from_snapshot(path)
+    text = report.to_text()
+    assert "Your error text (run.log):" in text
+    assert "check arch-mismatch: [fail]" in text
+    record = report.to_dict()["log"]
+    assert [f["id"] for f in record["findings"]] == ["invalid-device-function", "no-binary"]
+    data["log"] = {"source": "x"}
+    path.write_text(json.dumps(data))
+    with pytest.raises(snapshot.SnapshotError, match="log: expected an object with a text"):
+        doctor.from_snapshot(path)
+
+
+def _doctor(*args, stdin: str | None = None):
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_dl_guide", "doctor", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_doctor_log_from_a_file_and_from_stdin(tmp_path):
+    snap = tmp_path / "s.json"
+    snap.write_text(json.dumps(snapshot.example("rx6600xt")))
+    log = tmp_path / "seen.txt"
+    log.write_text(KFD_INVALID)
+    done = _doctor("--snapshot", str(snap), "--log", str(log))
+    assert done.returncode == 0, done.stderr
+    assert "line 2: Unable to open /dev/kfd read-write: Invalid argument" in done.stdout
+    piped = _doctor("--snapshot", str(snap), "--log", "-", "--json", stdin=TENSILE)
+    assert piped.returncode == 0, piped.stderr
+    record = json.loads(piped.stdout)["log"]
+    assert record["source"] == "standard input" and record["findings"][0]["id"] == "tensile"
+    missing = _doctor("--snapshot", str(snap), "--log", str(tmp_path / "nope.txt"))
+    assert missing.returncode == 2 and "cannot read the log" in missing.stderr
+
+
+def test_collect_keeps_the_log_in_the_snapshot(tmp_path):
+    log = tmp_path / "seen.txt"
+    log.write_text(SEGFAULT_DMESG)
+    out = tmp_path / "collected.json"
+    done = _doctor("--collect", str(out), "--log", str(log), "--json")
+    assert done.returncode == 0, done.stderr
+    saved = json.loads(out.read_text())
+    assert saved["log"] == {"source": "seen.txt", "text": SEGFAULT_DMESG}
+    replay = _doctor("--snapshot", str(out))
+    assert "a crash inside the HIP or HSA runtime" in replay.stdout

@@ -497,3 +497,46 @@ def test_the_pages_citations_of_doctors_rules_are_the_rules_sources():
     cited = set(diagnose.SOURCES.values())
     for key, url in entries:
         assert url in cited, key
+
+
+# --------------------------------------------------------------------------- groups, every source
+
+
+def test_rocminfo_says_the_user_is_in_render_already():
+    from rocm_dl_guide.doctor import rocminfo
+
+    text = (
+        "ROCk module is loaded\n"
+        "Unable to open /dev/kfd read-write: Operation not permitted\n"
+        "maculele is member of render group\n"
+    )  # ROCm/legacy-rocm-build#1211
+    report = rocminfo.parse(text)
+    assert report.group_membership == ("render", True)
+    assert "already" in report.error and "changes nothing" in report.error
+    denied = rocminfo.parse("Unable to open /dev/kfd read-write: Permission denied\n")
+    assert denied.group_membership is None and '"render"' in denied.error
+
+
+def test_denied_although_this_session_is_in_render():
+    data = snap("radeon", accessible=False, groups=("render", "video"))
+    access = check(data, "device-access")
+    assert access.status == diagnose.FAIL
+    assert "in render already" in access.fix and "usermod" not in access.fix
+    boxed = check(snap("radeon", accessible=False, container="docker"), "device-access")
+    assert "--device=/dev/kfd" in boxed.fix and "usermod" not in boxed.fix
+
+
+def test_added_to_render_after_this_session_began():
+    data = snap(
+        "radeon", accessible=False, groups=("users", "video"), account_groups=("render", "users")
+    )
+    access = check(data, "device-access")
+    assert "log out and in again, or run newgrp render" in access.fix
+
+
+def test_groups_unknown_keep_the_usual_advice():
+    data = snap("radeon", accessible=False, groups=("users",), account_groups=None)
+    assert "usermod -a -G render,video" in check(data, "device-access").fix
+    data["host"]["account_groups"] = "render"
+    with pytest.raises(snapshot.SnapshotError, match="account_groups: expected list or null"):
+        snapshot.from_dict(data, "bad.json")

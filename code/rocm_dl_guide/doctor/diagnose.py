@@ -336,8 +336,27 @@ def igpu_check(sysrep: SystemReport) -> list[Check]:
 
 
 def _access_fix(sysrep: SystemReport, node) -> str:
+    """What to do about ``node`` refusing this user, from every place the groups show:
+    this process's groups, the account's groups now, and rocminfo's own line."""
     group = node.group or "render"
-    if sysrep.host and sysrep.host.container:
+    host = sysrep.host
+    member = sysrep.rocminfo.group_membership
+    in_session = bool(host and group in host.groups) or (member == (group, True))
+    if in_session:
+        where = (
+            "the container's device list or cgroup: start it with --device=/dev/kfd "
+            "--device=/dev/dri (or --privileged), and check that the group's id inside matches "
+            "the host's"
+            if host and host.container
+            else f"the device's permissions (mode {node.mode}): check the udev rule for it"
+        )
+        return f"this user is in {group} already (adding it again changes nothing); look at {where}"
+    if host and host.account_groups is not None and group in host.account_groups:
+        return (
+            f"the account is in {group} but this session is not (it was added after the login): "
+            f"log out and in again, or run newgrp {group}"
+        )
+    if host and host.container:
         return (
             f"start the container with --group-add {group} (the group that owns {node.path}; "
             f"by number if the image lacks it: --group-add $(getent group {group} | cut -d: -f3)) "

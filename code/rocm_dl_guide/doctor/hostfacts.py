@@ -61,6 +61,9 @@ class HostFacts:
     uid: int | None = None
     groups: list[str] = field(default_factory=list)
     """The names of this process's groups (primary and supplementary)."""
+    account_groups: list[str] | None = None
+    """The groups the account is in now (``/etc/passwd`` and ``/etc/group``): a group
+    added after this session began is here but not in :attr:`groups`. None: unknown."""
     container: str | None = None
     """``docker``, ``podman``, ``kubernetes``, ``containerd``, ``lxc``, or None."""
     container_hints: list[str] = field(default_factory=list)
@@ -207,6 +210,21 @@ def pip_rocm_packages(site_dirs: list | None = None) -> dict[str, str]:
     return found
 
 
+def account_groups(uid: int | None) -> list[str] | None:
+    """The groups ``/etc/passwd`` and ``/etc/group`` give the account ``uid`` now
+    (None where the account is not listed there, as in many containers)."""
+    grp, pwd = _names()
+    if grp is None or uid is None:
+        return None
+    try:
+        entry = pwd.getpwuid(uid)
+    except KeyError:
+        return None
+    names = {_group_name(entry.pw_gid)}
+    names |= {g.gr_name for g in grp.getgrall() if entry.pw_name in g.gr_mem}
+    return sorted(names)
+
+
 def _groups() -> tuple[int | None, list[str]]:
     if not hasattr(os, "getgroups"):  # pragma: no cover - not POSIX
         return None, []
@@ -230,6 +248,7 @@ def collect(
         devices=[device_node(dev / "kfd"), *map(device_node, _render_nodes(dev))],
         uid=uid,
         groups=groups,
+        account_groups=account_groups(uid),
         container=kind,
         container_hints=hints,
         numa_balancing=_read(proc / "sys/kernel/numa_balancing"),
@@ -256,6 +275,8 @@ def from_dict(data: dict) -> HostFacts:
     for key, kind in expect.items():
         if key in values and not isinstance(values[key], kind):
             raise ValueError(f"host.{key}: expected {kind.__name__}")
+    if values.get("account_groups") is not None and not isinstance(values["account_groups"], list):
+        raise ValueError("host.account_groups: expected list or null (unknown)")
     nodes = []
     for i, node in enumerate(values.get("devices", [])):
         if not isinstance(node, dict) or not isinstance(node.get("path"), str):

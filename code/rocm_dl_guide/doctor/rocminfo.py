@@ -128,6 +128,9 @@ class RocminfoReport:
     """Lines outside the structured sections (warnings, group checks, WSL notice ...)."""
     complete: bool = False
     """True if the output ended with rocminfo's ``*** Done ***`` marker."""
+    group_membership: tuple[str, bool] | None = None
+    """rocminfo's own line on the user's group: ``("render", True)`` for "USER is member
+    of render group", ``False`` for "is not member of"; None where it printed none."""
 
     @property
     def gpus(self) -> tuple[Agent, ...]:
@@ -194,6 +197,7 @@ _HSA_STATUS_RE = re.compile(
 # ROCm 7.x: "hsa_init Failed, possibly no supported GPU devices".
 _HSA_INIT_RE = re.compile(r"hsa_init\s+failed[,:]?\s*(?P<text>.*)$", re.IGNORECASE)
 _NOT_MEMBER_RE = re.compile(r'is not member of "?(?P<group>[\w-]+)"? group', re.IGNORECASE)
+_MEMBER_RE = re.compile(r'^(?P<user>\S+) is member of "?(?P<group>[\w-]+)"? group', re.IGNORECASE)
 _KMOD_RE = re.compile(r"could not get list of modules:\s*(?P<reason>.*)$", re.IGNORECASE)
 _NOT_FOUND_RE = re.compile(r"rocminfo:?\s*(?:command )?not found", re.IGNORECASE)
 
@@ -329,10 +333,16 @@ def _lower_first(sentence: str) -> str:
     return sentence
 
 
-def _kfd_error(reason: str, not_member: str | None) -> str:
+def _kfd_error(reason: str, not_member: str | None, member: str | None = None) -> str:
     reason = reason.strip().rstrip(".") or "unknown reason"
     low = reason.lower()
-    if "permission" in low or "not permitted" in low:
+    if ("permission" in low or "not permitted" in low) and member:
+        hint = (
+            f'rocminfo says the user is in the "{member}" group already, so adding it again '
+            "changes nothing: the session may have started before it was added (log out and in), "
+            "or a container lacks --device=/dev/kfd or --group-add for the group that owns it"
+        )
+    elif "permission" in low or "not permitted" in low:
         group = not_member or "render"
         hint = (
             f'the user must be in the "{group}" (and "video") group, and a container needs '
@@ -389,6 +399,7 @@ class _Parser:
         self.hsa_status: str | None = None
         self.hsa_text: str | None = None
         self.not_member: str | None = None
+        self.member: str | None = None
         self.kmod_reason: str | None = None
         self.not_installed = False
 
@@ -436,6 +447,8 @@ class _Parser:
             self.hsa_status, self.hsa_text = m.group("status").upper(), m.group("text")
         elif (m := _NOT_MEMBER_RE.search(stripped)) is not None:
             self.not_member = m.group("group")
+        elif (m := _MEMBER_RE.search(stripped)) is not None:
+            self.member = m.group("group")
         elif (m := _KMOD_RE.search(stripped)) is not None:
             self.kmod_reason = m.group("reason").strip()
         elif _NOT_FOUND_RE.search(stripped) and self.state == _PREAMBLE:
@@ -481,7 +494,7 @@ class _Parser:
     def _error(self) -> str | None:
         """The error sentence, most specific cause first (None if all is well)."""
         if self.kfd_reason is not None:
-            return _kfd_error(self.kfd_reason, self.not_member)
+            return _kfd_error(self.kfd_reason, self.not_member, self.member)
         if self.hsa_failed or self.hsa_status is not None:
             return _hsa_error(self.hsa_status, self.hsa_text)
         if self.agents:
@@ -517,6 +530,13 @@ class _Parser:
             system=self.system,
             notes=tuple(self.notes),
             complete=self.complete,
+            group_membership=(
+                (self.member, True)
+                if self.member
+                else (self.not_member, False)
+                if self.not_member
+                else None
+            ),
         )
 
 

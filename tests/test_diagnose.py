@@ -68,7 +68,7 @@ def test_never_ready_when_the_gpu_workload_fails():
     that the build lacks."""
     failed = snapshot.workload_result(
         name="AMD Radeon RX 6600 XT",
-        failure="RuntimeError: HIP error: invalid device function",
+        failure="HIP error: invalid device function (RuntimeError)",
         stderr=snapshot.HIP_INVALID_DEVICE_FUNCTION,
     )
     rep = report(snap("rx6600xt", torch=rocm_torch(gpu=True), workload=[failed]))
@@ -151,7 +151,7 @@ def test_the_workload_child_reports_a_signal_an_error_and_a_hang(tmp_path):
         f"cat >&2 <<'EOF'\n{text}\nEOF\nexit 1",
     )
     got = workload.run_one(0, error, timeout=60)
-    assert got["failure"] == "RuntimeError: HIP error: invalid device function"
+    assert got["failure"] == "HIP error: invalid device function (RuntimeError)"
     hang = _fake_python(tmp_path / "c", "exec sleep 30")
     got = workload.run_one(0, hang, timeout=1)
     assert "did not finish within 1 s" in got["failure"]

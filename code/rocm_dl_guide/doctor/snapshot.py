@@ -304,7 +304,7 @@ def _failed_first_kernel() -> list[dict]:
     return [
         workload_result(
             name="AMD Radeon RX 6600 XT",
-            failure="RuntimeError: HIP error: invalid device function",
+            failure="HIP error: invalid device function (RuntimeError)",
             stderr=HIP_INVALID_DEVICE_FUNCTION,
         )
     ]

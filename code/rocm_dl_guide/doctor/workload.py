@@ -134,13 +134,17 @@ def _during(stderr: str) -> str:
     return f"while {steps[-1]}" if steps else "before the first kernel"
 
 
-_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*:")
+_EXCEPTION = re.compile(r"^(?P<kind>[A-Za-z_][\w.]*(?:Error|Exception))\b[^:]*: (?P<text>.*)$")
 
 
 def _error_line(stderr: str) -> str | None:
     """The exception's line (``RuntimeError: HIP error: ...``), else the last line
     that names an error (the runtime's own message), else the last line."""
     lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
-    raised = [ln for ln in lines if _EXCEPTION.match(ln)]
+    # "RuntimeError: HIP error: ..." becomes "HIP error: ... (RuntimeError)": the
+    # message first, as readers search for it
+    raised = [
+        f"{m['text']} ({m['kind']})" for ln in lines if (m := _EXCEPTION.match(ln)) is not None
+    ]
     named = [ln for ln in lines if "rror" in ln or "Cannot read" in ln or "hsa" in ln.lower()]
     return (raised or named or lines or [None])[-1]

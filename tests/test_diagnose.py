@@ -540,3 +540,89 @@ def test_groups_unknown_keep_the_usual_advice():
     data["host"]["account_groups"] = "render"
     with pytest.raises(snapshot.SnapshotError, match="account_groups: expected list or null"):
         snapshot.from_dict(data, "bad.json")
+
+
+# --------------------------------------------------------------------------- WSL 2
+
+WSL = {
+    "kernel_release": "5.15.167.4-microsoft-standard-WSL2",
+    "dxg": True,
+    "librocdxg": "/opt/rocm/lib/librocdxg.so",
+    "dxcore": True,
+}
+
+
+def wsl_snap(sample="radeon", wsl=None, env=None, torch=None):
+    data = snap(
+        sample,
+        kfd=False,
+        renders=0,
+        wsl=WSL | (wsl or {}),
+        env={"HSA_ENABLE_DXG_DETECTION": "1"} if env is None else env,
+        torch=torch,
+    )
+    data["kernel_driver"] = {"loaded": False, "note": "the amdgpu kernel module is not loaded"}
+    return data
+
+
+def test_wsl_facts_are_read_from_the_machine(tmp_path):
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "proc/sys/kernel/osrelease").write_text(WSL["kernel_release"] + "\n")
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/dxg").write_text("")
+    (tmp_path / "opt/rocm/lib").mkdir(parents=True)
+    (tmp_path / "opt/rocm/lib/librocdxg.so").write_text("")
+    facts = hostfacts.wsl_facts(tmp_path)
+    assert facts.is_wsl and facts.dxg and facts.librocdxg.endswith("librocdxg.so")
+    native = hostfacts.wsl_facts(tmp_path / "nothing-here")
+    assert not native.is_wsl and native.librocdxg is None
+
+
+@pytest.mark.parametrize(
+    "wsl, env, status, words",
+    [
+        ({"dxg": False}, None, diagnose.FAIL, "wsl --update"),
+        ({"librocdxg": None}, None, diagnose.FAIL, "build and install librocdxg"),
+        ({}, {}, diagnose.WARN, "export HSA_ENABLE_DXG_DETECTION=1"),
+        ({}, None, diagnose.OK, "HSA_ENABLE_DXG_DETECTION=1"),
+    ],
+)
+def test_wsl_gets_wsls_own_advice(wsl, env, status, words):
+    found = check(wsl_snap(wsl=wsl, env=env), "wsl")
+    assert found.status == status
+    assert words in (found.fix or found.message)
+    assert any("librocdxg" in s for s in found.sources)
+
+
+def test_a_gpu_outside_the_wsl_matrix():
+    found = check(wsl_snap("rx6600xt"), "wsl")
+    assert found.status == diagnose.INFO and "not in AMD's WSL support matrix" in found.message
+    from rocm_dl_guide.doctor import wsl
+
+    assert wsl.supported("Radeon RX 7900 XTX") and wsl.supported("AMD Radeon RX 6600 XT") is False
+
+
+def test_never_a_kernel_driver_on_wsl():
+    data = wsl_snap(wsl={"librocdxg": None}, torch=rocm_torch(gpu=False))
+    rep = report(data)
+    for c in rep.checks:
+        assert "amdgpu-dkms" not in c.fix, (c.id, c.fix)
+        if "amdgpu-dkms" in c.message:
+            assert "never install amdgpu-dkms" in c.message, (c.id, c.message)
+    by_id = {c.id: c for c in rep.checks}
+    assert (
+        by_id["device-access"].status == diagnose.INFO
+        and "/dev/dxg" in by_id["device-access"].message
+    )
+    assert "Windows driver" in by_id["kernel-driver"].message
+
+
+def test_not_wsl_no_wsl_check_and_the_facts_round_trip(tmp_path):
+    assert not [c for c in report(snap("radeon")).checks if c.id == "wsl"]
+    sysrep = snapshot.from_dict(wsl_snap(), "w.json")
+    again = snapshot.load(snapshot.write(tmp_path / "w.json", sysrep))
+    assert again.host.wsl == sysrep.host.wsl and again.host.wsl.is_wsl
+    bad = wsl_snap()
+    bad["host"]["wsl"] = "yes"
+    with pytest.raises(snapshot.SnapshotError, match="host.wsl: expected an object"):
+        snapshot.from_dict(bad, "bad.json")

@@ -374,6 +374,9 @@ def device_access_check(sysrep: SystemReport) -> list[Check]:
     host = sysrep.host
     if host is None:
         return []
+    if host.wsl is not None and host.wsl.is_wsl:
+        msg = "WSL 2: the GPU is /dev/dxg here, not /dev/kfd and /dev/dri (see the WSL 2 check)"
+        return [Check(name, INFO, msg, id=cid)]
     sources = cite("groups", "docker", "docker-render-gid", "docker-group-add-render")
     kfd, renders = host.kfd, host.render_nodes
     evidence = _amd_gpu_evidence(sysrep)

@@ -11,6 +11,7 @@ facts from a doctor snapshot.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import stat
@@ -25,6 +26,7 @@ ENV_VARS = (
     "GPU_DEVICE_ORDINAL",
     "ROCM_PATH",
     "PYTORCH_ROCM_ARCH",
+    "HSA_ENABLE_DXG_DETECTION",
 )
 """The only environment variables a snapshot records: the ones the checks read."""
 
@@ -54,6 +56,47 @@ class DeviceNode:
 
 
 @dataclass
+class WslFacts:
+    """What says this Linux is WSL 2, and whether ROCm's WSL path is in place."""
+
+    kernel_release: str | None = None
+    """``/proc/sys/kernel/osrelease`` (``...-microsoft-standard-WSL2`` under WSL 2)."""
+    dxg: bool | None = None
+    """Whether ``/dev/dxg``, the GPU paravirtualization device, exists."""
+    librocdxg: str | None = None
+    """Where ``librocdxg.so`` is installed (None: not found)."""
+    dxcore: bool | None = None
+    """Whether WSL's ``/usr/lib/wsl/lib/libdxcore.so`` exists."""
+
+    @property
+    def is_wsl(self) -> bool:
+        release = (self.kernel_release or "").lower()
+        return "microsoft" in release or bool(self.dxg)
+
+
+def wsl_facts(
+    root: str | os.PathLike = "/", rocm_root: str | os.PathLike | None = None
+) -> WslFacts:
+    """WSL's facts on this machine (``root`` moves ``/dev``, ``/proc``, ``/usr`` and ``/opt``)."""
+    base = Path(root)
+    try:
+        release = (base / "proc/sys/kernel/osrelease").read_text().strip() or None
+    except OSError:
+        release = None
+    rocm = Path(rocm_root) if rocm_root else base / "opt/rocm"
+    candidates = [
+        *glob.glob(str(rocm / "lib/librocdxg.so*")),
+        *glob.glob(str(base / "usr/lib/librocdxg.so*")),
+    ]
+    return WslFacts(
+        kernel_release=release,
+        dxg=(base / "dev/dxg").exists(),
+        librocdxg=sorted(candidates)[0] if candidates else None,
+        dxcore=(base / "usr/lib/wsl/lib/libdxcore.so").exists(),
+    )
+
+
+@dataclass
 class HostFacts:
     env: dict[str, str] = field(default_factory=dict)
     devices: list[DeviceNode] = field(default_factory=list)
@@ -75,6 +118,8 @@ class HostFacts:
     """The open-file limit ``[soft, hard]`` (``-1``: unlimited)."""
     pip_rocm: dict[str, str] = field(default_factory=dict)
     """ROCm runtime distributions installed with pip in this Python, name to version."""
+    wsl: WslFacts | None = None
+    """WSL 2's facts (None: not collected, as in older snapshots)."""
 
     @property
     def kfd(self) -> DeviceNode | None:
@@ -255,6 +300,7 @@ def collect(
         numa_nodes=_numa_nodes(sys_root),
         nofile=_nofile(),
         pip_rocm=pip_rocm_packages(site_dirs),
+        wsl=wsl_facts(base),
     )
 
 
@@ -284,4 +330,10 @@ def from_dict(data: dict) -> HostFacts:
         names = {f.name for f in fields(DeviceNode)}
         nodes.append(DeviceNode(**{k: v for k, v in node.items() if k in names}))
     values["devices"] = nodes
+    wsl = values.get("wsl")
+    if wsl is not None:
+        if not isinstance(wsl, dict):
+            raise ValueError("host.wsl: expected an object or null (unknown)")
+        names = {f.name for f in fields(WslFacts)}
+        values["wsl"] = WslFacts(**{k: v for k, v in wsl.items() if k in names})
     return HostFacts(**values)

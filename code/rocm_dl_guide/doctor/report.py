@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from rocm_dl_guide import __version__, profiles
 
-from . import compat, diagnose, logs
+from . import compat, diagnose, logs, wsl
 from .diagnose import FAIL, INFO, OK, UNKNOWN, WARN, Check
 from .system import SystemReport, collect
 
@@ -121,6 +121,9 @@ def _rocm_check(sysrep: SystemReport) -> tuple[Check, str | None]:
 def _kernel_driver_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     """The amdgpu kernel driver, and its release against ROCm's."""
     kd = sysrep.kernel_driver
+    if sysrep.host and sysrep.host.wsl and sysrep.host.wsl.is_wsl and not kd.loaded:
+        msg = "WSL 2: no amdgpu driver in Linux; AMD's Windows driver serves the GPU"
+        return [Check("Kernel driver", INFO, msg)]
     if not kd.loaded:
         return [Check("Kernel driver", INFO, kd.note or "amdgpu kernel driver not found")]
     text = f"amdgpu kernel driver loaded, version {kd.version}" if kd.version else kd.note
@@ -279,6 +282,7 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
     checks += _pytorch_checks(sysrep, rocm_ver)
     checks += diagnose.checks(sysrep)
     checks += diagnose.workload_check(sysrep)
+    checks += wsl.checks(sysrep)
     checks += distributed_checks(sysrep)
     checks += _tensorflow_checks(sysrep, rocm_ver)
     checks += _onnxruntime_checks(sysrep, rocm_ver)

@@ -78,6 +78,22 @@ def test_the_wrapper_gives_the_loss_transformers_computes(tok):
     assert len(lm.fsdp_units()) == 2  # FSDP shards per transformer block
 
 
+def test_next_token_loss_is_cross_entropy_on_the_class_first_logits():
+    from rocm_dl_guide.train import IGNORE_INDEX
+
+    gen = torch.Generator().manual_seed(0)
+    # (batch, vocab, time) as a view of (batch, time, vocab), as CausalLM returns it
+    logits = torch.randn(3, 7, 50, generator=gen).transpose(1, 2).requires_grad_()
+    targets = torch.randint(0, 50, (3, 7), generator=gen)
+    targets[0, :4] = IGNORE_INDEX  # prompt positions without a label, as in LoRA's task
+    ours = model.next_token_loss(logits, targets)
+    reference = torch.nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX)(logits, targets)
+    assert torch.allclose(ours, reference, atol=1e-6)
+    (g_ours,) = torch.autograd.grad(ours, logits)
+    (g_ref,) = torch.autograd.grad(reference, logits)
+    assert torch.allclose(g_ours, g_ref, atol=1e-7)
+
+
 @pytest.mark.timeout(300)
 def test_train_tiny_lm_records_perplexities_and_beats_the_untrained_model(tmp_path):
     proc = guide_cli(

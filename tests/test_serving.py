@@ -109,6 +109,19 @@ def test_a_server_that_dies_at_start_says_so_with_its_log(tmp_path):
 
 
 @pytest.mark.timeout(180)
+def test_servers_started_together_are_all_stopped_when_one_fails(folder, tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    good = serving.Server(folder, lifetime=120)
+    broken = serving.Server(tmp_path, start_timeout=100)
+    with pytest.raises(serving.ServingError, match="the server exited with status"):
+        serving.start_together(good, broken)
+    # both were launched before either was waited for; the good one is stopped too
+    assert good.process is not None and broken.process is not None
+    assert gone(good.process.pid) and gone(broken.process.pid)
+    assert not serving.port_in_use(good.port)
+
+
+@pytest.mark.timeout(180)
 def test_stopping_leaves_no_process_behind(folder):
     server = serving.Server(folder, lifetime=120)
     with server:

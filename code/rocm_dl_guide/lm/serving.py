@@ -281,7 +281,20 @@ class Server:
         }
 
     def start(self) -> Server:
-        """Start the engine and wait until it answers; :class:`ServingError` if it cannot."""
+        """Start the engine (unless :meth:`launch` did) and wait until it answers;
+        :class:`ServingError` if it cannot."""
+        if self.process is None:
+            self.launch()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def launch(self) -> Server:
+        """Start the engine's process and return at once (:meth:`wait_ready` waits
+        for it to answer): servers launched one after the other load side by side."""
         why = engine_missing(self.engine)
         if why:
             raise ServingError(why)
@@ -298,11 +311,6 @@ class Server:
                 env=env,
                 start_new_session=True,  # its own process group, which stop() signals
             )
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
         return self
 
     def wait_ready(self) -> None:
@@ -364,6 +372,21 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def start_together(*servers: Server) -> tuple[Server, ...]:
+    """Launch every server at once, then wait until each answers: they load side
+    by side instead of one after the other. If one cannot start, all are stopped."""
+    try:
+        for server in servers:
+            server.launch()
+        for server in servers:
+            server.start()
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
 
 
 # --------------------------------------------------------------------------- the client

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -108,13 +109,71 @@ def test_an_override_that_runs_wrong_kernels_is_named():
 
 def test_a_snapshot_without_the_workload_still_replays_but_is_not_ready(tmp_path):
     data = snap("radeon")
-    data.pop("gpu_workload")  # written before the check existed
+    data.pop("gpu_workload")  # written before the check existed: format version 1
+    data["format_version"] = 1
     path = tmp_path / "old.json"
     path.write_text(json.dumps(data))
     rep = doctor.from_snapshot(path)
     work = [c for c in rep.checks if c.id == "gpu-workload"][0]
     assert work.status == diagnose.UNKNOWN and "no kernel was run" in work.message
     assert rep.verdict.startswith("Not ready") and "run doctor on the machine itself" in rep.verdict
+
+
+SNAPSHOTS = Path(__file__).parent / "data" / "doctor"
+"""Snapshots written by earlier versions of the guide, kept as they were written:
+``h200-v1.json`` by ``doctor --collect`` on an H200 machine lent to the project
+(format version 1, commit 0e0a7db), ``cpu-v1-before-workload-check.json`` on a
+CPU-only machine by the code of commit 70ea0bd (version 1 before the GPU workload
+check, ``--log``, the account's groups and WSL detection existed)."""
+
+
+def test_version_1_snapshots_replay_after_migration():
+    h200 = doctor.from_snapshot(SNAPSHOTS / "h200-v1.json")
+    work = [c for c in h200.checks if c.id == "gpu-workload"][0]
+    assert work.status == diagnose.OK and "1 GPU(s) agree with the CPU" in work.message
+    assert h200.verdict.startswith("Ready")
+    old = json.loads((SNAPSHOTS / "cpu-v1-before-workload-check.json").read_text())
+    assert old["format_version"] == 1 and "gpu_workload" not in old
+    assert "account_groups" not in old["host"] and "wsl" not in old["host"]
+    migrated = snapshot.migrate(old)
+    assert migrated["format_version"] == snapshot.FORMAT_VERSION
+    assert migrated["gpu_workload"] is None and migrated["log"] is None
+    assert migrated["host"]["account_groups"] is None and migrated["host"]["wsl"] is None
+    assert "gpu_workload" not in old  # the input is left as it was
+    cpu = doctor.from_snapshot(SNAPSHOTS / "cpu-v1-before-workload-check.json")
+    assert cpu.verdict.startswith("No usable GPU found")
+    assert cpu.to_dict()["checks"] and snapshot.load(
+        SNAPSHOTS / "cpu-v1-before-workload-check.json"
+    ).host.account_groups is None  # unknown, not "in no group"
+
+
+def test_a_gpu_snapshot_from_before_the_workload_check_is_not_ready():
+    data = json.loads((SNAPSHOTS / "h200-v1.json").read_text())
+    del data["gpu_workload"], data["log"]  # what version 1 wrote before those existed
+    rep = doctor.check_system(snapshot.from_dict(data, "h200-old.json"))
+    work = [c for c in rep.checks if c.id == "gpu-workload"][0]
+    assert work.status == diagnose.UNKNOWN and "no kernel was run" in work.message
+    assert rep.verdict.startswith("Not ready")
+
+
+def test_a_snapshot_written_today_replays_after_the_schema_grows(tmp_path, monkeypatch):
+    path = snapshot.write(tmp_path / "today.json", snapshot.from_dict(snap("radeon"), "c.json"))
+    before = doctor.from_snapshot(path)
+
+    def to_v3(data):  # a future version: a new section, unknown in older snapshots
+        return {**data, "format_version": 3, "new_section": None}
+
+    monkeypatch.setattr(snapshot, "FORMAT_VERSION", 3)
+    monkeypatch.setitem(snapshot.MIGRATIONS, 2, to_v3)
+    after = doctor.from_snapshot(path)
+    assert [(c.id, c.status, c.message) for c in after.checks] == [
+        (c.id, c.status, c.message) for c in before.checks
+    ]
+    assert after.verdict == before.verdict
+    assert snapshot.migrate(json.loads(path.read_text()))["new_section"] is None
+    monkeypatch.delitem(snapshot.MIGRATIONS, 2)  # no way from 2 to 3: one clear error
+    with pytest.raises(snapshot.SnapshotError, match="version 2; this rocm_dl_guide reads"):
+        doctor.from_snapshot(path)
 
 
 def test_the_workload_round_trips_through_a_snapshot(tmp_path):

@@ -23,8 +23,28 @@ from rocm_dl_guide import __version__, files
 from . import hostfacts, rocminfo, system
 
 FORMAT = "rocm-dl-guide-doctor-snapshot"
-FORMAT_VERSION = 1
-"""Bumped when a field changes meaning; :func:`load` reads only this version."""
+FORMAT_VERSION = 2
+"""Bumped when the schema changes; :func:`load` migrates older versions
+(:data:`MIGRATIONS`) and refuses newer ones."""
+
+
+def _v1_to_v2(data: dict) -> dict:
+    """Version 2 has every section, ``null`` where a fact was not collected. Version 1
+    snapshots written before the GPU workload check, ``--log``, the account's groups
+    or WSL detection lack those keys, and their absence means just that: unknown."""
+    data = {**data, "format_version": 2}
+    data.setdefault("gpu_workload", None)
+    data.setdefault("log", None)
+    if isinstance(data.get("host"), dict):
+        data["host"] = {"account_groups": None, "wsl": None, **data["host"]}
+    return data
+
+
+SECTIONS = ("rocm", "kernel_driver", "rocminfo", "pci_gpus", "frameworks", "gpu_workload", "log")
+"""The sections every snapshot of the current version has (``host`` may be null)."""
+MIGRATIONS = {1: _v1_to_v2}
+"""Format version -> the function that rewrites a snapshot of that version as the
+next one; :func:`migrate` chains them up to :data:`FORMAT_VERSION`."""
 
 
 class SnapshotError(ValueError):
@@ -94,20 +114,27 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def _check_format(path: Path, data: dict) -> None:
+def migrate(data: dict, path: Path | str = "snapshot") -> dict:
+    """``data`` in the current format: a snapshot of an older version goes through
+    :data:`MIGRATIONS` one version at a time (the input is not modified); a newer
+    version, or one no migration starts from, is a :class:`SnapshotError`."""
     if data.get("format") != FORMAT:
         raise SnapshotError(
             f'{path}: not a doctor snapshot (no "format": "{FORMAT}"); write one with '
             "python -m rocm_dl_guide doctor --collect FILE"
         )
     version = data.get("format_version")
+    while isinstance(version, int) and version in MIGRATIONS and version < FORMAT_VERSION:
+        data = MIGRATIONS[version](data)
+        version = data["format_version"]
     if version != FORMAT_VERSION:
         newer = isinstance(version, int) and version > FORMAT_VERSION
         hint = "upgrade rocm_dl_guide to read it" if newer else "collect it again with this version"
         raise SnapshotError(
-            f"{path}: snapshot format version {version!r}; this rocm_dl_guide reads version "
-            f"{FORMAT_VERSION} ({hint})"
+            f"{path}: snapshot format version {version!r}; this rocm_dl_guide reads versions "
+            f"{min(MIGRATIONS, default=FORMAT_VERSION)} to {FORMAT_VERSION} ({hint})"
         )
+    return data
 
 
 def _build(cls, data, where: str):
@@ -130,8 +157,8 @@ def _section(data: dict, key: str, path: Path):
 def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     """The :class:`~rocm_dl_guide.doctor.system.SystemReport` a snapshot describes."""
     path = Path(path)
-    _check_format(path, data)
-    for key in ("rocm", "kernel_driver", "rocminfo", "pci_gpus", "frameworks"):
+    data = migrate(data, path)
+    for key in SECTIONS:
         _section(data, key, path)
     ri = _section(data, "rocminfo", path)
     cap = _build(rocminfo.Capture, ri, f"{path}: rocminfo")
@@ -143,10 +170,10 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     pci = _section(data, "pci_gpus", path)
     if not isinstance(pci, list) or not all(isinstance(g, dict) for g in pci):
         raise SnapshotError(f"{path}: pci_gpus: expected a list of objects")
-    work = data.get("gpu_workload")  # absent in snapshots from before the check
+    work = data["gpu_workload"]  # null: no kernel was run
     if work is not None and not (isinstance(work, list) and all(isinstance(r, dict) for r in work)):
         raise SnapshotError(f"{path}: gpu_workload: expected a list of objects")
-    log = data.get("log")
+    log = data["log"]  # null: no log was given
     if log is not None and not (isinstance(log, dict) and isinstance(log.get("text"), str)):
         raise SnapshotError(f"{path}: log: expected an object with a text")
     host = data.get("host")
@@ -267,6 +294,7 @@ def compose(
         "frameworks": {"pytorch": torch if torch is not None else rocm_pytorch()},
         "host": host,
         "gpu_workload": workload,
+        "log": None,
     }
 
 

@@ -62,7 +62,7 @@ def test_every_entry_names_an_existing_source():
 def test_release_fields_are_well_formed():
     seen = set()
     for rel in compat.data()["releases"]:
-        assert re.fullmatch(r"\d+\.\d+\.\d+", rel["rocm"]), rel["rocm"]
+        assert re.fullmatch(r"\d+\.\d+\.(\d+|x)", rel["rocm"]), rel["rocm"]
         assert rel["rocm"] not in seen
         seen.add(rel["rocm"])
         for fw in ("pytorch", "tensorflow", "onnxruntime"):
@@ -75,8 +75,10 @@ def test_release_fields_are_well_formed():
 
 def test_rocm_releases_newest_first():
     rels = compat.rocm_releases()
-    keys = [tuple(int(p) for p in r.split(".")) for r in rels]
+    big = compat.LINE_KEY  # a line (5.7.x) sorts above its patch releases
+    keys = [tuple(big if p == "x" else int(p) for p in r.split(".")) for r in rels]
     assert keys == sorted(keys, reverse=True)
+    assert rels.index("5.7.x") < rels.index("5.7.1") < rels.index("5.7.0")
     assert len(rels) == len(compat.data()["releases"])
 
 
@@ -305,3 +307,143 @@ def test_major_minor_is_one_rule_for_every_version_string():
     assert compat.major_minor("6.4.1-120") == "6.4"
     assert compat.major_minor("7") is None and compat.major_minor(None) is None
     assert compat.major_minor("not a version") is None
+
+
+# ------------------------------------------------- ROCm 5.x and 6.0-6.2, and lines
+
+
+def test_a_5x_release_and_a_pytorch_version_its_source_lists_is_supported():
+    # 3rd Party Support Matrix at rocm-5.7.1: "| 5.7.x | 1.12.1, 1.13, 2.0 | 2.12, 2.13 |"
+    v = compat.check_framework("pytorch", "2.0.1+rocm5.7", "5.7.1")
+    assert v.status == "supported"
+    assert v.sources == ("rocm-third-party-support-matrix-5-7-1",)
+    assert "not listed by itself for PyTorch" in v.message and "5.7 line" in v.message
+    assert compat.check_framework("tensorflow", "2.13.0", "5.7.1").status == "supported"
+    assert compat.check_framework("pytorch", "2.1", "5.7.1").status == "unsupported"
+    # rows AMD gives for one patch release
+    assert compat.check_framework("pytorch", "1.10.2", "5.0.2").status == "supported"
+    assert compat.check_framework("tensorflow", "2.9.1", "5.1.3").status == "supported"
+    assert compat.check_framework("pytorch", "1.12", "5.1.3").status == "unsupported"
+
+
+def test_a_5x_release_and_a_gfx_its_source_does_not_list_is_unsupported():
+    # gpu_os_support.md at rocm-5.7.1: gfx90a, gfx908, gfx906, gfx1030 supported;
+    # MI25 (gfx900) marked unsupported
+    ok = compat.check_gpu("gfx906", "5.7.1")
+    assert ok.status == "supported" and "rocm-gpu-os-support-5-7-1" in ok.sources
+    for gfx in ("gfx1100", "gfx942", "gfx900"):
+        v = compat.check_gpu(gfx, "5.7.1")
+        assert v.status == "unsupported", gfx
+        assert "gfx90a, gfx908, gfx906, gfx1030" in v.message
+    # gfx1031 (Radeon RX 6600) only on the 5.5.1 page
+    assert compat.check_gpu("gfx1031", "5.5.1").status == "supported"
+    assert compat.check_gpu("gfx1031", "5.6.0").status == "unsupported"
+    # gfx906 is gone from the 6.0 list, gfx942 arrives
+    assert compat.check_gpu("gfx906", "6.0.0").status == "unsupported"
+    assert compat.check_gpu("gfx942", "6.0.0").status == "supported"
+
+
+def test_6_0_to_6_2_come_from_the_historical_matrix():
+    assert compat.find_release("6.2.1")["source"] == "rocm-compat-matrix-historical-6-3-3"
+    v = compat.check_framework("pytorch", "2.3.0", "6.2.1")
+    assert v.status == "supported" and "by itself" not in v.message
+    assert compat.check_framework("tensorflow", "2.16.1", "6.2.4").status == "supported"
+    assert compat.check_framework("tensorflow", "2.16.2", "6.2.4").status == "unsupported"
+    assert compat.check_framework("onnxruntime", "1.14.1", "6.0.2").status == "supported"
+    assert compat.check_framework("onnxruntime", "1.14.1", "6.1.0").status == "unsupported"
+    assert compat.check_framework("migraphx", "2.9.0", "6.1.2").status == "supported"
+
+
+def test_a_patch_release_not_listed_resolves_to_its_line():
+    # 6.2.3 is no column of the source; 6.2.0, 6.2.1, 6.2.2 and 6.2.4 agree.
+    assert compat.find_release("6.2.3") is None
+    v = compat.check_framework("pytorch", "2.3", "6.2.3")
+    assert v.status == "supported"
+    assert v.message.startswith("ROCm 6.2.3 is not listed by itself; AMD's data for the 6.2 line")
+    assert "6.2.x" in v.message
+    assert compat.check_framework("pytorch", "2.4", "6.2.3").status == "unsupported"
+    g = compat.check_gpu("gfx942", "6.1.5")
+    assert g.status == "supported" and "6.1 line (6.1.2, 6.1.1, 6.1.0)" in g.message
+    # a line AMD publishes only as a whole: 5.4.x
+    v = compat.check_framework("pytorch", "1.13.1", "5.4.2")
+    assert v.status == "supported"
+    assert "ROCm 5.4.2 is not listed by itself; AMD's data for the 5.4 line says" in v.message
+    assert v.sources == ("rocm-third-party-support-matrix-5-7-1",)
+    # a line entry without GPUs, but listed 5.7 releases that agree on them
+    assert compat.check_gpu("gfx90a", "5.7.2").status == "supported"
+    # nothing is known about 5.4 GPUs
+    assert compat.check_gpu("gfx90a", "5.4.3").status == "unknown"
+
+
+def test_a_line_whose_releases_disagree_gives_unknown():
+    # 6.3.0 lists PyTorch 2.1 and 2.0, 6.3.1 to 6.3.3 do not; TensorFlow agrees.
+    v = compat.check_framework("pytorch", "2.4", "6.3.9")
+    assert v.status == "unknown" and "do not all give the same PyTorch" in v.message
+    assert compat.check_framework("tensorflow", "2.17.0", "6.3.9").status == "supported"
+    # the listed release itself is never answered from its line
+    assert compat.check_framework("onnxruntime", "1.20.0", "6.4.2").status == "unknown"
+
+
+@pytest.mark.parametrize("version", ["4.5", "4.5.2", "3.10.0", "99.1.0"])
+def test_a_version_in_no_line_stays_unknown(version):
+    for v in (
+        compat.check_framework("pytorch", "1.10", version),
+        compat.check_gpu("gfx90a", version),
+    ):
+        assert v.status == "unknown"
+        assert "no sourced compatibility data" in v.message
+    assert compat.resolve(version, "pytorch") is None
+
+
+def test_line_entries_are_found_by_name_only():
+    assert compat.find_release("5.7.x")["source"] == "rocm-third-party-support-matrix-5-7-1"
+    assert compat.find_release("5.7.0")["rocm"] == "5.7.0"
+    assert compat.find_release("5.4.0") is None  # only the 5.4.x line is published
+    assert compat.find_release("5.4") is None
+    assert compat.is_line("5.7.x") and not compat.is_line("5.7.1") and not compat.is_line(None)
+
+
+def test_new_sources_are_pinned_and_have_checks():
+    doc = compat.data()
+    new = {
+        r["source"]
+        for r in doc["releases"]
+        if compat.release_key(r["rocm"]) < (6, 3, 0) or r["rocm"] == "6.3.3"
+    }
+    assert new == {
+        "rocm-compat-matrix-historical-6-3-3",
+        "rocm-third-party-support-matrix-5-7-1",
+        "rocm-gpu-os-support-5-5-1",
+        "rocm-gpu-os-support-5-6-0",
+        "rocm-gpu-os-support-5-6-1",
+        "rocm-gpu-os-support-5-7-0",
+        "rocm-gpu-os-support-5-7-1",
+    }
+    for sid in new:
+        src = doc["sources"][sid]
+        assert re.fullmatch(r"https://github\.com/ROCm/ROCm/blob/[0-9a-f]{40}/docs/\S+", src["url"])
+        assert src["url"].split("/")[6] in src["version"]  # the commit is named
+        assert 1 <= len(src["checks"]) <= compat.MAX_CHECKS
+    # the check strings carry the values the entries hold
+    checks = " ".join(doc["sources"]["rocm-third-party-support-matrix-5-7-1"]["checks"])
+    assert "| 5.7.x | 1.12.1, 1.13, 2.0 | 2.12, 2.13 |" in checks
+    assert compat.find_release("5.7.x")["pytorch"] == ["2.0", "1.13", "1.12.1"]
+
+
+def test_consistency_catches_a_malformed_line_name():
+    doc = compat.data()
+    assert compat.consistency_problems(doc) == []
+    doc["releases"][-1]["rocm"] = "5.0"
+    assert any("not a release (N.N.N)" in p for p in compat.consistency_problems(doc))
+
+
+def test_tables_still_render_with_lines():
+    table = compat.framework_table("pytorch").set_index("ROCm")
+    assert table.loc["5.7.x", "PyTorch"] == "2.0, 1.13, 1.12.1"
+    assert table.loc["5.7.1", "PyTorch"] == "not listed"
+    assert table.loc["6.0.0", "Source"] == "rocm-compat-matrix-historical-6-3-3"
+    gpus = compat.gpu_table().set_index("gfx target")
+    assert "5.5.1" in gpus.loc["gfx1031", "ROCm releases"]
+    assert gpus.loc["gfx906", "ROCm releases"].startswith("5.5.1 to 5.7.1")
+    window = compat.framework_window_table("PyTorch").set_index("ROCm")
+    assert window.loc["5.2.x", "newest and consecutive prior"] == 3

@@ -20,6 +20,12 @@ Matching rules (the same everywhere in this module):
 * A ROCm version is looked up with :func:`find_release`: an exact match on the
   release string, else the release with the same major.minor.patch, where
   missing parts count as 0 (``"6.4"`` means ``6.4.0``).
+* Where AMD publishes a whole release line rather than its patch releases,
+  the data has a line entry named ``N.N.x`` (``"5.7.x"``). The verdicts look a
+  version up with :func:`resolve`: the release itself, else its line entry,
+  else, for a release the data does not list, what every listed release of
+  its line agrees on. The message then says the answer comes from the line.
+  A version in no line of the data stays ``"unknown"``.
 * PyTorch is compared on major.minor (``2.6.0+rocm6.4`` matches ``2.6``).
   TensorFlow, ONNX Runtime and MIGraphX are compared on as many parts as the
   source gives for the listed version, at most major.minor.patch (the
@@ -46,6 +52,9 @@ FRAMEWORKS: dict[str, str] = {
 }
 
 _VERSION_RE = re.compile(r"\d+(?:\.\d+){0,2}")
+_LINE_RE = re.compile(r"\d+\.\d+\.x")
+LINE_KEY = 10**6
+"""The patch number a line entry (``5.7.x``) sorts as: above every patch release of its line."""
 _GFX_RE = re.compile(r"gfx[0-9a-f]+")
 
 
@@ -86,9 +95,23 @@ def _releases() -> list[dict]:
 
 
 def rocm_releases() -> list[str]:
-    """The ROCm releases the data covers, newest first."""
+    """The ROCm releases and release lines (``5.7.x``) the data covers, newest
+    first; a line comes before the patch releases of it that the data lists."""
     names = [r["rocm"] for r in _releases()]
-    return sorted(names, key=lambda v: _key(v) or (0, 0, 0), reverse=True)
+    return sorted(names, key=release_key, reverse=True)
+
+
+def is_line(name) -> bool:
+    """Whether ``name`` names a whole release line (``"5.7.x"``), not one release."""
+    return isinstance(name, str) and _LINE_RE.fullmatch(name.strip()) is not None
+
+
+def release_key(name) -> tuple[int, ...]:
+    """Sort key of a release or line name: ``(5, 7, 1)``; ``(5, 7, LINE_KEY)`` for
+    ``5.7.x``; ``(0, 0, 0)`` when unreadable."""
+    if is_line(name):
+        return _parts(name)[:2] + (LINE_KEY,)
+    return _key(name) if isinstance(name, str) and _key(name) else (0, 0, 0)
 
 
 def streams() -> dict[str, dict]:
@@ -180,7 +203,12 @@ def find_release(rocm_version: str) -> dict | None:
     else the release with the same major.minor.patch, missing parts counting as
     0 (so ``"6.4.1-120"`` finds 6.4.1 and ``"6.4"`` finds 6.4.0). A release
     that only shares major.minor is *not* a match: patch releases can differ.
+    A line entry is found only by its own name (``"5.7.x"``); :func:`resolve`
+    answers a patch release from its line.
     """
+    if is_line(rocm_version):
+        name = rocm_version.strip()
+        return next((copy.deepcopy(r) for r in _releases() if r.get("rocm") == name), None)
     norm = normalize_version(rocm_version)
     if not norm:
         return None
@@ -189,9 +217,74 @@ def find_release(rocm_version: str) -> dict | None:
             return copy.deepcopy(rel)
     want = _key(norm)
     for rel in _releases():
-        if _key(rel.get("rocm", "")) == want:
+        if not is_line(rel.get("rocm")) and _key(rel.get("rocm", "")) == want:
             return copy.deepcopy(rel)
     return None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The entry that answers one field for one ROCm version (see :func:`resolve`)."""
+
+    rel: dict  # a release entry, a line entry, or the values a line's releases agree on
+    rocm: str  # what the answer is given for: "6.2.4", "5.7.x" or "6.1.x"
+    sources: tuple[str, ...]  # source ids backing the field
+    note: str = ""  # "" when the release answers for itself; else the sentence that says how
+    unknown: bool = False  # the line's releases disagree: ``note`` is the whole answer
+
+
+def _field_name(field: str) -> str:
+    return FRAMEWORKS.get(field, "GPU architectures" if field == "gfx" else field)
+
+
+def _agreed(members: list[dict], field: str, version: str, line: str) -> Resolved:
+    """What every listed release of a line gives for ``field``, when they agree."""
+    names = ", ".join(r["rocm"] for r in members)
+    givers = [r for r in members if r.get(field)]
+    srcs = tuple(dict.fromkeys(field_source(r, field) for r in givers or members))
+    values = {json.dumps(sorted(_listed(r, field))) for r in givers}
+    name = _field_name(field)
+    if len(values) != 1 or len(givers) != len(members):
+        return Resolved(
+            {"rocm": f"{line}.x"},
+            f"{line}.x",
+            srcs,
+            f"ROCm {version} is not listed by itself, and the releases of the {line} line that "
+            f"AMD lists ({names}) do not all give the same {name}, so it cannot be answered.",
+            unknown=True,
+        )
+    rel = {"rocm": f"{line}.x", field: copy.deepcopy(givers[0][field])}
+    note = f"ROCm {version} is not listed by itself; AMD's data for the {line} line ({names})"
+    note += " says: "
+    return Resolved(rel, f"{line}.x", srcs, note)
+
+
+def resolve(rocm_version, field: str) -> Resolved | None:
+    """Which entry answers ``field`` (``pytorch``, ``gfx`` ...) for ``rocm_version``.
+
+    In order: the release itself (:func:`find_release`) when it gives the
+    field; else its line entry (``5.7.x``, which AMD publishes for every patch
+    release of the line) when that gives the field; else the release itself
+    (the field is then not given); else, for a release the data does not list,
+    what every listed release of its line gives, if they all give the same
+    (``unknown`` set when they do not); else the line entry, which then does
+    not give the field. None when the version is in no line of the data.
+    """
+    rel = find_release(rocm_version)
+    if rel is not None and (rel.get(field) or is_line(rel["rocm"])):
+        return Resolved(rel, rel["rocm"], (field_source(rel, field),))
+    version = normalize_version(rocm_version)
+    line = major_minor(version)
+    entry = find_release(f"{line}.x") if line else None
+    members = [r for r in _releases() if not is_line(r["rocm"]) and major_minor(r["rocm"]) == line]
+    if entry is not None and (entry.get(field) or (rel is None and not members)):
+        what = f" for {_field_name(field)}" if rel is not None else ""
+        note = f"ROCm {version} is not listed by itself{what}; "
+        note += f"AMD's data for the {line} line says: "
+        return Resolved(entry, entry["rocm"], (field_source(entry, field),), note)
+    if rel is not None:
+        return Resolved(rel, rel["rocm"], (field_source(rel, field),))
+    return _agreed(members, field, version, line) if line and members else None
 
 
 def _no_release(rocm_version) -> Verdict:
@@ -202,10 +295,11 @@ def _no_release(rocm_version) -> Verdict:
             f"Could not read a ROCm version from {_fmt(rocm_version)!r}, "
             "so nothing could be checked.",
         )
+    names = rocm_releases()
     return Verdict(
         "unknown",
-        f"The guide has no sourced compatibility data for ROCm {norm} "
-        f"(it covers {', '.join(rocm_releases())}).",
+        f"The guide has no sourced compatibility data for ROCm {norm} or its release line "
+        f"(it covers {len(names)} releases and release lines, {names[-1]} to {names[0]}).",
     )
 
 
@@ -258,12 +352,24 @@ def check_framework(framework: str, framework_version: str, rocm_version: str) -
     data gives ``"unknown"``.
     """
     key = _framework_key(framework)
-    name = FRAMEWORKS[key]
-    rel = find_release(rocm_version)
-    if rel is None:
+    res = resolve(rocm_version, key)
+    if res is None:
         return _no_release(rocm_version)
-    rocm = rel["rocm"]
-    src = (field_source(rel, key),)
+    if res.unknown:
+        return Verdict("unknown", res.note, res.sources)
+    return _from_line(res, _framework_verdict(key, framework_version, res))
+
+
+def _from_line(res: Resolved, verdict: Verdict) -> Verdict:
+    """``verdict`` with the sentence saying it was answered from a release line."""
+    if not res.note:
+        return verdict
+    return Verdict(verdict.status, res.note + verdict.message, verdict.sources)
+
+
+def _framework_verdict(key: str, framework_version, res: Resolved) -> Verdict:
+    name = FRAMEWORKS[key]
+    rel, rocm, src = res.rel, res.rocm, res.sources
     listed = _listed(rel, key)
     if not listed:
         return Verdict(
@@ -329,12 +435,16 @@ def marketing_names(gfx: str) -> list[str]:
 def check_gpu(gfx: str, rocm_version: str) -> Verdict:
     """Is the GPU architecture ``gfx`` (e.g. ``gfx942``, or a rocminfo name such as
     ``gfx90a:sramecc+:xnack-``) listed for ``rocm_version`` on Linux?"""
-    target = _norm_gfx(gfx)
-    rel = find_release(rocm_version)
-    if rel is None:
+    res = resolve(rocm_version, "gfx")
+    if res is None:
         return _no_release(rocm_version)
-    rocm = rel["rocm"]
-    src = [field_source(rel, "gfx")]
+    if res.unknown:
+        return Verdict("unknown", res.note, res.sources)
+    return _from_line(res, _gpu_verdict(_norm_gfx(gfx), gfx, res))
+
+
+def _gpu_verdict(target: str, gfx, res: Resolved) -> Verdict:
+    rel, rocm, src = res.rel, res.rocm, list(res.sources)
     if not target:
         return Verdict(
             "unknown",
@@ -507,11 +617,13 @@ def _gpu_releases(gfx: str, order: list[str]) -> list[str]:
 
 def gpu_table():
     """One row per gfx target: its architecture, product names, whether it is an
-    integrated GPU (an APU), the ROCm releases in the data that list it, and
-    the source of the names."""
+    integrated GPU (an APU), the ROCm releases in the data that list it (a run
+    of consecutive releases among those whose sources list GPUs is given as
+    "oldest to newest"), and the source of the names."""
     import pandas as pd
 
-    order = rocm_releases()
+    with_gpus = {r["rocm"] for r in _releases() if r.get("gfx") or r.get("gfx_added")}
+    order = [r for r in rocm_releases() if r in with_gpus]
     rows = []
     for e in _load().get("gpus", []):
         span = _release_span(_gpu_releases(e["gfx"], order), order)
@@ -684,11 +796,15 @@ def _release_problems(doc: dict) -> list[str]:
     problems = []
     rels = doc.get("releases", [])
     valid = set(doc.get("streams") or {})
-    keys = [_key(r.get("rocm", "")) for r in rels]
-    if keys != sorted(keys, key=lambda k: k or (0, 0, 0), reverse=True):
+    keys = [release_key(r.get("rocm")) for r in rels]
+    if keys != sorted(keys, reverse=True):
         problems.append("releases are not sorted newest first")
     if len(set(keys)) != len(keys):
         problems.append("a ROCm release is listed twice")
+    for rel in rels:
+        name = rel.get("rocm")
+        if not is_line(name) and not re.fullmatch(r"\d+\.\d+\.\d+", str(name)):
+            problems.append(f"release {name!r}: not a release (N.N.N) or a release line (N.N.x)")
     gpu_gfx = {g.get("gfx") for g in doc.get("gpus", [])}
     drivers = [r["amdgpu"] for r in doc.get("kernel_driver", [])]
     for rel in rels:
@@ -733,8 +849,9 @@ def consistency_problems(doc: dict | None = None) -> list[str]:
     does not hold together, one sentence each; ``[]`` when all is well.
 
     Checked: every cited source exists and every source's ``checks`` is a list
-    of at most five short strings; releases are unique, sorted newest first and
-    have a valid ``stream``; every gfx target a release names has a ``gpus``
+    of at most five short strings; releases are unique, sorted newest first
+    (a line ``N.N.x`` above its patch releases), named ``N.N.N`` or ``N.N.x``
+    and have a valid ``stream``; every gfx target a release names has a ``gpus``
     entry, and every ``gpus`` entry is in a release or says why not; every
     driver a release lists is in the driver table; every ROCm version the
     driver table names from the oldest release on is a release; and

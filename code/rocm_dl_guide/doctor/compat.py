@@ -617,12 +617,13 @@ def _gpu_releases(gfx: str, order: list[str]) -> list[str]:
 
 def gpu_table():
     """One row per gfx target: its architecture, product names, whether it is an
-    integrated GPU (an APU), the ROCm releases in the data that list it (a run
-    of consecutive releases among those whose sources list GPUs is given as
-    "oldest to newest"), and the source of the names."""
+    integrated GPU (an APU), the ROCm releases in the data that list it among
+    their GPUs (a run of consecutive releases among those whose sources give a
+    GPU list is given as "oldest to newest"; a release that only names the GPUs
+    it adds shows as "added in"), and the source of the names."""
     import pandas as pd
 
-    with_gpus = {r["rocm"] for r in _releases() if r.get("gfx") or r.get("gfx_added")}
+    with_gpus = {r["rocm"] for r in _releases() if r.get("gfx")}
     order = [r for r in rocm_releases() if r in with_gpus]
     rows = []
     for e in _load().get("gpus", []):

@@ -268,6 +268,15 @@ def test_doctor_unknown_release_is_not_ok(tmp_path):
     assert check.status == doctor.UNKNOWN and "no entry for this release" in check.message
 
 
+def test_doctor_answers_a_patch_release_from_its_line(tmp_path):
+    (tmp_path / "rocm").mkdir()
+    info = system.RocmInfo(path=str(tmp_path / "rocm"), version="5.4.2", layout="/opt/rocm")
+    check = doctor.check_system(_report(info)).checks[0]
+    assert check.status == doctor.OK, check.message
+    assert "not listed by itself" in check.message and "5.4.x" in check.message
+    assert check.sources  # the line's source
+
+
 # ----------------------------------------------------------------- MIGraphX discovery
 
 

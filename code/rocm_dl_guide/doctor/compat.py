@@ -106,6 +106,16 @@ def is_line(name) -> bool:
     return isinstance(name, str) and _LINE_RE.fullmatch(name.strip()) is not None
 
 
+def line_entries(rocm_version) -> list[dict]:
+    """The entries of ``rocm_version``'s release line, newest first: the line's own
+    (``5.4.x``) and the patch releases of it that the data lists; empty when the
+    version is in no line the data covers."""
+    line = major_minor(normalize_version(rocm_version or ""))
+    if line is None:
+        return []
+    return [r for r in _releases() if major_minor(r["rocm"].replace(".x", ".0")) == line]
+
+
 def release_key(name) -> tuple[int, ...]:
     """Sort key of a release or line name: ``(5, 7, 1)``; ``(5, 7, LINE_KEY)`` for
     ``5.7.x``; ``(0, 0, 0)`` when unreadable."""

@@ -89,6 +89,16 @@ def _found_rocm_check(sysrep: SystemReport) -> Check:
     rel = compat.find_release(info.version)
     if rel is not None:
         return Check("ROCm", OK, text, (rel["source"],))
+    line = compat.line_entries(info.version)
+    if line:
+        names = ", ".join(r["rocm"] for r in line)
+        return Check(
+            "ROCm",
+            OK,
+            f"{text}; not listed by itself: the checks below answer from AMD's data for its "
+            f"release line ({names})",
+            tuple(dict.fromkeys(r["source"] for r in line)),
+        )
     latest = (compat.data().get("known_latest") or {}).get("rocm")
     return Check(
         "ROCm",

@@ -131,7 +131,9 @@ _ROCM_LINE = re.compile(
 )
 _ROCM_KEYS = {"PCI Bus": "bdf", "Compute Partition": "compute", "Memory Partition": "memory"}
 _CONCISE = re.compile(rf"^(\d+)\s.*?\s({_MEMORY}), ({_COMPUTE})(?:, (\d+))?\s")
-_CURRENT_ROW = re.compile(rf"^(\d+)\s+({_MEMORY}|N/A)\s+({_COMPUTE}|N/A)\*?\s+(\S+)\s+(\d+|N/A)\s*$")
+_CURRENT_ROW = re.compile(
+    rf"^(\d+)\s+({_MEMORY}|N/A)\s+({_COMPUTE}|N/A)\*?\s+(\S+)\s+(\d+|N/A)\s*$"
+)
 _BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 _BDF_HEADER = re.compile(rf"^\s+({_BDF})(\s+{_BDF})*\s*$")
 
@@ -340,40 +342,69 @@ def findings(report: SmiReport, rocminfo_gpus: int | None = None) -> list[Findin
     out = []
     if len(lay.compute) > 1:
         where = "; ".join(f"{m} on devices {_span(ix)}" for m, ix in sorted(lay.compute.items()))
-        out.append(Finding("mixed-compute", f"GPUs in different compute modes ({where}): "
-                           "the logical devices differ in size, so ranks that get a small "
-                           "partition set the pace of a data-parallel job", (OVERVIEW,)))
+        out.append(
+            Finding(
+                "mixed-compute",
+                f"GPUs in different compute modes ({where}): "
+                "the logical devices differ in size, so ranks that get a small "
+                "partition set the pace of a data-parallel job",
+                (OVERVIEW,),
+            )
+        )
     if len(lay.memory) > 1:
         where = "; ".join(f"{m} on devices {_span(ix)}" for m, ix in sorted(lay.memory.items()))
-        out.append(Finding("mixed-memory", f"GPUs in different memory modes ({where}): AMD "
-                           "does not recommend mixed memory partitioning modes on one node",
-                           (OVERVIEW,)))
+        out.append(
+            Finding(
+                "mixed-memory",
+                f"GPUs in different memory modes ({where}): AMD "
+                "does not recommend mixed memory partitioning modes on one node",
+                (OVERVIEW,),
+            )
+        )
     bad = [m for m in lay.memory if m == "NPS4"] and [c for c in lay.compute if c != "CPX"]
     if bad:
-        out.append(Finding("nps4-without-cpx", "NPS4 with a compute mode other than CPX "
-                           f"({', '.join(sorted(bad))}): on the MI300X, NPS4 is only "
-                           "available with CPX", (OVERVIEW, TROUBLESHOOTING)))
+        out.append(
+            Finding(
+                "nps4-without-cpx",
+                "NPS4 with a compute mode other than CPX "
+                f"({', '.join(sorted(bad))}): on the MI300X, NPS4 is only "
+                "available with CPX",
+                (OVERVIEW, TROUBLESHOOTING),
+            )
+        )
     sizes = sorted({len(g) for g in lay.groups})
     if len(sizes) > 1:
-        out.append(Finding("uneven-partitions", "the physical GPUs show unequal numbers of "
-                           f"logical devices ({', '.join(str(len(g)) for g in lay.groups)}): "
-                           "some partitions are missing; in CPX mode AMD names the BMC's "
-                           "AST video driver (modprobe -r ast, then reload amdgpu)",
-                           (TROUBLESHOOTING,)))
+        out.append(
+            Finding(
+                "uneven-partitions",
+                "the physical GPUs show unequal numbers of "
+                f"logical devices ({', '.join(str(len(g)) for g in lay.groups)}): "
+                "some partitions are missing; in CPX mode AMD names the BMC's "
+                "AST video driver (modprobe -r ast, then reload amdgpu)",
+                (TROUBLESHOOTING,),
+            )
+        )
     n = len(report.devices)
     if rocminfo_gpus and n and rocminfo_gpus != n:
-        out.append(Finding("rocminfo-count", f"rocminfo lists {rocminfo_gpus} GPU agent(s), "
-                           f"smi {n} logical device(s): ROCm's runtime sees a subset "
-                           "(HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES, a container given only "
-                           "some /dev/dri render nodes), or the two outputs come from "
-                           "different machines or partition modes"))
+        out.append(
+            Finding(
+                "rocminfo-count",
+                f"rocminfo lists {rocminfo_gpus} GPU agent(s), "
+                f"smi {n} logical device(s): ROCm's runtime sees a subset "
+                "(HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES, a container given only "
+                "some /dev/dri render nodes), or the two outputs come from "
+                "different machines or partition modes",
+            )
+        )
     return out
 
 
 def _memory_words(memory: list[str], per_gpu: int) -> str:
     if memory == ["NPS4"]:
-        return (" With NPS4 the memory is 4 NUMA domains of 2 HBM stacks (48 GB on an "
-                "MI300X), each shared by 2 CPX partitions.")
+        return (
+            " With NPS4 the memory is 4 NUMA domains of 2 HBM stacks (48 GB on an "
+            "MI300X), each shared by 2 CPX partitions."
+        )
     if memory == ["NPS1"] and per_gpu > 1:
         return " With NPS1 each partition's memory is interleaved across all HBM stacks."
     return ""
@@ -394,26 +425,33 @@ def explain(report: SmiReport) -> list[str]:
     mem = f" (memory {', '.join(memory)})" if memory else ""
     if physical:
         head = f"{physical} physical GPU(s) in {mode or '/'.join(compute) or 'an unknown'} mode"
-        out = [f"{head}{mem}: {n} logical device(s)" + (f", {per_gpu} per GPU." if per_gpu
-                                                          else ".")]
+        out = [
+            f"{head}{mem}: {n} logical device(s)" + (f", {per_gpu} per GPU." if per_gpu else ".")
+        ]
     else:
         out = [f"{n} logical device(s) in {mode or '/'.join(compute) or 'an unknown'} mode{mem}."]
-    out.append(f"Every program sees {n} GPU(s): torch.cuda.device_count() is {n}, and "
-               f"torchrun --nproc-per-node {n} starts one rank on each.")
+    out.append(
+        f"Every program sees {n} GPU(s): torch.cuda.device_count() is {n}, and "
+        f"torchrun --nproc-per-node {n} starts one rank on each."
+    )
     if per_gpu and per_gpu > 1:
         first = lay.groups[0] if lay.groups else list(range(per_gpu))
-        out[-1] += (f" --nproc-per-node {physical} would use devices 0-{physical - 1}, "
-                    f"{'all on the first physical GPU' if physical <= per_gpu else 'not one per GPU'}.")
+        where = "all on the first physical GPU" if physical <= per_gpu else "not one per GPU"
+        out[-1] += f" --nproc-per-node {physical} would use devices 0-{physical - 1}, {where}."
         cus = MI300X_CUS_PER_XCD * MI300X_XCDS // per_gpu
         gb = MI300X_HBM_GB // per_gpu
-        out.append(f"Each logical device has 1/{per_gpu} of its GPU's compute and memory "
-                   f"(on an MI300X: {cus} of 304 CUs, {gb} of {MI300X_HBM_GB} GB)."
-                   + _memory_words(memory, per_gpu))
-        out.append("HIP_VISIBLE_DEVICES (and ROCR_VISIBLE_DEVICES) number logical devices: "
-                   f"devices {_span(first)} share one physical GPU"
-                   + (f", {_span(lay.groups[1])} the next" if len(lay.groups) > 1 else "")
-                   + f" (grouped by {lay.basis or 'count'}); give a job whole GPUs by "
-                   "giving it whole groups.")
+        out.append(
+            f"Each logical device has 1/{per_gpu} of its GPU's compute and memory "
+            f"(on an MI300X: {cus} of 304 CUs, {gb} of {MI300X_HBM_GB} GB)."
+            + _memory_words(memory, per_gpu)
+        )
+        out.append(
+            "HIP_VISIBLE_DEVICES (and ROCR_VISIBLE_DEVICES) number logical devices: "
+            f"devices {_span(first)} share one physical GPU"
+            + (f", {_span(lay.groups[1])} the next" if len(lay.groups) > 1 else "")
+            + f" (grouped by {lay.basis or 'count'}); give a job whole GPUs by "
+            "giving it whole groups."
+        )
     elif per_gpu == 1:
         out.append("Each device is a whole GPU; HIP_VISIBLE_DEVICES numbers them as smi does.")
     return out
@@ -445,8 +483,9 @@ def to_text(report: SmiReport, source: str, rocminfo_gpus: int | None = None) ->
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.links.items()))
         out.append(f"  Links between GPU pairs (rocm-smi --showtopo): {kinds}.")
     for f in findings(report, rocminfo_gpus):
-        out.append(f"  [warn] {f.message}" + (f" (source: {', '.join(f.sources)})"
-                                              if f.sources else ""))
+        out.append(
+            f"  [warn] {f.message}" + (f" (source: {', '.join(f.sources)})" if f.sources else "")
+        )
     out.append(f"  sources: {OVERVIEW}, {QUICK_START}, {BLOG}")
     return "\n".join(out)
 
@@ -456,11 +495,17 @@ def check(report: SmiReport, rocminfo_gpus: int | None = None) -> Check:
     found = findings(report, rocminfo_gpus)
     head = explain(report)[0]
     if not found:
-        return Check("GPU partitions", OK if report.devices else INFO, head, (OVERVIEW,),
-                     "partitions")
+        return Check(
+            "GPU partitions", OK if report.devices else INFO, head, (OVERVIEW,), "partitions"
+        )
     sources = tuple(dict.fromkeys(s for f in found for s in f.sources)) or (OVERVIEW,)
-    return Check("GPU partitions", WARN, head + " " + "; ".join(f.message for f in found),
-                 sources, "partitions")
+    return Check(
+        "GPU partitions",
+        WARN,
+        head + " " + "; ".join(f.message for f in found),
+        sources,
+        "partitions",
+    )
 
 
 KNOWN_FORMATS = (

@@ -247,7 +247,7 @@ def _topology(lines: list[str], report: SmiReport) -> None:
             if not cells or line.startswith("="):
                 in_links = False if line.startswith("=") else in_links
                 continue
-            if re.fullmatch(r"GPU\d+", cells[0]) and len(cells) > 1 and cells[1] != "GPU0":
+            if re.fullmatch(r"GPU\d+", cells[0]) and not line[0].isspace():
                 row = int(cells[0][3:])
                 for col, kind in enumerate(cells[1:]):
                     if col > row and kind not in ("0", "N/A"):
@@ -361,7 +361,8 @@ def findings(report: SmiReport, rocminfo_gpus: int | None = None) -> list[Findin
                 (OVERVIEW,),
             )
         )
-    bad = [m for m in lay.memory if m == "NPS4"] and [c for c in lay.compute if c != "CPX"]
+    by_index = {d.index: d for d in report.devices}
+    bad = {by_index[i].compute for i in lay.memory.get("NPS4", [])} - {"CPX", None}
     if bad:
         out.append(
             Finding(
@@ -372,8 +373,10 @@ def findings(report: SmiReport, rocminfo_gpus: int | None = None) -> list[Findin
                 (OVERVIEW, TROUBLESHOOTING),
             )
         )
-    sizes = sorted({len(g) for g in lay.groups})
-    if len(sizes) > 1:
+    sizes = {}  # compute mode -> the group sizes seen in it
+    for g in lay.groups:
+        sizes.setdefault(by_index[g[0]].compute, set()).add(len(g))
+    if any(len(s) > 1 for s in sizes.values()):
         out.append(
             Finding(
                 "uneven-partitions",

@@ -6,7 +6,8 @@ bug report, and ``doctor --snapshot FILE`` replays every check on it
 the tools' outputs verbatim (rocminfo), the frameworks' build facts, ROCm's
 location and version, the kernel driver, the PCI display devices, and
 :mod:`~rocm_dl_guide.doctor.hostfacts` (device nodes, groups, container hints, a few
-named environment variables); nothing else of the environment.
+named environment variables), and the reader's own texts given with ``--log``
+and ``--smi``; nothing else of the environment.
 """
 
 from __future__ import annotations

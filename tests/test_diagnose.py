@@ -142,9 +142,11 @@ def test_version_1_snapshots_replay_after_migration():
     assert "gpu_workload" not in old  # the input is left as it was
     cpu = doctor.from_snapshot(SNAPSHOTS / "cpu-v1-before-workload-check.json")
     assert cpu.verdict.startswith("No usable GPU found")
-    assert cpu.to_dict()["checks"] and snapshot.load(
-        SNAPSHOTS / "cpu-v1-before-workload-check.json"
-    ).host.account_groups is None  # unknown, not "in no group"
+    assert (
+        cpu.to_dict()["checks"]
+        and snapshot.load(SNAPSHOTS / "cpu-v1-before-workload-check.json").host.account_groups
+        is None
+    )  # unknown, not "in no group"
 
 
 def test_a_gpu_snapshot_from_before_the_workload_check_is_not_ready():
@@ -160,19 +162,21 @@ def test_a_snapshot_written_today_replays_after_the_schema_grows(tmp_path, monke
     path = snapshot.write(tmp_path / "today.json", snapshot.from_dict(snap("radeon"), "c.json"))
     before = doctor.from_snapshot(path)
 
-    def to_v3(data):  # a future version: a new section, unknown in older snapshots
-        return {**data, "format_version": 3, "new_section": None}
+    now = snapshot.FORMAT_VERSION
 
-    monkeypatch.setattr(snapshot, "FORMAT_VERSION", 3)
-    monkeypatch.setitem(snapshot.MIGRATIONS, 2, to_v3)
+    def to_next(data):  # a future version: a new section, unknown in older snapshots
+        return {**data, "format_version": now + 1, "new_section": None}
+
+    monkeypatch.setattr(snapshot, "FORMAT_VERSION", now + 1)
+    monkeypatch.setitem(snapshot.MIGRATIONS, now, to_next)
     after = doctor.from_snapshot(path)
     assert [(c.id, c.status, c.message) for c in after.checks] == [
         (c.id, c.status, c.message) for c in before.checks
     ]
     assert after.verdict == before.verdict
     assert snapshot.migrate(json.loads(path.read_text()))["new_section"] is None
-    monkeypatch.delitem(snapshot.MIGRATIONS, 2)  # no way from 2 to 3: one clear error
-    with pytest.raises(snapshot.SnapshotError, match="version 2; this rocm_dl_guide reads"):
+    monkeypatch.delitem(snapshot.MIGRATIONS, now)  # no way to the next: one clear error
+    with pytest.raises(snapshot.SnapshotError, match=f"version {now}; this rocm_dl_guide reads"):
         doctor.from_snapshot(path)
 
 

@@ -23,12 +23,39 @@ def _read_log(path: str | None) -> dict | None | int:
     return {"source": source, "text": text}
 
 
-def _with_log(report, log: dict | None):
+def _read_smi(path: str | None) -> dict | None | int:
+    """The amd-smi/rocm-smi output for ``--smi`` (``{"source", "text"}``), or exit
+    status 2 with one sentence: unreadable, empty, or nothing doctor can read."""
+    from rocm_dl_guide.doctor import logs, smi
+
+    if path is None:
+        return None
+    try:
+        text, source = logs.load(path)
+    except OSError as exc:
+        print(f"doctor: cannot read the smi output {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    if not text.strip():
+        print(f"doctor: {source}: the smi output is empty", file=sys.stderr)
+        return 2
+    if smi.read(text).empty:
+        print(
+            f"doctor: {source}: no amd-smi or rocm-smi output doctor can read (it reads: "
+            + "; ".join(smi.KNOWN_FORMATS)
+            + ")",
+            file=sys.stderr,
+        )
+        return 2
+    return {"source": source, "text": text}
+
+
+def _with_log(report, log: dict | None, smi: dict | None = None):
     from dataclasses import replace
 
     from rocm_dl_guide import doctor
 
-    return doctor.check_system(replace(report.system, log=log)) if log else report
+    extra = {k: v for k, v in (("log", log), ("smi", smi)) if v}
+    return doctor.check_system(replace(report.system, **extra)) if extra else report
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -38,6 +65,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     log = _read_log(args.log)
     if isinstance(log, int):
         return log
+    smi = _read_smi(args.smi)
+    if isinstance(smi, int):
+        return smi
     if args.snapshot:
         if args.rocminfo or args.python:
             print(
@@ -46,7 +76,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             )
             return 2
         try:
-            report = _with_log(doctor.from_snapshot(args.snapshot), log)
+            report = _with_log(doctor.from_snapshot(args.snapshot), log, smi)
         except snapshot.SnapshotError as exc:
             print(f"doctor: {exc}", file=sys.stderr)
             return 2
@@ -68,7 +98,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     report = _with_log(
-        doctor.run(rocminfo_text=text, rocminfo_source=source, python=args.python), log
+        doctor.run(rocminfo_text=text, rocminfo_source=source, python=args.python), log, smi
     )
     if args.collect:
         try:
@@ -178,6 +208,13 @@ def _add_doctor(sub) -> None:
         metavar="FILE",
         help="also read the error text you saw (a log or a copied traceback; - for standard "
         "input) and explain the messages doctor knows; --collect keeps it in the snapshot",
+    )
+    p.add_argument(
+        "--smi",
+        metavar="FILE",
+        help="also read saved amd-smi or rocm-smi output (static --partition, list, partition, "
+        "topology; rocm-smi --showbus, --showcomputepartition, --showmemorypartition, "
+        "--showtopo; - for standard input) and explain the GPU partitions; --collect keeps it",
     )
     group = p.add_mutually_exclusive_group()
     group.add_argument(

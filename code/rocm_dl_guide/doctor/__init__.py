@@ -18,6 +18,9 @@ modules, from the bottom up:
   actually breaks ROCm setups
 - :mod:`~rocm_dl_guide.doctor.logs`       the reader's own error text (``--log``):
   the messages ROCm setups fail with, their causes, fixes and sources
+- :mod:`~rocm_dl_guide.doctor.smi`        ``amd-smi``/``rocm-smi`` output (``--smi``):
+  GPU partition modes (SPX/DPX/QPX/CPX, NPS1/NPS4), physical and logical GPUs,
+  links; what they mean for ``torchrun`` and ``HIP_VISIBLE_DEVICES``
 - :mod:`~rocm_dl_guide.doctor.snapshot`   everything the checks read, in one
   JSON file (``doctor --collect`` / ``--snapshot``)
 - :mod:`~rocm_dl_guide.doctor.report`     the report itself: every check and a

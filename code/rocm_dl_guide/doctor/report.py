@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from rocm_dl_guide import __version__, profiles
 
-from . import compat, diagnose, logs, wsl
+from . import compat, diagnose, logs, smi, wsl
 from .diagnose import FAIL, INFO, OK, UNKNOWN, WARN, Check
 from .system import SystemReport, collect
 
@@ -283,6 +283,18 @@ def _migraphx_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     return checks
 
 
+def _rocminfo_gpus(sysrep: SystemReport) -> int | None:
+    """rocminfo's GPU agent count, where rocminfo's output was read."""
+    return len(sysrep.rocminfo.gpus) if sysrep.rocminfo.agents else None
+
+
+def _smi_checks(sysrep: SystemReport) -> list[Check]:
+    """GPU partitions, from the smi output given with ``--smi`` (none without it)."""
+    if not sysrep.smi:
+        return []
+    return [smi.check(smi.read(sysrep.smi["text"]), _rocminfo_gpus(sysrep))]
+
+
 def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
     """Every check, section by section, and the ROCm version they were checked against."""
     rocm_check, rocm_ver = _rocm_check(sysrep)
@@ -294,6 +306,7 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
     checks += diagnose.workload_check(sysrep)
     checks += wsl.checks(sysrep)
     checks += distributed_checks(sysrep)
+    checks += _smi_checks(sysrep)
     checks += _tensorflow_checks(sysrep, rocm_ver)
     checks += _onnxruntime_checks(sysrep, rocm_ver)
     checks += _migraphx_checks(sysrep, rocm_ver)
@@ -342,6 +355,18 @@ def _verdict(sysrep: SystemReport, checks: list[Check]) -> str:
     return text
 
 
+def _wrap(line: str, wrap: int) -> str:
+    """One line of a section, wrapped at ``wrap`` columns under its own indent."""
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    return textwrap.fill(
+        line,
+        width=wrap,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
 @dataclass
 class DoctorReport:
     system: SystemReport
@@ -355,6 +380,12 @@ class DoctorReport:
         log = self.system.log
         return logs.read(log["text"]) if log else None
 
+    @property
+    def smi_report(self) -> smi.SmiReport | None:
+        """What the smi output (``doctor --smi``) says; ``None`` without one."""
+        given = self.system.smi
+        return smi.read(given["text"]) if given else None
+
     def to_dict(self) -> dict:
         out = {"guide_version": __version__}
         out.update(self.system.to_dict())
@@ -364,6 +395,12 @@ class DoctorReport:
         out["verdict"] = self.verdict
         findings = self.log_findings
         out["log"] = None if findings is None else logs.to_dict(findings, self.system.log["source"])
+        parts = self.smi_report
+        out["smi"] = (
+            None
+            if parts is None
+            else smi.to_dict(parts, self.system.smi["source"], _rocminfo_gpus(self.system))
+        )
         try:
             out["profile"] = profiles.current().name
         except profiles.ProfileError as exc:
@@ -411,6 +448,10 @@ class DoctorReport:
         if findings is not None:
             here = {c.id: f"[{c.status}] {c.message}" for c in self.checks}
             lines += ["", logs.to_text(findings, self.system.log["source"], here)]
+        parts = self.smi_report
+        if parts is not None:
+            section = smi.to_text(parts, self.system.smi["source"], _rocminfo_gpus(self.system))
+            lines += ["", *(_wrap(line, wrap) for line in section.splitlines())]
         lines.append("")
         lines.append(textwrap.fill("Verdict: " + self.verdict, width=wrap, subsequent_indent="  "))
         return "\n".join(lines)

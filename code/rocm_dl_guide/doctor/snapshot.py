@@ -6,7 +6,8 @@ bug report, and ``doctor --snapshot FILE`` replays every check on it
 the tools' outputs verbatim (rocminfo), the frameworks' build facts, ROCm's
 location and version, the kernel driver, the PCI display devices, and
 :mod:`~rocm_dl_guide.doctor.hostfacts` (device nodes, groups, container hints, a few
-named environment variables); nothing else of the environment.
+named environment variables), and the reader's own texts given with ``--log``
+and ``--smi``; nothing else of the environment.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rocm_dl_guide import __version__, files
 from . import hostfacts, rocminfo, system
 
 FORMAT = "rocm-dl-guide-doctor-snapshot"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """Bumped when the schema changes; :func:`load` migrates older versions
 (:data:`MIGRATIONS`) and refuses newer ones."""
 
@@ -40,9 +41,26 @@ def _v1_to_v2(data: dict) -> dict:
     return data
 
 
-SECTIONS = ("rocm", "kernel_driver", "rocminfo", "pci_gpus", "frameworks", "gpu_workload", "log")
+def _v2_to_v3(data: dict) -> dict:
+    """Version 3 adds ``smi``, the ``amd-smi``/``rocm-smi`` text given with ``--smi``;
+    a version 2 snapshot had none."""
+    data = {**data, "format_version": 3}
+    data.setdefault("smi", None)
+    return data
+
+
+SECTIONS = (
+    "rocm",
+    "kernel_driver",
+    "rocminfo",
+    "pci_gpus",
+    "frameworks",
+    "gpu_workload",
+    "log",
+    "smi",
+)
 """The sections every snapshot of the current version has (``host`` may be null)."""
-MIGRATIONS = {1: _v1_to_v2}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
 """Format version -> the function that rewrites a snapshot of that version as the
 next one; :func:`migrate` chains them up to :data:`FORMAT_VERSION`."""
 
@@ -73,6 +91,7 @@ def to_dict(sysrep: system.SystemReport) -> dict:
         "host": sysrep.host.to_dict() if sysrep.host else None,
         "gpu_workload": sysrep.gpu_workload,
         "log": sysrep.log,
+        "smi": sysrep.smi,
     }
 
 
@@ -176,6 +195,9 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     log = data["log"]  # null: no log was given
     if log is not None and not (isinstance(log, dict) and isinstance(log.get("text"), str)):
         raise SnapshotError(f"{path}: log: expected an object with a text")
+    smi = data["smi"]  # null: no smi output was given
+    if smi is not None and not (isinstance(smi, dict) and isinstance(smi.get("text"), str)):
+        raise SnapshotError(f"{path}: smi: expected an object with a text")
     host = data.get("host")
     try:
         host_facts = hostfacts.from_dict(host) if host is not None else None
@@ -197,6 +219,7 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
         rocminfo_capture=cap,
         gpu_workload=work,
         log=log,
+        smi=smi,
     )
 
 
@@ -295,6 +318,7 @@ def compose(
         "host": host,
         "gpu_workload": workload,
         "log": None,
+        "smi": None,
     }
 
 

@@ -416,6 +416,9 @@ class SystemReport:
     gpu_workload: list[dict] | None = None
     log: dict | None = None
     """The reader's own error text (``doctor --log``): ``{"source", "text"}``."""
+    smi: dict | None = None
+    """``amd-smi``/``rocm-smi`` output the reader gave (``doctor --smi``):
+    ``{"source", "text"}``; read by :mod:`~rocm_dl_guide.doctor.smi`."""
     """The real workload's result per visible GPU (:mod:`~rocm_dl_guide.doctor.workload`);
     ``None``: not run (PyTorch saw no GPU, or a snapshot from before the check)."""
 

@@ -59,6 +59,17 @@ SOURCES = {
     "override-what": "https://github.com/ROCm/TheRock/issues/1719",
     "override-wrong-kernels": "https://github.com/Crosstalk-Solutions/project-nomad/issues/1075",
     "override-not-needed": "https://github.com/ROCm/legacy-rocm-build/issues/3065",
+    "no-override-gfx1150": "https://github.com/likelovewant/ROCmLibs-for-gfx1103-AMD780M-APU/issues/37",
+    "no-override-gfx1151": "https://github.com/ROCm/legacy-rocm-build/issues/5853",
+    "no-override-gfx1151-segv": "https://github.com/unslothai/unsloth/pull/8480",
+    "therock-gfx1150": "https://github.com/ROCm/TheRock/issues/1940",
+    "therock-gfx1151": "https://github.com/ROCm/TheRock/issues/923",
+    "therock-index": "https://github.com/ROCm/TheRock/issues/1939",
+    "therock-gfx120x": "https://github.com/ROCm/TheRock/issues/2110",
+    "wheels-gfx12": "https://github.com/pytorch/pytorch/pull/148562",
+    "strix-native-target": "https://github.com/AMDResearch/aup-learning-cloud/pull/72",
+    "apu-gttsize": "https://docs.kernel.org/6.13/gpu/amdgpu/module-parameters.html",
+    "apu-uma-gtt": "https://git.zx2c4.com/linux-dev/commit/?id=55ed8caf14fdfecf300d35cfe2e04b670b0191c1",
     "igpu-prerequisites": "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.2/install/prerequisites.html",
     "igpu-hip-visible": "https://github.com/ROCm/legacy-rocm-build/issues/3401",
     "igpu-device0": "https://github.com/ROCm/TheRock/issues/3392",
@@ -86,8 +97,60 @@ def cite(*keys: str) -> tuple[str, ...]:
 # instruction set: the documented (unofficial) HSA_OVERRIDE_GFX_VERSION values.
 OVERRIDE_FAMILIES = {
     "10.3.0": ("gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"),
-    "11.0.0": ("gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151"),
+    "11.0.0": ("gfx1101", "gfx1102", "gfx1103"),
 }
+
+# Targets for which the sources say no HSA_OVERRIDE_GFX_VERSION works: the fix is a
+# PyTorch build that has the target. gfx -> (what is known, TheRock's nightly index for it,
+# source keys).
+NO_OVERRIDE = {
+    "gfx1150": (
+        "11.0.0 (gfx1100) aborts with HSA_STATUS_ERROR_INVALID_ISA and 11.5.1 has no "
+        "kernels either; gfx1150 is a target of its own in AMD's wheels",
+        "https://rocm.nightlies.amd.com/v2-staging/gfx1150/",
+        ("no-override-gfx1150", "strix-native-target", "therock-gfx1150"),
+    ),
+    "gfx1151": (
+        "11.0.0, 11.5.0 and 11.5.1 all fail (gfx1100 kernels on gfx1151 crash with SIGSEGV)",
+        "https://rocm.nightlies.amd.com/v2/gfx1151/",
+        ("no-override-gfx1151", "no-override-gfx1151-segv", "therock-gfx1151", "therock-index"),
+    ),
+    "gfx1152": (
+        "no source reports an override working, and for its RDNA 3.5 siblings gfx1150 "
+        "and gfx1151 it fails",
+        None,
+        ("no-override-gfx1150", "no-override-gfx1151"),
+    ),
+    "gfx1153": (
+        "no source reports an override working, and for its RDNA 3.5 siblings gfx1150 "
+        "and gfx1151 it fails",
+        None,
+        ("no-override-gfx1150", "no-override-gfx1151"),
+    ),
+    "gfx1200": (
+        "RDNA4 has no older sibling target in any wheel to run as; PyTorch's ROCm "
+        "nightly wheels added gfx1200 and gfx1201",
+        "https://rocm.nightlies.amd.com/v2/gfx120X-all/",
+        ("wheels-gfx12", "therock-gfx120x"),
+    ),
+    "gfx1201": (
+        "RDNA4 has no older sibling target in any wheel to run as; PyTorch's ROCm "
+        "nightly wheels added gfx1200 and gfx1201",
+        "https://rocm.nightlies.amd.com/v2/gfx120X-all/",
+        ("wheels-gfx12", "therock-gfx120x"),
+    ),
+}
+
+
+def native_build_fix(gfx: str) -> str:
+    """The fix for a GPU that no override helps: a PyTorch build that has its target."""
+    index = NO_OVERRIDE.get(gfx, ("", None, ()))[1]
+    where = f" (pip install --pre torch --index-url {index})" if index else ""
+    return (
+        f"install a PyTorch build that has {gfx}: AMD's TheRock nightly wheels{where} or a "
+        f"ROCm 7.x+ wheel whose torch.cuda.get_arch_list() lists {gfx}; "
+        f"HSA_OVERRIDE_GFX_VERSION does not work for {gfx}"
+    )
 # Integrated GPUs of AMD APUs (besides what the compatibility data lists).
 IGPU_TARGETS = frozenset(
     {"gfx90c", "gfx1035", "gfx1036", "gfx1103", "gfx1150", "gfx1151", "gfx1152"}
@@ -195,17 +258,94 @@ def _label(n: int, agent: Agent) -> str:
 
 
 def _sibling_override(gfx: str, built: list[str]) -> str | None:
-    """The documented override value that maps ``gfx`` onto a target in ``built``."""
+    """The documented override value that maps ``gfx`` onto a target in ``built``
+    (never for a target of :data:`NO_OVERRIDE`)."""
+    if gfx in NO_OVERRIDE:
+        return None
     for value, family in OVERRIDE_FAMILIES.items():
         if gfx in family and override_target(value) in built:
             return value
     return None
 
 
+def gpus_seen(sysrep: SystemReport) -> list[tuple[int, Agent]]:
+    """:func:`visible_gpus`; when rocminfo lists no GPU, the GPUs PyTorch sees, with the
+    target its ``gcnArchName`` gave (a snapshot without rocminfo)."""
+    if sysrep.rocminfo.gpus:
+        return visible_gpus(sysrep)
+    from .rocminfo import Agent
+
+    info = _torch(sysrep)
+    devices = (info.details.get("devices") or []) if info else []
+    return [
+        (i, Agent(i, d["gfx"], d.get("name") or "", "AMD", "GPU", None, d["gfx"], None))
+        for i, d in enumerate(devices)
+        if isinstance(d, dict) and d.get("gfx")
+    ]
+
+
+def known_targets(sysrep: SystemReport) -> tuple[list[str], str, tuple[str, ...]]:
+    """(targets, where they come from, sources): the PyTorch build's arch list; without
+    one (no ROCm PyTorch, e.g. TensorFlow only), the targets the compatibility data lists
+    for the installed ROCm release."""
+    built = arch_list(sysrep)
+    if built:
+        return built, "this PyTorch build", cite("get-arch-list")
+    version = sysrep.rocm.version if sysrep.rocm else None
+    res = compat.resolve(version, "gfx") if version else None
+    if not res or res.unknown or not res.rel.get("gfx"):
+        return [], "", ()
+    urls = tuple(compat.sources().get(k, {}).get("url", k) for k in res.sources)
+    return sorted(res.rel["gfx"]), f"ROCm {version}'s supported targets (no PyTorch arch list)", urls
+
+
+def _hip_index(sysrep: SystemReport, n: int, agent: Agent) -> int:
+    """The number to give HIP_VISIBLE_DEVICES for ``agent`` (its place among rocminfo's
+    GPUs; ``n`` when rocminfo does not list it)."""
+    for i, a in enumerate(sysrep.rocminfo.gpus):
+        if a is agent:
+            return i
+    return n
+
+
+def override_plan(sysrep: SystemReport, gfx: str, built: list[str]):
+    """For a GPU of target ``gfx`` that ``built`` lacks: (value, the visible GPUs it
+    suits, the visible GPUs it would also run as another chip), or None."""
+    value = _sibling_override(gfx, built)
+    if not value:
+        return None
+    family = set(OVERRIDE_FAMILIES[value]) | {override_target(value)}
+    gpus = gpus_seen(sysrep)
+    suits = [(n, a) for n, a in gpus if a.gfx in family]
+    others = [(n, a) for n, a in gpus if a.gfx not in family]
+    return value, suits, others
+
+
+def _override_fix(sysrep: SystemReport, plan) -> str:
+    """How to use the override of ``plan`` (see :func:`override_plan`), naming the GPUs."""
+    value, suits, others = plan
+    target = override_target(value)
+    if not others:
+        return (
+            f"export HSA_OVERRIDE_GFX_VERSION={value} before starting Python: it runs "
+            f"{', '.join(_label(n, a) for n, a in suits)} as {target} (unsupported by AMD)"
+        )
+    keep = ",".join(str(_hip_index(sysrep, n, a)) for n, a in suits)
+    rest = ",".join(str(_hip_index(sysrep, n, a)) for n, a in others)
+    return (
+        f"HSA_OVERRIDE_GFX_VERSION applies to every GPU the process sees, so to use "
+        f"{', '.join(_label(n, a) for n, a in suits)} with it hide the others: export "
+        f"HIP_VISIBLE_DEVICES={keep} HSA_OVERRIDE_GFX_VERSION={value} (unsupported by AMD); "
+        f"to use {', '.join(_label(n, a) for n, a in others)} instead, leave it unset and "
+        f"export HIP_VISIBLE_DEVICES={rest}"
+    )
+
+
 def arch_checks(sysrep: SystemReport) -> list[Check]:
     """Each visible GPU's target (after any override) against the PyTorch build's targets."""
     info = _torch(sysrep)
-    if not info or not info.details.get("hip") or not sysrep.rocminfo.gpus:
+    gpus = gpus_seen(sysrep)
+    if not info or not info.details.get("hip") or not gpus:
         return []
     built = arch_list(sysrep)
     name = "GPU targets in PyTorch"
@@ -221,24 +361,26 @@ def arch_checks(sysrep: SystemReport) -> list[Check]:
         ]
     override = override_target(host_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION"))
     missing, fine = [], []
-    for n, agent in visible_gpus(sysrep):
+    for n, agent in gpus:
         runs_as = override or agent.gfx
         (fine if runs_as in built else missing).append((n, agent, runs_as))
     if not missing:
         shown = ", ".join(f"{_label(n, a)} as {t}" for n, a, t in fine) or "no visible GPU"
         return [Check(name, OK, f"{shown}: in this build's targets", id="arch-mismatch")]
     n, agent, runs_as = missing[0]
-    sibling = _sibling_override(agent.gfx or "", built)
+    keys = ("get-arch-list", "wheel-lacks-arch", "tensile-missing", "tensile-then-nobinary")
+    sources = cite(*keys, "nobinary-gfx1032")
+    plan = override_plan(sysrep, agent.gfx or "", built)
     fix = (
         f"install a PyTorch wheel or rocm/pytorch image built for {agent.gfx} (check with "
         "python -c 'import torch; print(torch.cuda.get_arch_list())'), or build PyTorch from "
         f"source with PYTORCH_ROCM_ARCH={agent.gfx}"
     )
-    if sibling and not override:
-        fix += (
-            f"; unofficially, export HSA_OVERRIDE_GFX_VERSION={sibling} runs it as "
-            f"{override_target(sibling)}, a target of the same family that this build has"
-        )
+    if agent.gfx in NO_OVERRIDE:
+        fix = native_build_fix(agent.gfx)
+        sources += cite(*NO_OVERRIDE[agent.gfx][2])
+    elif plan and not override:
+        fix += "; unofficially: " + _override_fix(sysrep, plan)
     runs = f" (run as {runs_as} by HSA_OVERRIDE_GFX_VERSION)" if override else ""
     message = (
         f"{_label(n, agent)}{runs} is not among the targets this PyTorch was built for "
@@ -248,8 +390,44 @@ def arch_checks(sysrep: SystemReport) -> list[Check]:
     )
     if len(missing) > 1:
         message += f" ({len(missing)} GPUs affected)"
-    keys = ("get-arch-list", "wheel-lacks-arch", "tensile-missing", "tensile-then-nobinary")
-    return [Check(name, FAIL, message, cite(*keys, "nobinary-gfx1032"), "arch-mismatch", fix)]
+    return [Check(name, FAIL, message, sources, "arch-mismatch", fix)]
+
+
+def _unset_override_check(sysrep: SystemReport) -> Check:
+    """``HSA_OVERRIDE_GFX_VERSION`` not set: would one help, which GPUs, or nothing will."""
+    name, cid = "HSA_OVERRIDE_GFX_VERSION", "hsa-override"
+    built, basis, basis_sources = known_targets(sysrep)
+    lacking = [(n, a) for n, a in gpus_seen(sysrep) if a.gfx and a.gfx not in built]
+    if not built or not lacking:
+        return Check(name, OK, "not set", id=cid)
+    blocked = [(n, a) for n, a in lacking if a.gfx in NO_OVERRIDE]
+    if blocked:
+        n, a = blocked[0]
+        why, _, keys = NO_OVERRIDE[a.gfx]
+        msg = (
+            f"not set, and no value would help: {_label(n, a)} has no kernels in {basis}, "
+            f"and for {a.gfx} {why}"
+        )
+        return Check(name, WARN, msg, basis_sources + cite(*keys), cid, native_build_fix(a.gfx))
+    plans = [override_plan(sysrep, a.gfx or "", built) for _, a in lacking]
+    plans = [p for p in plans if p]
+    if not plans:
+        return Check(name, OK, "not set", id=cid)
+    value, suits, others = plans[0]
+    target = override_target(value)
+    msg = (
+        f"not set; {', '.join(_label(n, a) for n, a in suits)}: no kernels in {basis}, but "
+        f"{target} of the same family has them: HSA_OVERRIDE_GFX_VERSION={value} is the "
+        "documented, unofficial workaround"
+    )
+    if others:
+        msg += (
+            f"; it applies to every GPU the process sees, so it would also run "
+            f"{', '.join(_label(n, a) for n, a in others)} as {target}, with another chip's kernels"
+        )
+    sources = cite("override-what", "override-gfx1031", "override-unofficial-780m")
+    sources += basis_sources + cite("override-gfx1036", "override-gfx1151")
+    return Check(name, INFO, msg, sources, cid, _override_fix(sysrep, plans[0]))
 
 
 def override_check(sysrep: SystemReport) -> list[Check]:
@@ -258,22 +436,9 @@ def override_check(sysrep: SystemReport) -> list[Check]:
     value = host_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION")
     sources = cite("override-what", "override-gfx1031", "override-unofficial-780m")
     built = arch_list(sysrep)
-    gpus = [a for _, a in visible_gpus(sysrep)]
+    gpus = [a for _, a in gpus_seen(sysrep)]
     if value is None:
-        needs = [(a, _sibling_override(a.gfx or "", built)) for a in gpus if a.gfx not in built]
-        needs = [(a, v) for a, v in needs if v]
-        if not needs or not built:
-            return [Check(name, OK, "not set", id=cid)]
-        a, v = needs[0]
-        msg = (
-            f"not set; {a.marketing_name or a.name} ({a.gfx}) has no kernels in this build, "
-            f"but its family's {override_target(v)} does: HSA_OVERRIDE_GFX_VERSION={v} is the "
-            "documented, unofficial workaround"
-        )
-        fix = f"export HSA_OVERRIDE_GFX_VERSION={v} before starting Python (unsupported by AMD)"
-        return [
-            Check(name, INFO, msg, sources + cite("override-gfx1036", "override-gfx1151"), cid, fix)
-        ]
+        return [_unset_override_check(sysrep)]
     target = override_target(value)
     if target is None:
         msg = f"set to {value!r}, which is not MAJOR.MINOR.STEPPING (for example 10.3.0)"
@@ -283,6 +448,11 @@ def override_check(sysrep: SystemReport) -> list[Check]:
         "it applies to every GPU of the process, is not supported by AMD, and a GPU that "
         "lacks an instruction the target's kernels use crashes or computes wrong results"
     )
+    blocked = [g for g in natives if g in NO_OVERRIDE and g != target]
+    if blocked:
+        why, _, keys = NO_OVERRIDE[blocked[0]]
+        msg = f"set to {value}: {blocked[0]} runs as {target}, and for {blocked[0]} {why}"
+        return [Check(name, FAIL, msg, sources + cite(*keys), cid, native_build_fix(blocked[0]))]
     native = ", ".join(natives) or "no GPU listed"
     msg = f"set to {value}: every GPU runs as {target} ({native} natively); {risk}"
     if built and target not in built:

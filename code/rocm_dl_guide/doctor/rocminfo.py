@@ -755,3 +755,28 @@ def agents_table(report: RocminfoReport | str) -> list[dict]:
         }
         for a in report.agents
     ]
+
+
+_AGENT_HEADER = re.compile(r"^\s*Agent\s+(\d+)\s*$")
+_POOL_SIZE = re.compile(r"^\s*Size:\s*(\d+)\(0x[0-9a-fA-F]+\)\s*KB\s*$")
+
+
+def global_pool_kib(text: str | None) -> dict[int, int]:
+    """The largest ``GLOBAL`` memory pool of each agent, in KiB, keyed by the ``Agent N``
+    number: for a CPU agent that is the system memory, for an APU's integrated GPU the
+    system memory the driver lets it use. Agents without such a pool are left out."""
+    sizes: dict[int, int] = {}
+    agent, segment = None, ""
+    for line in _clean_lines(text or ""):
+        header = _AGENT_HEADER.match(line)
+        if header:
+            agent, segment = int(header.group(1)), ""
+            continue
+        stripped = line.strip()
+        if stripped.startswith("Segment:"):
+            segment = stripped
+            continue
+        size = _POOL_SIZE.match(line)
+        if size and agent is not None and "GLOBAL" in segment:
+            sizes[agent] = max(sizes.get(agent, 0), int(size.group(1)))
+    return sizes

@@ -689,3 +689,98 @@ def test_not_wsl_no_wsl_check_and_the_facts_round_trip(tmp_path):
     bad["host"]["wsl"] = "yes"
     with pytest.raises(snapshot.SnapshotError, match="host.wsl: expected an object"):
         snapshot.from_dict(bad, "bad.json")
+
+
+# --------------------------------------------------------------------------- overrides, APUs
+
+
+def apu_alone(gfx: str) -> dict:
+    """The apu-igpu sample with its discrete GPU (agent 2) cut out and the integrated
+    GPU's target set to ``gfx``: an APU machine such as Strix (Halo), whose only GPU is
+    the integrated one. The real output's layout and memory pools are kept."""
+    from rocm_dl_guide.doctor import rocminfo
+
+    lines = rocminfo.load_sample("apu-igpu").splitlines(keepends=True)
+    start = next(i for i, ln in enumerate(lines) if ln.strip() == "Agent 2") - 1
+    end = next(i for i, ln in enumerate(lines) if ln.strip() == "Agent 3") - 1
+    text = "".join(lines[:start] + lines[end:]).replace("gfx1036", gfx)
+    data = snap("apu-igpu")
+    data["rocminfo"]["text"] = text
+    return data
+
+
+@pytest.mark.parametrize("gfx", ["gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201"])
+def test_no_override_is_suggested_where_the_sources_say_it_fails(gfx):
+    data = apu_alone(gfx)  # the ROCm 6.2 wheel has gfx1100, but no gfx115x/gfx12xx
+    hint = check(data, "hsa-override")
+    assert hint.status == diagnose.WARN and "no value would help" in hint.message
+    assert "HSA_OVERRIDE_GFX_VERSION=" not in hint.fix and f"build that has {gfx}" in hint.fix
+    arch = check(data, "arch-mismatch")
+    assert "HSA_OVERRIDE_GFX_VERSION=" not in arch.fix and "TheRock" in arch.fix
+    assert set(diagnose.cite(*diagnose.NO_OVERRIDE[gfx][2])) <= set(hint.sources)
+
+
+def test_an_override_set_on_strix_halo_fails_and_says_why():
+    data = apu_alone("gfx1151")
+    data["host"]["env"]["HSA_OVERRIDE_GFX_VERSION"] = "11.0.0"
+    override = check(data, "hsa-override")
+    assert override.status == diagnose.FAIL and "SIGSEGV" in override.message
+    assert "index-url https://rocm.nightlies.amd.com/v2/gfx1151/" in override.fix
+    assert any("legacy-rocm-build/issues/5853" in s for s in override.sources)
+
+
+def test_an_override_still_suggested_for_a_phoenix_apu():
+    hint = check(apu_alone("gfx1103"), "hsa-override")  # 780M: rocBLAS#1536
+    assert hint.status == diagnose.INFO and "HSA_OVERRIDE_GFX_VERSION=11.0.0" in hint.fix
+
+
+def test_with_several_gpus_the_override_names_its_gpu_and_hides_the_others():
+    """The iGPU (gfx1036) lacks kernels and gfx1030 would suit it, but the variable would
+    also run the RX 7900 GRE (gfx1100, supported) as gfx1030."""
+    data = snap("apu-igpu")
+    hint = check(data, "hsa-override")
+    assert "GPU 1 (AMD Radeon Graphics, gfx1036)" in hint.message
+    assert "applies to every GPU the process sees" in hint.message
+    assert "GPU 0 (AMD Radeon RX 7900 GRE, gfx1100) as gfx1030" in hint.message
+    assert "HIP_VISIBLE_DEVICES=1 HSA_OVERRIDE_GFX_VERSION=10.3.0" in hint.fix
+    assert "leave it unset and export HIP_VISIBLE_DEVICES=0" in hint.fix
+    arch = check(data, "arch-mismatch")
+    assert "export HSA_OVERRIDE_GFX_VERSION" not in arch.fix
+    assert "HIP_VISIBLE_DEVICES=1 HSA_OVERRIDE_GFX_VERSION=10.3.0" in arch.fix
+
+
+def test_the_override_from_the_wheels_arch_list_alone():
+    """No rocminfo: the GPU's target comes from what PyTorch sees (gcnArchName)."""
+    torch = rocm_torch()
+    torch["details"]["devices"] = [{"name": "AMD Radeon RX 6600 XT", "gfx": "gfx1032"}]
+    data = snap(None, torch=torch)
+    hint = check(data, "hsa-override")
+    assert hint.status == diagnose.INFO and "HSA_OVERRIDE_GFX_VERSION=10.3.0" in hint.fix
+    assert "RX 6600 XT, gfx1032" in hint.fix
+    assert check(data, "arch-mismatch").status == diagnose.FAIL
+
+
+def test_the_override_from_rocminfo_alone():
+    """No PyTorch (TensorFlow only): ROCm 6.2's supported targets include gfx1030."""
+    data = snap("rx6600xt")
+    data["frameworks"] = {"pytorch": {"name": "pytorch", "installed": False, "details": {}}}
+    hint = check(data, "hsa-override")
+    assert hint.status == diagnose.INFO and "HSA_OVERRIDE_GFX_VERSION=10.3.0" in hint.fix
+    assert "ROCm 6.2.2's supported targets" in hint.message
+
+
+def test_an_apu_states_what_decides_what_fits():
+    igpu = check(apu_alone("gfx1151"), "igpu")
+    assert "UMA frame buffer" in igpu.message and "GTT" in igpu.message
+    assert "half of system RAM" in igpu.message and "pages_limit" in igpu.message
+    assert "30.0 GiB of system memory and 15.0 GiB for this GPU" in igpu.message
+    assert any("docs.kernel.org" in s and "module-parameters" in s for s in igpu.sources)
+    beside = check(snap("apu-igpu"), "igpu")  # next to a discrete GPU: the same facts
+    assert "30.0 GiB of system memory" in beside.message
+
+
+def test_global_pool_sizes_from_rocminfo():
+    from rocm_dl_guide.doctor import rocminfo
+
+    pools = rocminfo.global_pool_kib(rocminfo.load_sample("apu-igpu"))
+    assert pools == {1: 31406488, 2: 16760832, 3: 15703244}  # the iGPU gets half the RAM

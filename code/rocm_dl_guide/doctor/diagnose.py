@@ -69,7 +69,7 @@ SOURCES = {
     "wheels-gfx12": "https://github.com/pytorch/pytorch/pull/148562",
     "strix-native-target": "https://github.com/AMDResearch/aup-learning-cloud/pull/72",
     "apu-gttsize": "https://docs.kernel.org/6.13/gpu/amdgpu/module-parameters.html",
-    "apu-uma-gtt": "https://git.zx2c4.com/linux-dev/commit/?id=55ed8caf14fdfecf300d35cfe2e04b670b0191c1",
+    "apu-uma-gtt": "https://git.zx2c4.com/linux-rng/commit/?id=5dafdd649280c7dc6c22c8f877da3f54fcc441e1",
     "igpu-prerequisites": "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.2/install/prerequisites.html",
     "igpu-hip-visible": "https://github.com/ROCm/legacy-rocm-build/issues/3401",
     "igpu-device0": "https://github.com/ROCm/TheRock/issues/3392",
@@ -296,7 +296,8 @@ def known_targets(sysrep: SystemReport) -> tuple[list[str], str, tuple[str, ...]
     if not res or res.unknown or not res.rel.get("gfx"):
         return [], "", ()
     urls = tuple(compat.sources().get(k, {}).get("url", k) for k in res.sources)
-    return sorted(res.rel["gfx"]), f"ROCm {version}'s supported targets (no PyTorch arch list)", urls
+    basis = f"ROCm {version}'s supported targets (no PyTorch arch list)"
+    return sorted(res.rel["gfx"]), basis, urls
 
 
 def _hip_index(sysrep: SystemReport, n: int, agent: Agent) -> int:
@@ -469,6 +470,30 @@ def override_check(sysrep: SystemReport) -> list[Check]:
 # --------------------------------------------------------------------------- 3: iGPU
 
 
+def _gib(kib: int) -> str:
+    return f"{kib / 1024**2:.1f} GiB"
+
+
+def apu_memory(sysrep: SystemReport, igpu: Agent) -> str:
+    """What decides what fits on an APU's integrated GPU, with the sizes rocminfo shows."""
+    from .rocminfo import global_pool_kib
+
+    facts = (
+        "it has no memory of its own: it uses system RAM, the UMA frame buffer set in the "
+        "BIOS plus GTT, which the amdgpu driver sizes by default to half of system RAM "
+        "(amdgpu.gttsize, or the ttm module's pages_limit, changes it)"
+    )
+    cap = sysrep.rocminfo_capture
+    pools = global_pool_kib(cap.text if cap else None)
+    ram = max((pools.get(c.index, 0) for c in sysrep.rocminfo.cpus), default=0)
+    mine = pools.get(igpu.index, 0)
+    if ram and mine:
+        facts += f"; rocminfo shows {_gib(ram)} of system memory and {_gib(mine)} for this GPU"
+    elif ram:
+        facts += f"; rocminfo shows {_gib(ram)} of system memory"
+    return facts
+
+
 def igpu_check(sysrep: SystemReport) -> list[Check]:
     """An APU's integrated GPU enumerated next to a discrete GPU."""
     name, cid = "Integrated GPU", "igpu"
@@ -477,10 +502,14 @@ def igpu_check(sysrep: SystemReport) -> list[Check]:
     if not integrated:
         return []
     sources = cite("igpu-prerequisites", "igpu-hip-visible", "igpu-device0", "gpu-isolation")
+    sources += cite("apu-gttsize", "apu-uma-gtt", "no-override-gfx1151")
     discrete = [(i, a) for i, a in enumerate(gpus) if not is_integrated(a)]
     i, igpu = integrated[0]
     if not discrete:
-        msg = f"the only GPU is an APU's integrated GPU ({igpu.gfx}); check that ROCm supports it"
+        msg = (
+            f"the only GPU is an APU's integrated GPU ({igpu.gfx}); check that ROCm supports "
+            f"it; {apu_memory(sysrep, igpu)}"
+        )
         return [Check(name, INFO, msg, sources, cid)]
     visible = {id(a) for _, a in visible_gpus(sysrep)}
     keep = ",".join(str(j) for j, _ in discrete)
@@ -492,7 +521,8 @@ def igpu_check(sysrep: SystemReport) -> list[Check]:
         f"an integrated GPU ({igpu.marketing_name or igpu.name}, {igpu.gfx}) is enumerated "
         f"next to the discrete {discrete[0][1].marketing_name or discrete[0][1].gfx}{first}: "
         "ROCm does not support most integrated GPUs, and programs that touch it fail ('invalid "
-        "device function', 'No HIP GPUs are available') or crash"
+        "device function', 'No HIP GPUs are available') or crash; if you use it, "
+        + apu_memory(sysrep, igpu)
     )
     fix = (
         f"disable the integrated GPU in the BIOS (AMD's advice), or hide it: export "

@@ -8,15 +8,17 @@ page or report named beside it; where a test composes a case from real blocks
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import rocm_dl_guide
 from rocm_dl_guide import doctor
-from rocm_dl_guide.doctor import rocminfo, smi, snapshot
+from rocm_dl_guide.doctor import rocminfo, smi, snapshot, system
 
 # AMD's "Quick Start Guide to Partitioning MI300X GPUs", `amd-smi static --partition`
 # on 8 MI300X in CPX/NPS4 (64 blocks): ROCm/amdgpu-docs at da91f8f,
@@ -399,3 +401,210 @@ def test_collect_keeps_the_smi_text(tmp_path):
     assert saved["smi"] == {"source": "standard input", "text": SHOWBUS}
     replay = _doctor("--snapshot", str(out))
     assert "GPU partitions (standard input; read: rocm-smi --showbus)" in replay.stdout
+
+
+# --------------------------------------------------------------------------- collected
+# doctor and doctor --collect run amd-smi (else rocm-smi) themselves. These fake tools
+# print the real outputs quoted above; the ones that fail or hang are made up, and say so.
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="uses /bin/sh scripts")
+
+
+def _tool(bin_dir: Path, name: str, cases: dict[str, str], log: Path) -> Path:
+    """A fake ``name`` that logs its arguments, then runs the shell body for its first
+    argument (``*`` for any other)."""
+    bin_dir.mkdir(exist_ok=True)
+    body = "".join(f"  {arg}) {cmd} ;;\n" for arg, cmd in cases.items())
+    path = bin_dir / name
+    path.write_text(f'#!/bin/sh\necho "{name} $*" >> {log}\ncase "$1" in\n{body}esac\n')
+    path.chmod(0o755)
+    return path
+
+
+def _prints(tmp_path: Path, name: str, text: str) -> str:
+    (tmp_path / name).write_text(text)
+    return f"cat {tmp_path / name}"
+
+
+def _env(bin_dir: Path, tmp_path: Path) -> dict:
+    """Only ``bin_dir`` on PATH and an empty ROCm tree: no real amd-smi is found."""
+    (tmp_path / "no-rocm").mkdir(exist_ok=True)
+    return {"PATH": str(bin_dir), "ROCM_PATH": str(tmp_path / "no-rocm")}
+
+
+def _amd_smi(tmp_path: Path, static: str, listed: str) -> Path:
+    """A fake amd-smi printing ``static`` for ``static --partition``, ``listed`` for ``list``."""
+    bin_dir = tmp_path / "bin"
+    static = _prints(tmp_path, "static.txt", static)
+    listed = _prints(tmp_path, "list.txt", listed)
+    cases = {"static": static, "list": listed, "*": "exit 2"}
+    _tool(bin_dir, "amd-smi", cases, tmp_path / "calls.log")
+    return bin_dir
+
+
+def test_concatenated_outputs_read_as_their_union():
+    amd = smi.read(STATIC_SPX + "\n" + AMD_LIST)
+    assert amd.formats == ["amd-smi static --partition", "amd-smi list"]
+    assert [(d.index, d.compute, d.memory, d.bdf) for d in amd.devices] == [
+        (0, "SPX", "NPS1", "0000:23:00.0"),
+        (1, "SPX", "NPS1", "0000:26:00.0"),
+        (2, "SPX", "NPS1", None),
+        (3, "SPX", "NPS1", None),
+    ]
+    rocm = smi.read(SHOWBUS + SHOWTOPO)
+    assert rocm.formats == ["rocm-smi --showbus", "rocm-smi --showtopo"]
+    assert len(rocm.devices) == 4 and rocm.links == {"PCIE": 6}
+    assert rocm.devices[3].bdf == "0000:e2:00.0"
+
+
+@posix_only
+def test_doctor_runs_amd_smi_and_reads_the_partitions(tmp_path):
+    # amd-smi static --partition prints AMD's CPX/NPS4 quick-start output; amd-smi list
+    # prints nothing (made up: no real list of those 64 devices was found)
+    env = _env(_amd_smi(tmp_path, CPX_NPS4.read_text(), ""), tmp_path)
+    _tool(tmp_path / "bin", "rocm-smi", {"*": "exit 0"}, tmp_path / "calls.log")
+    sysrep = system.collect(rocminfo_text="", frameworks=(), env=env)
+    assert sysrep.smi["source"] == "amd-smi static --partition; amd-smi list (run by doctor)"
+    assert sysrep.smi["error"] is None
+    cpx = CPX_NPS4.read_text().rstrip()
+    assert sysrep.smi["text"] == f"$ amd-smi static --partition\n{cpx}\n"  # list: nothing
+    assert (tmp_path / "calls.log").read_text() == "amd-smi static --partition\namd-smi list\n"
+    rep = doctor.check_system(sysrep)
+    part = [c for c in rep.checks if c.id == "partitions"]
+    assert [c.status for c in part] == [doctor.OK]
+    assert part[0].message == (
+        "8 physical GPU(s) in CPX mode (memory NPS4): 64 logical device(s), 8 per GPU."
+    )
+    record = rep.to_dict()["smi"]
+    assert record["formats"] == ["amd-smi static --partition"]
+    assert record["logical_devices"] == 64 and record["physical_gpus"] == 8
+    assert "torchrun --nproc-per-node 64 starts one rank on each" in rep.to_text(wrap=1000)
+    assert snapshot.to_dict(sysrep)["smi"] == sysrep.smi
+
+
+@posix_only
+def test_without_amd_smi_doctor_runs_rocm_smi(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bus = _prints(tmp_path, "bus.txt", SHOWBUS)
+    topo = _prints(tmp_path, "topo.txt", SHOWTOPO)
+    _tool(bin_dir, "rocm-smi", {"--showbus": bus, "--showtopo": topo}, tmp_path / "calls.log")
+    found = system.collect_smi(_env(bin_dir, tmp_path))
+    assert found["source"] == (
+        "rocm-smi --showbus --showcomputepartition --showmemorypartition; "
+        "rocm-smi --showtopo (run by doctor)"
+    )
+    rep = smi.read(found["text"])
+    assert rep.formats == ["rocm-smi --showbus", "rocm-smi --showtopo"]
+    assert len(rep.devices) == 4 and rep.links == {"PCIE": 6}
+
+
+def test_no_smi_tool_is_not_collected(tmp_path):
+    env = _env(tmp_path / "empty-bin", tmp_path)
+    assert system.collect_smi(env) is None
+    sysrep = system.collect(rocminfo_text="", frameworks=(), env=env)
+    assert sysrep.smi is None
+    rep = doctor.check_system(sysrep)
+    assert not [c for c in rep.checks if c.id == "partitions"]
+    assert rep.to_dict()["smi"] is None and "GPU partitions" not in rep.to_text()
+    assert snapshot.to_dict(sysrep)["smi"] is None
+
+
+@posix_only
+def test_a_failing_smi_tool_is_one_line(tmp_path):
+    # made up: amd-smi exiting 1 with a Python error on its last line
+    bin_dir = tmp_path / "bin"
+    fail = "echo 'Traceback (most recent call last):' >&2; echo \"ModuleNotFoundError: x\" >&2"
+    _tool(bin_dir, "amd-smi", {"*": f"{fail}; exit 1"}, tmp_path / "calls.log")
+    env = _env(bin_dir, tmp_path)
+    sysrep = system.collect(rocminfo_text="", frameworks=(), env=env)
+    exe = bin_dir / "amd-smi"
+    assert sysrep.smi["error"] == (
+        f"{exe} static --partition exited with status 1: ModuleNotFoundError: x; "
+        f"{exe} list exited with status 1: ModuleNotFoundError: x"
+    )
+    rep = doctor.check_system(sysrep)
+    part = [c for c in rep.checks if c.id == "partitions"]
+    assert [c.status for c in part] == [doctor.INFO]
+    assert part[0].message == f"not read: {sysrep.smi['error']}."
+    text = rep.to_text(wrap=1000)
+    section = text.split("GPU partitions (amd-smi static --partition; ", 1)[1]
+    assert section.splitlines()[1] == f"  {sysrep.smi['error']}."
+    assert "physical GPU(s) in the topology tables" not in section
+    # rocm-smi, where it is installed too, is tried next and read
+    bus = _prints(tmp_path, "bus.txt", SHOWBUS)
+    _tool(bin_dir, "rocm-smi", {"--showbus": bus, "*": "exit 0"}, tmp_path / "calls.log")
+    found = system.collect_smi(env)
+    assert found["source"].endswith("rocm-smi --showtopo (run by doctor)")
+    assert found["error"] == sysrep.smi["error"]
+    assert smi.read(found["text"]).formats == ["rocm-smi --showbus"]
+
+
+@posix_only
+def test_a_hanging_smi_tool_is_stopped_alone(tmp_path):
+    # made up: amd-smi static --partition that hangs in a child process
+    bin_dir = tmp_path / "bin"
+    hang = f"sleep 30 & echo $! > {tmp_path / 'child.pid'}; wait"
+    listed = _prints(tmp_path, "list.txt", AMD_LIST.split("\n", 1)[1])
+    _tool(bin_dir, "amd-smi", {"static": hang, "list": listed}, tmp_path / "calls.log")
+    bystander = subprocess.Popen(["sleep", "30"])
+    try:
+        start = time.monotonic()
+        found = system.collect_smi(_env(bin_dir, tmp_path), timeout=0.5)
+        assert time.monotonic() - start < 10
+        assert bystander.poll() is None  # not started by doctor: left running
+    finally:
+        bystander.kill()
+        bystander.wait()
+    child = int((tmp_path / "child.pid").read_text())
+    assert _gone(child)
+    exe = bin_dir / "amd-smi"
+    assert (
+        found["error"]
+        == f"{exe} static --partition did not finish within 0.5 seconds and was stopped"
+    )
+    assert smi.read(found["text"]).formats == ["amd-smi list"]  # the next command still ran
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie waiting for its parent."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@posix_only
+def test_doctor_collect_runs_amd_smi_and_smi_file_wins(tmp_path, monkeypatch):
+    # ROCm/ROCm#4477's amd-smi static --partition (4 MI300A, SPX) and the changelog's
+    # amd-smi list (two machines' real outputs, read together as one node's)
+    bin_dir = _amd_smi(tmp_path, STATIC_SPX, AMD_LIST.split("\n", 1)[1])
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path / "no-rocm"))
+    out = tmp_path / "collected.json"
+    done = _doctor("--collect", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    saved = json.loads(out.read_text())["smi"]
+    assert saved["source"] == "amd-smi static --partition; amd-smi list (run by doctor)"
+    assert saved["error"] is None
+    assert (
+        saved["text"]
+        == f"$ amd-smi static --partition\n{STATIC_SPX}\n$ amd-smi list\n"
+        + (AMD_LIST.split("\n", 1)[1])
+    )
+    record = json.loads(done.stdout)["smi"]
+    assert record["formats"] == ["amd-smi static --partition", "amd-smi list"]
+    assert record["logical_devices"] == 4 and record["compute_modes"] == {"SPX": [0, 1, 2, 3]}
+    assert [d["bdf"] for d in record["devices"]] == ["0000:23:00.0", "0000:26:00.0", None, None]
+    (tmp_path / "calls.log").unlink()
+    given = tmp_path / "bus.txt"
+    given.write_text(SHOWBUS)
+    done = _doctor("--collect", str(out), "--smi", str(given), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["smi"] == {"source": "bus.txt", "text": SHOWBUS}
+    assert not (tmp_path / "calls.log").exists()  # the tools were not run

@@ -97,9 +97,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             "separate process; this takes a few seconds)...",
             file=sys.stderr,
         )
-    report = _with_log(
-        doctor.run(rocminfo_text=text, rocminfo_source=source, python=args.python), log, smi
+    ran = doctor.run(
+        rocminfo_text=text, rocminfo_source=source, python=args.python, run_smi=smi is None
     )
+    report = _with_log(ran, log, smi)
     if args.collect:
         try:
             path = snapshot.write(args.collect, report.system)
@@ -212,9 +213,10 @@ def _add_doctor(sub) -> None:
     p.add_argument(
         "--smi",
         metavar="FILE",
-        help="also read saved amd-smi or rocm-smi output (static --partition, list, partition, "
+        help="read saved amd-smi or rocm-smi output (static --partition, list, partition, "
         "topology; rocm-smi --showbus, --showcomputepartition, --showmemorypartition, "
-        "--showtopo; - for standard input) and explain the GPU partitions; --collect keeps it",
+        "--showtopo; - for standard input) instead of running amd-smi/rocm-smi here, and "
+        "explain the GPU partitions; --collect keeps it",
     )
     group = p.add_mutually_exclusive_group()
     group.add_argument(

@@ -13,12 +13,14 @@ modules, from the bottom up:
 - :mod:`~rocm_dl_guide.doctor.workload`   a real workload (elementwise, matmul,
   conv2d) on every visible GPU, in child processes, against the CPU
 - :mod:`~rocm_dl_guide.doctor.system`     what this machine has: ROCm, the
-  kernel driver, GPUs, the frameworks, the workload's result (a :class:`SystemReport`)
+  kernel driver, GPUs, the frameworks, the workload's result, and the output of
+  ``amd-smi``/``rocm-smi``, run where installed (a :class:`SystemReport`)
 - :mod:`~rocm_dl_guide.doctor.diagnose`   the rules behind the checks of what
   actually breaks ROCm setups
 - :mod:`~rocm_dl_guide.doctor.logs`       the reader's own error text (``--log``):
   the messages ROCm setups fail with, their causes, fixes and sources
-- :mod:`~rocm_dl_guide.doctor.smi`        ``amd-smi``/``rocm-smi`` output (``--smi``):
+- :mod:`~rocm_dl_guide.doctor.smi`        ``amd-smi``/``rocm-smi`` output (run by
+  ``doctor`` and ``doctor --collect``, or given with ``--smi``):
   GPU partition modes (SPX/DPX/QPX/CPX, NPS1/NPS4), physical and logical GPUs,
   links; what they mean for ``torchrun`` and ``HIP_VISIBLE_DEVICES``
 - :mod:`~rocm_dl_guide.doctor.snapshot`   everything the checks read, in one

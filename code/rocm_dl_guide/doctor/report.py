@@ -289,10 +289,18 @@ def _rocminfo_gpus(sysrep: SystemReport) -> int | None:
 
 
 def _smi_checks(sysrep: SystemReport) -> list[Check]:
-    """GPU partitions, from the smi output given with ``--smi`` (none without it)."""
+    """GPU partitions, from the smi output doctor ran or the reader gave with ``--smi``
+    (none without either); a command that failed or timed out is named in one line."""
     if not sysrep.smi:
         return []
-    return [smi.check(smi.read(sysrep.smi["text"]), _rocminfo_gpus(sysrep))]
+    parts = smi.read(sysrep.smi["text"])
+    error = sysrep.smi.get("error")
+    if parts.empty and error:
+        return [Check("GPU partitions", INFO, f"not read: {error}.", (), "partitions")]
+    found = smi.check(parts, _rocminfo_gpus(sysrep))
+    if error:
+        found.message += f" ({error})"
+    return [found]
 
 
 def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
@@ -382,7 +390,7 @@ class DoctorReport:
 
     @property
     def smi_report(self) -> smi.SmiReport | None:
-        """What the smi output (``doctor --smi``) says; ``None`` without one."""
+        """What the smi output (run by doctor, or ``doctor --smi``) says; ``None`` without one."""
         given = self.system.smi
         return smi.read(given["text"]) if given else None
 
@@ -395,11 +403,13 @@ class DoctorReport:
         out["verdict"] = self.verdict
         findings = self.log_findings
         out["log"] = None if findings is None else logs.to_dict(findings, self.system.log["source"])
-        parts = self.smi_report
+        parts, given = self.smi_report, self.system.smi
         out["smi"] = (
             None
             if parts is None
-            else smi.to_dict(parts, self.system.smi["source"], _rocminfo_gpus(self.system))
+            else smi.to_dict(
+                parts, given["source"], _rocminfo_gpus(self.system), given.get("error")
+            )
         )
         try:
             out["profile"] = profiles.current().name
@@ -450,7 +460,10 @@ class DoctorReport:
             lines += ["", logs.to_text(findings, self.system.log["source"], here)]
         parts = self.smi_report
         if parts is not None:
-            section = smi.to_text(parts, self.system.smi["source"], _rocminfo_gpus(self.system))
+            given = self.system.smi
+            section = smi.to_text(
+                parts, given["source"], _rocminfo_gpus(self.system), given.get("error")
+            )
             lines += ["", *(_wrap(line, wrap) for line in section.splitlines())]
         lines.append("")
         lines.append(textwrap.fill("Verdict: " + self.verdict, width=wrap, subsequent_indent="  "))
@@ -475,7 +488,14 @@ def run(
     rocminfo_text: str | None = None,
     rocminfo_source: str | None = None,
     python: str | None = None,
+    run_smi: bool = True,
 ) -> DoctorReport:
-    """Collect the facts and check them. Never raises on odd system state."""
-    sysrep = collect(rocminfo_text=rocminfo_text, rocminfo_source=rocminfo_source, python=python)
+    """Collect the facts and check them. Never raises on odd system state.
+    ``run_smi=False``: do not run ``amd-smi``/``rocm-smi`` (the reader gave their output)."""
+    sysrep = collect(
+        rocminfo_text=rocminfo_text,
+        rocminfo_source=rocminfo_source,
+        python=python,
+        run_smi=run_smi,
+    )
     return check_system(sysrep)

@@ -604,11 +604,15 @@ class Capture:
     """Why there is no output (not installed, timed out, not text); else None."""
 
 
-def capture(executable: str = "rocminfo", timeout: float = 30) -> Capture:
-    """Run ``rocminfo`` and keep what it printed. Never raises for a failed run:
-    a missing executable, a timeout or output that is not text is a
-    :attr:`Capture.error`. Only misuse (an empty name, a non-positive timeout)
-    raises :class:`RocminfoError`."""
+def capture(
+    executable: str = "rocminfo", timeout: float = 30, args: tuple[str, ...] = ()
+) -> Capture:
+    """Run ``rocminfo`` (or ``executable`` with ``args``: the doctor runs ``amd-smi``
+    and ``rocm-smi`` through here too) and keep what it printed. Never raises for
+    a failed run: a missing executable, a timeout or output that is not text is a
+    :attr:`Capture.error`. A timeout kills the process and what it started (its
+    own session), nothing else. Only misuse (an empty name, a non-positive
+    timeout) raises :class:`RocminfoError`."""
     if not isinstance(executable, str) or not executable.strip():
         raise RocminfoError("run() needs the name or path of the rocminfo executable")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
@@ -622,10 +626,11 @@ def capture(executable: str = "rocminfo", timeout: float = 30) -> Capture:
     if resolved is None:
         return failed(f"{executable} is not installed (not found on PATH).")
     if is_path and not os.path.exists(resolved):
-        return failed(f"rocminfo is not installed at {executable} (no such file).")
+        name = os.path.basename(executable)
+        return failed(f"{name} is not installed at {executable} (no such file).")
     try:
         proc = subprocess.Popen(
-            [resolved],
+            [resolved, *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -645,12 +650,23 @@ def capture(executable: str = "rocminfo", timeout: float = 30) -> Capture:
             proc.communicate(timeout=5)
         except (subprocess.TimeoutExpired, OSError, ValueError):
             pass
-        return failed(f"{executable} did not finish within {timeout:g} seconds and was stopped.")
+        shown = " ".join((executable, *args))
+        return failed(f"{shown} did not finish within {timeout:g} seconds and was stopped.")
     try:
         text = out.decode("utf-8") + ("\n" + err.decode("utf-8") if err else "")
     except UnicodeDecodeError:
         return failed(f"{executable} printed output that is not valid UTF-8 text.")
     return Capture(executable, text=text, returncode=proc.returncode)
+
+
+def exit_status(code: int) -> str:
+    """``exited with status 1`` or ``was killed by signal SIGSEGV`` (a negative code)."""
+    if code >= 0:
+        return f"exited with status {code}"
+    try:
+        return f"was killed by signal {signal.Signals(-code).name}"
+    except ValueError:
+        return f"was killed by signal {-code}"
 
 
 def report_from(cap: Capture) -> RocminfoReport:
@@ -661,13 +677,7 @@ def report_from(cap: Capture) -> RocminfoReport:
     code = cap.returncode
     if code in (0, None):
         return report
-    if code < 0:
-        try:
-            what = f"was killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            what = f"was killed by signal {-code}"
-    else:
-        what = f"exited with status {code}"
+    what = exit_status(code)
     reason = report.error or "no agents could be listed"
     return RocminfoReport(
         runtime_version=report.runtime_version,

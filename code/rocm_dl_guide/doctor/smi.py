@@ -1,4 +1,4 @@
-"""GPU partitions and topology from ``amd-smi`` / ``rocm-smi`` output: ``doctor --smi FILE``.
+"""GPU partitions and topology from ``amd-smi`` / ``rocm-smi`` output.
 
 An AMD Instinct MI300X can present itself as 1, 2, 4 or 8 logical GPUs (compute
 partition modes SPX, DPX, QPX, CPX) and split its memory into NUMA domains
@@ -7,6 +7,13 @@ node, or a job that got "GPU 0-7" and finds them all on one card, is looking at
 a partition mode. :func:`read` takes the text ``amd-smi`` or ``rocm-smi``
 printed, in the formats below, and :func:`to_text` says what it means for
 ``torchrun --nproc-per-node`` and ``HIP_VISIBLE_DEVICES``.
+
+``doctor`` and ``doctor --collect`` run the tools themselves where installed (on
+PATH or in the ROCm tree; :func:`~rocm_dl_guide.doctor.system.collect_smi`):
+``amd-smi static --partition`` and ``amd-smi list``, else ``rocm-smi --showbus
+--showcomputepartition --showmemorypartition`` and ``rocm-smi --showtopo``, each
+within 20 seconds, and read their outputs together. ``doctor --smi FILE`` reads
+saved output instead (another node's, for example).
 
 Formats read (each from a real sample; ``tests/test_smi.py`` quotes them):
 
@@ -460,10 +467,14 @@ def explain(report: SmiReport) -> list[str]:
     return out
 
 
-def to_dict(report: SmiReport, source: str, rocminfo_gpus: int | None = None) -> dict:
+def to_dict(
+    report: SmiReport, source: str, rocminfo_gpus: int | None = None, error: str | None = None
+) -> dict:
+    """The report as JSON; ``error``: the commands that failed, where doctor ran them."""
     lay = layout(report)
     return {
         "source": source,
+        "error": error,
         "formats": report.formats,
         "logical_devices": len(report.devices),
         "physical_gpus": len(lay.groups) or len(report.topology_bdfs) or None,
@@ -478,10 +489,16 @@ def to_dict(report: SmiReport, source: str, rocminfo_gpus: int | None = None) ->
     }
 
 
-def to_text(report: SmiReport, source: str, rocminfo_gpus: int | None = None) -> str:
-    """The report's "GPU partitions" section."""
+def to_text(
+    report: SmiReport, source: str, rocminfo_gpus: int | None = None, error: str | None = None
+) -> str:
+    """The report's "GPU partitions" section; ``error``: the commands that failed
+    (doctor ran them), said in one line."""
     out = [f"GPU partitions ({source}; read: {', '.join(report.formats) or 'nothing'}):"]
-    out += [f"  {line}" for line in explain(report)]
+    if error:
+        out.append(f"  {error}.")
+    if not (report.empty and error):
+        out += [f"  {line}" for line in explain(report)]
     if report.links:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.links.items()))
         out.append(f"  Links between GPU pairs (rocm-smi --showtopo): {kinds}.")

@@ -3,11 +3,12 @@
 ``doctor --collect FILE`` writes one (:func:`write`); a reader attaches it to a
 bug report, and ``doctor --snapshot FILE`` replays every check on it
 (:func:`load`) with the same report as on the machine itself. A snapshot holds
-the tools' outputs verbatim (rocminfo), the frameworks' build facts, ROCm's
-location and version, the kernel driver, the PCI display devices, and
-:mod:`~rocm_dl_guide.doctor.hostfacts` (device nodes, groups, container hints, a few
-named environment variables), and the reader's own texts given with ``--log``
-and ``--smi``; nothing else of the environment.
+the tools' outputs verbatim (rocminfo; amd-smi or rocm-smi where installed), the
+frameworks' build facts, ROCm's location and version, the kernel driver, the PCI
+display devices, and :mod:`~rocm_dl_guide.doctor.hostfacts` (device nodes, groups,
+container hints, a few named environment variables), and the reader's own texts
+given with ``--log`` and ``--smi`` (which replaces the smi output doctor would
+collect); nothing else of the environment.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ def _v1_to_v2(data: dict) -> dict:
 
 
 def _v2_to_v3(data: dict) -> dict:
-    """Version 3 adds ``smi``, the ``amd-smi``/``rocm-smi`` text given with ``--smi``;
-    a version 2 snapshot had none."""
+    """Version 3 adds ``smi``, the ``amd-smi``/``rocm-smi`` text given with ``--smi``
+    or run by doctor (then with an ``error`` line, or null); a version 2 snapshot had none."""
     data = {**data, "format_version": 3}
     data.setdefault("smi", None)
     return data
@@ -195,9 +196,11 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     log = data["log"]  # null: no log was given
     if log is not None and not (isinstance(log, dict) and isinstance(log.get("text"), str)):
         raise SnapshotError(f"{path}: log: expected an object with a text")
-    smi = data["smi"]  # null: no smi output was given
+    smi = data["smi"]  # null: no smi output was given or collected
     if smi is not None and not (isinstance(smi, dict) and isinstance(smi.get("text"), str)):
         raise SnapshotError(f"{path}: smi: expected an object with a text")
+    if smi is not None and not isinstance(smi.get("error"), (str, type(None))):
+        raise SnapshotError(f"{path}: smi.error: expected a string or null")
     host = data.get("host")
     try:
         host_facts = hostfacts.from_dict(host) if host is not None else None

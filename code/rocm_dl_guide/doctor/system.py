@@ -414,13 +414,14 @@ class SystemReport:
     rocminfo_capture: rocminfo.Capture | None = None
     """rocminfo's output verbatim, when it was run here or read from a snapshot."""
     gpu_workload: list[dict] | None = None
+    """The real workload's result per visible GPU (:mod:`~rocm_dl_guide.doctor.workload`);
+    ``None``: not run (PyTorch saw no GPU, or a snapshot from before the check)."""
     log: dict | None = None
     """The reader's own error text (``doctor --log``): ``{"source", "text"}``."""
     smi: dict | None = None
-    """``amd-smi``/``rocm-smi`` output the reader gave (``doctor --smi``):
-    ``{"source", "text"}``; read by :mod:`~rocm_dl_guide.doctor.smi`."""
-    """The real workload's result per visible GPU (:mod:`~rocm_dl_guide.doctor.workload`);
-    ``None``: not run (PyTorch saw no GPU, or a snapshot from before the check)."""
+    """``amd-smi``/``rocm-smi`` output, read by :mod:`~rocm_dl_guide.doctor.smi`:
+    ``{"source", "text"}`` from the reader (``doctor --smi``), or what :func:`collect_smi`
+    ran here, with ``"error"`` (one line, or None); ``None``: not collected."""
 
     def with_rocminfo(self, text: str, source: str = "saved rocminfo output") -> SystemReport:
         """The same facts with ``text`` (a saved ``rocminfo`` output) in place of
@@ -482,8 +483,10 @@ def collect(
     python: str | None = None,
     frameworks: tuple[str, ...] = FRAMEWORKS,
     env: dict | None = None,
+    run_smi: bool = True,
 ) -> SystemReport:
-    """Gather everything. ``rocminfo_text`` replaces running ``rocminfo``."""
+    """Gather everything. ``rocminfo_text`` replaces running ``rocminfo``;
+    ``run_smi=False`` skips ``amd-smi``/``rocm-smi`` (:func:`collect_smi`)."""
     if rocminfo_text is None:
         cap = rocminfo.capture(_find_rocminfo(env))
         source = "rocminfo"
@@ -505,6 +508,7 @@ def collect(
         host=hostfacts.collect(env=env),
         rocminfo_capture=cap,
         gpu_workload=workload.run_all(len(seen), python) if seen else None,
+        smi=collect_smi(env) if run_smi else None,
     )
 
 
@@ -517,19 +521,79 @@ def _probe_all(frameworks: tuple[str, ...], python: str | None) -> dict[str, Fra
         return {name: fut.result() for name, fut in futures.items()}
 
 
-def _find_rocminfo(env: dict | None = None) -> str:
-    """``rocminfo`` on PATH, else the copy in the ROCm tree, else the bare name."""
+def _find_tool(name: str, env: dict | None = None) -> str | None:
+    """``name`` on PATH, else the copy in the ROCm tree; None where neither has it."""
     import shutil
 
     env = os.environ if env is None else env
-    found = shutil.which("rocminfo", path=env.get("PATH"))
+    found = shutil.which(name, path=env.get("PATH"))
     if found:
         return found
     for root in rocm_roots(env):
-        bundled = root / "bin" / "rocminfo"
+        bundled = root / "bin" / name
         if bundled.exists():
             return str(bundled)
-    return "rocminfo"
+    return None
+
+
+def _find_rocminfo(env: dict | None = None) -> str:
+    """``rocminfo`` on PATH, else the copy in the ROCm tree, else the bare name."""
+    return _find_tool("rocminfo", env) or "rocminfo"
+
+
+SMI_TIMEOUT_S = 20.0
+SMI_COMMANDS = (
+    ("amd-smi", (("static", "--partition"), ("list",))),
+    (
+        "rocm-smi",
+        (("--showbus", "--showcomputepartition", "--showmemorypartition"), ("--showtopo",)),
+    ),
+)
+"""The commands :func:`collect_smi` runs, tool by tool: ``amd-smi`` (ROCm 6.x and
+later), else (not installed, or every command failed) ``rocm-smi`` (older installs)."""
+
+
+def _smi_run(path: str, args: tuple[str, ...], timeout: float) -> tuple[str, str | None]:
+    """One smi command: what it printed (may be empty) and, where it failed, one line."""
+    cap = rocminfo.capture(path, timeout, args)
+    if cap.text is None:
+        return "", cap.error
+    if not cap.returncode:
+        return cap.text, None
+    last = [line for line in cap.text.splitlines() if line.strip()][-1:] or ["no output"]
+    shown = " ".join((path, *args))
+    return cap.text, f"{shown} {rocminfo.exit_status(cap.returncode)}: {_short(last[0], 160)}"
+
+
+def collect_smi(env: dict | None = None, timeout: float = SMI_TIMEOUT_S) -> dict | None:
+    """Run :data:`SMI_COMMANDS` where the tool is on PATH or in the ROCm tree (each
+    within ``timeout`` seconds) and keep their outputs one after another, each under
+    a ``$ command`` line: ``{"source", "text", "error"}``, ``error`` one line naming
+    the commands that failed or timed out (None when none did). None: neither tool
+    is installed."""
+    ran, texts, errors = [], [], []
+    for name, commands in SMI_COMMANDS:
+        path = _find_tool(name, env)
+        if path is None:
+            continue
+        worked = False
+        for args in commands:
+            text, error = _smi_run(path, args, timeout)
+            shown = " ".join((name, *args))
+            ran.append(shown)
+            if text.strip():
+                texts.append(f"$ {shown}\n{text.rstrip()}\n")
+            errors += [error.rstrip(".")] if error else []
+            worked = worked or error is None
+        if worked:
+            break
+    if not ran:
+        return None
+    return {
+        "source": "; ".join(ran) + " (run by doctor)",
+        "text": "\n".join(texts),
+        "error": "; ".join(errors) or None,
+    }
 
 
 # A reader-facing view of the GPUs ------------------------------------------
@@ -543,7 +607,7 @@ def gpu_inventory(sysrep: SystemReport | None = None) -> list[dict]:
     it) and PyTorch (the framework can compute on it).
     """
     if sysrep is None:
-        sysrep = collect(frameworks=("pytorch",))
+        sysrep = collect(frameworks=("pytorch",), run_smi=False)
     rows = []
     for dev in sysrep.pci_gpus:
         rows.append(

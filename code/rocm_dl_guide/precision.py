@@ -65,12 +65,15 @@ ENGINES = (
     ("PyTorch eager", "fp32"),
     ("PyTorch eager", "bf16"),
     ("torch.compile", "fp32"),
+    ("torch.compile", "bf16"),
+    ("torch.compile", "int8"),
     ("ONNX Runtime", "fp32"),
     ("ONNX Runtime", "int8"),
     ("MIGraphX", "fp16"),
     ("MIGraphX", "int8"),
 )
-"""Every (backend, precision) the benchmark knows; MIGraphX rows only where it imports."""
+"""Every (backend, precision) the benchmark knows; MIGraphX rows only where it
+imports. ``torch.compile int8`` is PyTorch's own CPU int8 (:mod:`rocm_dl_guide.pt2e`)."""
 
 REFERENCE = ("PyTorch eager", "fp32")
 
@@ -470,6 +473,21 @@ def torch_engine(model, precision: str, compiled: bool = False) -> Engine:
     return Engine(backend, precision, run, inference.cpu_description(), note)
 
 
+def pt2e_engine(model, batches: list[np.ndarray], flags: Collection[str] | None = None) -> Engine:
+    """PyTorch's own int8: ``model`` quantized by the PT2E flow, calibrated on
+    ``batches``, with 7-bit activations on a CPU without VNNI (``flags``: this
+    CPU's by default), compiled by Inductor."""
+    from rocm_dl_guide import pt2e
+
+    flags = device.cpu_flags() if flags is None else flags
+    reduce_range = not has_vnni(flags)
+    quantized = pt2e.quantize(model, batches, reduce_range=reduce_range)
+    note = "PT2E, X86InductorQuantizer" + (", reduce_range" if reduce_range else "")
+    return Engine(
+        "torch.compile", "int8", pt2e.compiled(quantized), inference.cpu_description(), note
+    )
+
+
 def _ort_engine(
     path: Path, precision: str, threads: int, config: Int8Config | None = None
 ) -> Engine:
@@ -488,9 +506,14 @@ def migraphx_engine(path: Path, precision: str, batch: int, batches: list[np.nda
     if precision == "fp16":
         mgx.quantize_fp16(prog)
     elif precision == "int8":
-        calibration = [{name: mgx.argument(b[:batch])} for b in batches if len(b) >= batch]
+        # The program's batch is fixed: regroup the calibration images to it.
+        pool = np.concatenate(batches)
+        calibration = [
+            {name: mgx.argument(np.ascontiguousarray(pool[i : i + batch]))}
+            for i in range(0, len(pool) - batch + 1, batch)
+        ]
         if not calibration:
-            raise PrecisionError(f"no calibration batch holds {batch} images")
+            raise PrecisionError(f"{len(pool)} calibration images do not fill a batch of {batch}")
         mgx.quantize_int8(prog, target, calibration)
     prog.compile(target, offload_copy=True)
 
@@ -515,14 +538,21 @@ def skipped(
     include: Iterable[tuple[str, str]], flags: Collection[str], emulated: bool = False
 ) -> dict[str, str]:
     """``"backend precision"`` -> why it is not run here: MIGraphX where it does
-    not import; a CPU precision without instructions on this CPU (it would run
-    in software, many times slower than fp32) unless ``emulated``."""
+    not import; PyTorch's int8 where torchao's PT2E flow does not; a CPU
+    precision without instructions on this CPU (it would run in software, many
+    times slower than fp32) unless ``emulated``."""
+    from rocm_dl_guide import pt2e
+
     out = {}
     has_mgx = inference.migraphx_status().available
+    no_pt2e = pt2e.unavailable()
     for backend, precision in include:
         if backend == "MIGraphX":
             if not has_mgx:
                 out[f"{backend} {precision}"] = "MIGraphX is not importable here"
+        elif (backend, precision) == ("torch.compile", "int8"):
+            if no_pt2e:
+                out[f"{backend} {precision}"] = no_pt2e
         elif not emulated and not native(precision, flags):
             out[f"{backend} {precision}"] = (
                 f"this CPU has no {precision} instructions ({instructions(precision, flags)})"
@@ -548,6 +578,8 @@ def engines(
     for backend, precision in wanted:
         if backend == "PyTorch eager":
             found.append(torch_engine(model, precision))
+        elif (backend, precision) == ("torch.compile", "int8"):
+            found.append(pt2e_engine(model, batches))
         elif backend == "torch.compile":
             found.append(torch_engine(model, precision, compiled=True))
         elif backend == "ONNX Runtime" and precision == "int8":
@@ -848,7 +880,7 @@ def _agreements(prof, include, threads, calibration, test_images, epochs, config
     calib = calibration_batches(data.train_loader, calibration)
     small_int8 = quantize_all(small, "cifar10_net", calib, configs, include)
     xs, ys = _test_arrays(data, test_images)
-    found = engines(model, small, small_int8, [xs[:100]], min(100, len(xs)), threads, include)
+    found = engines(model, small, small_int8, calib, min(100, len(xs)), threads, include)
     return {a.key: a for a in prediction_agreement(found, xs, ys)}, note
 
 

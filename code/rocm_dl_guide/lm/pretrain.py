@@ -49,15 +49,13 @@ trains better with a higher one (3e-3 on both, chosen by trying a few: on two
 CPU cores at 4 sequences a step, 5e-3 and 1e-2 did worse at 8)."""
 BATCH_SIZES = {"smoke": 4, "gpu": 16}
 """Sequences per step and per process, where it differs from the recipe's. The
-corpus holds about 100,000 training tokens: at the recipe's 64 sequences of 256
-tokens an epoch is 6 steps, and the ``gpu`` profile's first GPU run (5 epochs,
-30 steps) ended barely below the unigram model's perplexity (608 against 630);
-16 sequences give four times the steps. Two CPU cores process as many tokens a
-second at 4 sequences a step as at 16, so the ``smoke`` profile takes 4: measured
-there, 2 epochs at 4 reached a held-out perplexity of 213 in 42 s, where 4 epochs
-at 16 reached 287 in 102 s (unigram model: 626)."""
-EPOCHS = {"smoke": 2, "gpu": 8, "full": RECIPE["epochs"]}
-"""Passes over the training split per profile (the command's ``--epochs`` overrides)."""
+corpus holds about 100,000 training tokens, so the recipe's 64 sequences of 256
+tokens make an epoch of a few steps, too few updates for the small profiles;
+two CPU cores process about as many tokens a second at 4 sequences a step as at
+16, so the ``smoke`` profile takes the smaller batch and four times the updates
+(chosen by timing several batch sizes and learning rates side by side against
+held-out perplexity). Passes over the corpus: :data:`RECIPE`'s, capped per
+profile by the case-study registry (``casestudies.get("tiny-lm").epoch_caps``)."""
 
 
 def settings(profile: profiles.ProfileLike = None) -> dict[str, Any]:
@@ -70,7 +68,7 @@ def settings(profile: profiles.ProfileLike = None) -> dict[str, Any]:
         "batch": batch,
         "tokens_per_step": batch * context,
         "peak_lr": LEARNING_RATES.get(prof.name, RECIPE["lr"]),
-        "epochs": prof.epochs(EPOCHS.get(prof.name, EPOCHS["full"]), example="tiny-lm"),
+        "epochs": prof.epochs(RECIPE["epochs"], example="tiny-lm"),
     }
 
 
@@ -272,7 +270,7 @@ def train(
     from rocm_dl_guide import train as loop
 
     prof = profiles.current(profile)
-    n_epochs = prof.epochs(EPOCHS.get(prof.name, EPOCHS["full"]), epochs, example="tiny-lm")
+    n_epochs = prof.epochs(RECIPE["epochs"], epochs, example="tiny-lm")
     size = models.SIZES.get(prof.name, models.SIZES["smoke"])
     dev = devices.pick()
     data = load(prof, seed=seed)

@@ -112,3 +112,12 @@ def test_train_tiny_lm_records_perplexities_and_beats_the_untrained_model(tmp_pa
     assert record["perplexity"] < record["perplexity_before"] / 4
     assert record["perplexity_before"] > 0.5 * 4096  # untrained: close to uniform
     assert (tmp_path / pretrain.WEIGHTS_NAME).is_file()
+
+
+def test_tiny_lm_epochs_come_from_the_recipe_capped_by_the_registry():
+    from rocm_dl_guide import casestudies
+
+    caps = casestudies.get("tiny-lm").epoch_caps
+    assert pretrain.settings("smoke")["epochs"] == caps["smoke"]
+    assert pretrain.settings("gpu")["epochs"] == caps["gpu"]
+    assert pretrain.settings("full")["epochs"] == pretrain.RECIPE["epochs"]

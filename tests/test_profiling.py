@@ -20,7 +20,9 @@ from rocm_dl_guide import profiling  # noqa: E402
 @pytest.fixture(scope="module")
 def training(tmp_path_factory):
     folder = tmp_path_factory.mktemp("profile")
-    return profiling.profile_step("training", steps=2, device="cpu", folder=folder)
+    # Every operator, not the top 12: the optimizer step's share of the time falls
+    # out of the top 12 when the machine is busy (it did once in CI).
+    return profiling.profile_step("training", steps=2, device="cpu", folder=folder, limit=1000)
 
 
 def test_training_profile_finds_the_steps_operators(training):

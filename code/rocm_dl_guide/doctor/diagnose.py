@@ -151,6 +151,8 @@ def native_build_fix(gfx: str) -> str:
         f"ROCm 7.x+ wheel whose torch.cuda.get_arch_list() lists {gfx}; "
         f"HSA_OVERRIDE_GFX_VERSION does not work for {gfx}"
     )
+
+
 # Integrated GPUs of AMD APUs (besides what the compatibility data lists).
 IGPU_TARGETS = frozenset(
     {"gfx90c", "gfx1035", "gfx1036", "gfx1103", "gfx1150", "gfx1151", "gfx1152"}

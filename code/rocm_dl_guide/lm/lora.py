@@ -536,9 +536,8 @@ def train(
     n_epochs = prof.epochs(RECIPE["epochs"], epochs, example="lora")
     dev = devices.pick()
     lm, tokenizer, base_path = base_model(prof, base)
-    lm.to(dev)
     train_items, test_items = examples()
-    lm, base = _base_facts(lm, tokenizer, train_items, test_items, qlora)
+    lm, base = _base_facts(lm.to(dev), tokenizer, train_items, test_items, qlora)
     torch.manual_seed(seed)
     add_lora(lm).to(dev)
     lr = PRETRAINED_LR if base_path.is_dir() else RECIPE["lr"]  # a folder: a Hub model

@@ -91,3 +91,19 @@ def test_pytorch_int8_keeps_activations_to_7_bits_without_vnni(flags, reduced, m
     assert seen["reduce_range"] is reduced
     assert engine.key == "torch.compile int8"
     assert ("reduce_range" in engine.note) is reduced
+
+
+def test_importing_the_flow_keeps_pytorchs_notices_about_torchao_off_the_page(caplog):
+    import logging
+
+    from rocm_dl_guide import messages
+
+    messages.quiet_log_notice("rocm_dl_guide.test.notice", "is an Enum subclass")
+    log = logging.getLogger("rocm_dl_guide.test.notice")
+    with caplog.at_level(logging.WARNING, logger="rocm_dl_guide.test.notice"):
+        log.warning("<enum 'X'> is an Enum subclass and is now natively supported")
+        log.warning("a notice that matters")
+    assert [r.getMessage() for r in caplog.records] == ["a notice that matters"]
+    # the two notices importing torchao logs are filtered on PyTorch's own loggers
+    for name in ("torch.utils._pytree", "torch.utils.flop_counter"):
+        assert logging.getLogger(name).filters, name

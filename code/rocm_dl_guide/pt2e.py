@@ -26,6 +26,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rocm_dl_guide.messages import quiet_log_notice
+
+# Importing torchao makes PyTorch log two notices about its own internals: the
+# Enum classes torchao registers with pytree, and flop counting without triton
+# (a CPU machine has none). Neither concerns quantization.
+quiet_log_notice("torch.utils._pytree", "is an Enum subclass and is now natively supported")
+quiet_log_notice("torch.utils.flop_counter", "triton not found")
+
 CALIBRATION_CHUNK = 100
 """Images per forward pass while calibrating (bounds the memory of a large batch)."""
 

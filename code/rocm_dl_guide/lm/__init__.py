@@ -9,16 +9,9 @@ case study: pretraining, held-out perplexity against an untrained model and a
 unigram model, samples before and after).
 """
 
-import logging
+from rocm_dl_guide.messages import quiet_log_notice
 
-
-class _TorchaoEnumNotice(logging.Filter):
-    """Drops one notice: torchao 0.18 registers two Enum classes with PyTorch's
-    pytree, which PyTorch 2.14 reports as deprecated, twice per process, as soon
-    as ``transformers`` imports torchao. Nothing the reader can act on."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "is an Enum subclass and is now natively supported" not in record.getMessage()
-
-
-logging.getLogger("torch.utils._pytree").addFilter(_TorchaoEnumNotice())
+# torchao 0.18 registers two Enum classes with PyTorch's pytree, which PyTorch
+# 2.14 reports as deprecated, twice per process, as soon as ``transformers``
+# imports torchao. Nothing the reader can act on.
+quiet_log_notice("torch.utils._pytree", "is an Enum subclass and is now natively supported")

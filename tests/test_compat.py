@@ -318,12 +318,29 @@ def test_a_5x_release_and_a_pytorch_version_its_source_lists_is_supported():
     assert v.status == "supported"
     assert v.sources == ("rocm-third-party-support-matrix-5-7-1",)
     assert "not listed by itself for PyTorch" in v.message and "5.7 line" in v.message
-    assert compat.check_framework("tensorflow", "2.13.0", "5.7.1").status == "supported"
-    assert compat.check_framework("pytorch", "2.1", "5.7.1").status == "unsupported"
-    # rows AMD gives for one patch release
-    assert compat.check_framework("pytorch", "1.10.2", "5.0.2").status == "supported"
-    assert compat.check_framework("tensorflow", "2.9.1", "5.1.3").status == "supported"
-    assert compat.check_framework("pytorch", "1.12", "5.1.3").status == "unsupported"
+
+
+@pytest.mark.parametrize(
+    ("framework", "version", "rocm", "status"),
+    [
+        # 3rd Party Support Matrix at rocm-5.7.1
+        ("tensorflow", "2.13.0", "5.7.1", "supported"),
+        ("pytorch", "2.1", "5.7.1", "unsupported"),
+        # rows AMD gives for one patch release
+        ("pytorch", "1.10.2", "5.0.2", "supported"),
+        ("tensorflow", "2.9.1", "5.1.3", "supported"),
+        ("pytorch", "1.12", "5.1.3", "unsupported"),
+        # 6.0 to 6.2: the historical matrix at 6.3.3
+        ("pytorch", "2.3.0", "6.2.1", "supported"),
+        ("tensorflow", "2.16.1", "6.2.4", "supported"),
+        ("tensorflow", "2.16.2", "6.2.4", "unsupported"),
+        ("onnxruntime", "1.14.1", "6.0.2", "supported"),
+        ("onnxruntime", "1.14.1", "6.1.0", "unsupported"),
+        ("migraphx", "2.9.0", "6.1.2", "supported"),
+    ],
+)
+def test_older_releases_answer_from_their_sources(framework, version, rocm, status):
+    assert compat.check_framework(framework, version, rocm).status == status
 
 
 def test_a_5x_release_and_a_gfx_its_source_does_not_list_is_unsupported():
@@ -335,23 +352,25 @@ def test_a_5x_release_and_a_gfx_its_source_does_not_list_is_unsupported():
         v = compat.check_gpu(gfx, "5.7.1")
         assert v.status == "unsupported", gfx
         assert "gfx90a, gfx908, gfx906, gfx1030" in v.message
-    # gfx1031 (Radeon RX 6600) only on the 5.5.1 page
-    assert compat.check_gpu("gfx1031", "5.5.1").status == "supported"
-    assert compat.check_gpu("gfx1031", "5.6.0").status == "unsupported"
-    # gfx906 is gone from the 6.0 list, gfx942 arrives
-    assert compat.check_gpu("gfx906", "6.0.0").status == "unsupported"
-    assert compat.check_gpu("gfx942", "6.0.0").status == "supported"
+
+
+@pytest.mark.parametrize(
+    ("gfx", "rocm", "status"),
+    [
+        ("gfx1031", "5.5.1", "supported"),  # Radeon RX 6600: only on the 5.5.1 page
+        ("gfx1031", "5.6.0", "unsupported"),
+        ("gfx906", "6.0.0", "unsupported"),  # gone from the 6.0 list
+        ("gfx942", "6.0.0", "supported"),  # arrives with 6.0
+    ],
+)
+def test_a_gpu_comes_and_goes_with_its_releases(gfx, rocm, status):
+    assert compat.check_gpu(gfx, rocm).status == status
 
 
 def test_6_0_to_6_2_come_from_the_historical_matrix():
     assert compat.find_release("6.2.1")["source"] == "rocm-compat-matrix-historical-6-3-3"
     v = compat.check_framework("pytorch", "2.3.0", "6.2.1")
     assert v.status == "supported" and "by itself" not in v.message
-    assert compat.check_framework("tensorflow", "2.16.1", "6.2.4").status == "supported"
-    assert compat.check_framework("tensorflow", "2.16.2", "6.2.4").status == "unsupported"
-    assert compat.check_framework("onnxruntime", "1.14.1", "6.0.2").status == "supported"
-    assert compat.check_framework("onnxruntime", "1.14.1", "6.1.0").status == "unsupported"
-    assert compat.check_framework("migraphx", "2.9.0", "6.1.2").status == "supported"
 
 
 def test_a_patch_release_not_listed_resolves_to_its_line():

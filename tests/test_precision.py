@@ -434,6 +434,40 @@ def test_export_int8_uses_the_default_setting_where_none_was_measured(tmp_path, 
     assert ops.get("QuantizeLinear", 0) > 0 and ops.get("DequantizeLinear", 0) > 0
 
 
+def test_export_int8_on_the_command_line_applies_the_recorded_setting(
+    tmp_path, monkeypatch, capsys
+):
+    """`export --int8` writes the int8 model with the setting `bench precision`
+    recorded for this CPU (U8S8 with 7-bit activations here, not the default
+    S8S8) and says so."""
+    from onnx import TensorProto
+
+    from rocm_dl_guide import cli
+
+    monkeypatch.setenv("ROCM_DL_GUIDE_RUNS", str(tmp_path / "runs"))
+    setting = replace(precision.U8S8, reduce_range=True)
+    rows = [
+        _row("PyTorch eager", "fp32", 1, 100.0, 1.0),
+        _row("ONNX Runtime", "int8", 1, 30.0, 0.99) | {"config": setting.to_dict()},
+    ]
+    here = [f for f in precision.CPU_FLAGS if f in device.cpu_flags()]
+    precision.record_int8_choice(replace(_bench(rows), cpu_flags=here))
+    # one calibration batch instead of 16: the command's path, at test speed
+    real = precision.export_int8
+    monkeypatch.setattr(
+        precision, "export_int8", lambda path, prof: real(path, prof, calibration=1)
+    )
+    out = tmp_path / "out"
+    assert cli.main(["export", "--output", str(out), "--int8", "--profile", "smoke"]) == 0
+    printed = capsys.readouterr().out
+    int8 = out / "inception_v3.int8.onnx"
+    assert f"int8     {int8}" in printed
+    assert "int8 setting: U8S8 per-channel reduce_range MinMax: the fastest" in printed
+    assert "30.0 ms at batch 1, 99.0% top-1 agreement" in printed
+    assert _zero_point_types(int8) == {TensorProto.UINT8}  # not the default's int8
+    assert (out / "inception_v3.onnx").is_file() and (out / "input.bin").is_file()
+
+
 def test_the_fastest_int8_config_wins_unless_it_agrees_less():
     result = _bench(
         [

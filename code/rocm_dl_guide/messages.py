@@ -23,6 +23,25 @@ class _Drop(logging.Filter):
 def quiet_log_notice(logger: str, fragment: str) -> None:
     """Drop the records of ``logger`` whose message contains ``fragment``: for
     notices a library logs about another's internals (torchao's Enum classes in
-    PyTorch's pytree, for example) that the reader can do nothing about. Each
-    call adds one filter; call it once per notice, at import time."""
-    logging.getLogger(logger).addFilter(_Drop(fragment))
+    PyTorch's pytree, for example) that the reader can do nothing about. A
+    second call for the same notice adds nothing."""
+    target = logging.getLogger(logger)
+    if not any(isinstance(f, _Drop) and f.fragment == fragment for f in target.filters):
+        target.addFilter(_Drop(fragment))
+
+
+TORCHAO_NOTICES = (
+    ("torch.utils._pytree", "is an Enum subclass and is now natively supported"),
+    ("torch.utils.flop_counter", "triton not found"),
+)
+"""What importing torchao 0.18 makes PyTorch 2.14 log about its own internals:
+the Enum classes torchao registers with pytree (deprecated, reported twice per
+process) and flop counting without triton (a CPU machine has none)."""
+
+
+def quiet_torchao_notices() -> None:
+    """Drop :data:`TORCHAO_NOTICES`: nothing the reader can act on. Called where
+    torchao gets imported (the language-model package, through ``transformers``,
+    and PyTorch's own int8)."""
+    for logger, fragment in TORCHAO_NOTICES:
+        quiet_log_notice(logger, fragment)

@@ -21,18 +21,15 @@ own documentation sends readers.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable
 
 import numpy as np
 
-from rocm_dl_guide.messages import quiet_log_notice
+from rocm_dl_guide.messages import quiet_torchao_notices
 
-# Importing torchao makes PyTorch log two notices about its own internals: the
-# Enum classes torchao registers with pytree, and flop counting without triton
-# (a CPU machine has none). Neither concerns quantization.
-quiet_log_notice("torch.utils._pytree", "is an Enum subclass and is now natively supported")
-quiet_log_notice("torch.utils.flop_counter", "triton not found")
+quiet_torchao_notices()
 
 CALIBRATION_CHUNK = 100
 """Images per forward pass while calibrating (bounds the memory of a large batch)."""
@@ -94,6 +91,18 @@ def quantize(model, batches: list[np.ndarray], reduce_range: bool = False):
         return convert_pt2e(prepared)
 
 
+def freezing(on: bool = True) -> contextlib.AbstractContextManager:
+    """Inductor's freezing, on for the calls inside the ``with`` block only: the
+    weights become constants, so Inductor can fold them and choose oneDNN's
+    layouts (its setting for CPU inference). Scoped, not global, so that other
+    compiled models in the process keep their settings; the one way the package
+    turns it on (``torch.compile(..., options={"freezing": True})`` failed on
+    the PT2E graph with PyTorch 2.14, where the scoped setting works)."""
+    import torch
+
+    return torch._inductor.config.patch(freezing=True) if on else contextlib.nullcontext()
+
+
 def compiled(quantized) -> Callable[[np.ndarray], np.ndarray]:
     """A function from an image batch to logits that runs ``quantized`` compiled
     by Inductor with freezing on (the weights become constants, which the int8
@@ -103,8 +112,7 @@ def compiled(quantized) -> Callable[[np.ndarray], np.ndarray]:
     fn = torch.compile(quantized)
 
     def run(x: np.ndarray) -> np.ndarray:
-        # Scoped, not global: other compiled models in the process keep their settings.
-        with torch.no_grad(), torch._inductor.config.patch(freezing=True):
+        with torch.no_grad(), freezing():
             with warnings.catch_warnings():
                 # Inductor's own int8 convolution lowering copies a tensor the way
                 # it warns others against (PyTorch 2.14); nothing the reader can change.

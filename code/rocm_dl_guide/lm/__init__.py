@@ -9,9 +9,8 @@ case study: pretraining, held-out perplexity against an untrained model and a
 unigram model, samples before and after).
 """
 
-from rocm_dl_guide.messages import quiet_log_notice
+from rocm_dl_guide.messages import quiet_torchao_notices
 
-# torchao 0.18 registers two Enum classes with PyTorch's pytree, which PyTorch
-# 2.14 reports as deprecated, twice per process, as soon as ``transformers``
-# imports torchao. Nothing the reader can act on.
-quiet_log_notice("torch.utils._pytree", "is an Enum subclass and is now natively supported")
+# ``transformers`` imports torchao, which makes PyTorch log notices about its
+# own internals (see :func:`~rocm_dl_guide.messages.quiet_torchao_notices`).
+quiet_torchao_notices()

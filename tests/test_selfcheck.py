@@ -211,9 +211,19 @@ def test_language_model_figures_go_into_the_summary():
     report.checks.append(
         selfcheck.Outcome("lm:lora", "fail", "broke", 1.0, figures={"tokens_per_s": 9.0})
     )
+    report.checks.append(
+        selfcheck.Outcome(
+            "lm:attention", "pass", "ok", 1.0, figures={"picked": "flash", "flash_ms": 0.458}
+        )
+    )
     figures = report.figures()
     assert figures["lm:bf16"] == {"tokens_per_s": 15000.0}
     assert "lm:lora" not in figures and figures["mnist-pytorch"]["amp_speedup"] == 2.5
+    # the text report shows them as they are recorded, not "no figures"
+    text = report.summary()
+    assert "  lm:bf16: tokens per s 15,000" in text
+    assert "  lm:attention: picked flash; flash ms 0.458" in text
+    assert "no figures" not in text
 
 
 def test_the_tracked_record_if_any_is_a_gpu_runs():

@@ -182,7 +182,15 @@ def _figure_line(figs: dict[str, Any]) -> str:
             parts.append(f"{key.replace('_', ' ')} {figs[key]:.2f}x")
     if isinstance(figs.get("fraction_of_peak"), (int, float)):
         parts.append(f"{100 * figs['fraction_of_peak']:.1f}% of peak")
+    if not parts:  # the other checks' figures (tokens/s, perplexity, ...), as recorded
+        parts = [f"{k.replace('_', ' ')} {_figure(v)}" for k, v in figs.items()]
     return "; ".join(parts) or "no figures"
+
+
+def _figure(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def load_report(path: str | os.PathLike) -> Report:

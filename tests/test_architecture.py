@@ -53,6 +53,7 @@ MAX_FUNCTION_LINES = 80
 CORE = frozenset(
     {
         "__init__",
+        "archives",
         "datasets",
         "device",
         "distributed",

@@ -35,7 +35,7 @@ WORKER = textwrap.dedent(
     from pathlib import Path
 
     start, mode, source = float(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
-    from rocm_dl_guide import datasets
+    from rocm_dl_guide import archives, datasets
 
     if mode == "fetch":  # the real-download path, served from a local file
         log = source.parent / "downloads.log"
@@ -60,8 +60,8 @@ WORKER = textwrap.dedent(
         counts = {}
         for stem in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                      "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
-            counts[stem] = len(datasets.load_idx(raw / stem))
-            assert len(datasets.load_idx(raw / (stem + ".gz"))) == counts[stem]
+            counts[stem] = len(archives.load_idx(raw / stem))
+            assert len(archives.load_idx(raw / (stem + ".gz"))) == counts[stem]
         assert counts["train-images-idx3-ubyte"] == counts["train-labels-idx1-ubyte"] > 0
         assert counts["t10k-images-idx3-ubyte"] == counts["t10k-labels-idx1-ubyte"] > 0
         n = counts["train-images-idx3-ubyte"]

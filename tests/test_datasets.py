@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import requests
 
-from rocm_dl_guide import cli, datasets, files, fixtures, profiles
+from rocm_dl_guide import archives, cli, datasets, files, fixtures, profiles
 
 
 @pytest.fixture(autouse=True)
@@ -194,8 +194,8 @@ def test_extract_refuses_unsafe_tar_members(case: str, dest_exists: bool, tmp_pa
     work.mkdir(exist_ok=True)
     before, parent_before = listing(dest), listing(work)
     with pytest.raises(ValueError, match=re.escape(repr(bad))) as err:
-        datasets.extract_archive(archive, dest)
-    assert isinstance(err.value, datasets.UnsafeArchiveError)
+        archives.extract_archive(archive, dest)
+    assert isinstance(err.value, archives.UnsafeArchiveError)
     assert listing(dest) == before  # nothing written, nothing removed
     assert listing(work) == parent_before  # no temporary directory left behind
     assert dest.exists() is dest_exists
@@ -212,8 +212,8 @@ def test_extract_refuses_unsafe_zip_members(bad: str, tmp_path: Path) -> None:
     (dest / "good").mkdir(parents=True)
     (dest / "good" / "ok.txt").write_text("old")
     before, parent_before = listing(dest), listing(tmp_path)
-    with pytest.raises(datasets.UnsafeArchiveError, match=re.escape(repr(bad))):
-        datasets.extract_archive(archive, dest)
+    with pytest.raises(archives.UnsafeArchiveError, match=re.escape(repr(bad))):
+        archives.extract_archive(archive, dest)
     assert listing(dest) == before
     assert listing(tmp_path) == parent_before
 
@@ -224,8 +224,8 @@ def test_extract_refuses_zip_symlink_outside(tmp_path: Path) -> None:
         info = zipfile.ZipInfo("link")
         info.external_attr = 0o120777 << 16  # a symlink, as Info-ZIP stores them
         zf.writestr(info, "../../outside")
-    with pytest.raises(datasets.UnsafeArchiveError, match="'link'"):
-        datasets.extract_archive(archive, tmp_path / "dest")
+    with pytest.raises(archives.UnsafeArchiveError, match="'link'"):
+        archives.extract_archive(archive, tmp_path / "dest")
     assert not (tmp_path / "dest").exists()
 
 
@@ -236,7 +236,7 @@ def test_extract_good_tar_gz_and_zip(tmp_path: Path) -> None:
     (dest / "unrelated.txt").write_text("stays")
     (dest / "cifar-10-batches-py").mkdir()
     (dest / "cifar-10-batches-py" / "stale").write_text("replaced")
-    assert datasets.extract_archive(tgz, dest) == dest
+    assert archives.extract_archive(tgz, dest) == dest
     names = sorted(p.name for p in (dest / "cifar-10-batches-py").iterdir())
     assert "data_batch_5" in names and "batches.meta" in names and "stale" not in names
     assert (dest / "unrelated.txt").read_text() == "stays"
@@ -247,7 +247,7 @@ def test_extract_good_tar_gz_and_zip(tmp_path: Path) -> None:
         "tiny-imagenet-200", tmp_path / "t.zip", num_classes=2, n_train_per_class=2
     )
     dest = tmp_path / "tiny"  # does not exist yet
-    datasets.extract_archive(zipped, dest)
+    archives.extract_archive(zipped, dest)
     reference = fixtures.write_tiny_imagenet(tmp_path / "tref", num_classes=2, n_train_per_class=2)
     assert listing(dest) == listing(reference)
 
@@ -257,7 +257,7 @@ def test_extract_good_tar_gz_and_zip(tmp_path: Path) -> None:
         info.size = 2
         tar.addfile(info, io.BytesIO(b"hi"))
         tar.addfile(_link("pkg/alias.txt", "file.txt", tarfile.SYMTYPE))
-    datasets.extract_archive(plain, tmp_path / "plain")
+    archives.extract_archive(plain, tmp_path / "plain")
     assert (tmp_path / "plain" / "pkg" / "alias.txt").read_text() == "hi"
 
 
@@ -270,8 +270,8 @@ def test_extract_truncated_archive(kind: str, tmp_path: Path) -> None:
     bad.write_bytes(data[: len(data) * 2 // 3])
     dest = tmp_path / "dest"
     before = listing(tmp_path)
-    with pytest.raises(datasets.ArchiveError, match=re.escape(bad.name)):
-        datasets.extract_archive(bad, dest)
+    with pytest.raises(archives.ArchiveError, match=re.escape(bad.name)):
+        archives.extract_archive(bad, dest)
     assert not dest.exists()
     assert listing(tmp_path) == before  # nothing half-written anywhere
 
@@ -279,10 +279,10 @@ def test_extract_truncated_archive(kind: str, tmp_path: Path) -> None:
 def test_extract_not_an_archive(tmp_path: Path) -> None:
     junk = tmp_path / "junk.bin"
     junk.write_bytes(os.urandom(2048))
-    with pytest.raises(datasets.ArchiveError, match="junk.bin"):
-        datasets.extract_archive(junk, tmp_path / "dest")
-    with pytest.raises(datasets.ArchiveError, match="no such archive"):
-        datasets.extract_archive(tmp_path / "missing.tar.gz", tmp_path / "dest")
+    with pytest.raises(archives.ArchiveError, match="junk.bin"):
+        archives.extract_archive(junk, tmp_path / "dest")
+    with pytest.raises(archives.ArchiveError, match="no such archive"):
+        archives.extract_archive(tmp_path / "missing.tar.gz", tmp_path / "dest")
     assert not (tmp_path / "dest").exists()
 
 
@@ -294,20 +294,20 @@ def test_verify_file_detects_tampering_and_removes_the_file(tmp_path: Path) -> N
     path.parent.mkdir()
     path.write_bytes(b"the real bytes")
     good = sha256(path)
-    datasets.verify_file(path, f"sha256:{good}")
-    datasets.verify_file(path, good)  # bare hex means SHA-256
-    datasets.verify_file(path, "md5:" + hashlib.md5(b"the real bytes").hexdigest())
+    archives.verify_file(path, f"sha256:{good}")
+    archives.verify_file(path, good)  # bare hex means SHA-256
+    archives.verify_file(path, "md5:" + hashlib.md5(b"the real bytes").hexdigest())
     path.write_bytes(b"tampered bytes")
     bad = sha256(path)
-    with pytest.raises(datasets.ChecksumError) as err:
-        datasets.verify_file(path, f"sha256:{good}")
+    with pytest.raises(archives.ChecksumError) as err:
+        archives.verify_file(path, f"sha256:{good}")
     message = str(err.value)
     assert "cifar-10-python.tar.gz" in message and good in message and bad in message
     assert not path.exists()  # never used again from the cache
 
     path.write_bytes(b"user's own file")
-    with pytest.raises(datasets.ChecksumError):
-        datasets.verify_file(path, f"sha256:{good}", remove_bad=False)
+    with pytest.raises(archives.ChecksumError):
+        archives.verify_file(path, f"sha256:{good}", remove_bad=False)
     assert path.exists()
 
 
@@ -315,7 +315,7 @@ def test_corrupted_download_is_rejected_by_pooch_and_not_kept(
     monkeypatch: pytest.MonkeyPatch, cache: Path
 ) -> None:
     served = serve(monkeypatch, {"cifar-10-python.tar.gz": b"not the CIFAR-10 archive"})
-    with pytest.raises(datasets.ChecksumError) as err:
+    with pytest.raises(archives.ChecksumError) as err:
         datasets.fetch("cifar10")
     message = str(err.value)
     expected = datasets.REGISTRY["cifar10"].files[0].sha256
@@ -430,14 +430,14 @@ def test_fetch_real_idx_files_through_pooch(
 def test_import_wrong_file_fails_cleanly(tmp_path: Path, cache: Path) -> None:
     wrong = tmp_path / "cifar-10-python.tar.gz"
     fixtures.write_archive("cifar10", wrong, n_train=10, n_test=10)
-    with pytest.raises(datasets.ChecksumError) as err:
+    with pytest.raises(archives.ChecksumError) as err:
         datasets.import_archive("cifar10", wrong)
     assert "not the expected CIFAR-10 file" in str(err.value) and str(wrong) in str(err.value)
     assert wrong.exists()  # the user's file is left alone
     assert not (cache / "real" / "cifar10").exists()
     with pytest.raises(FileNotFoundError):
         datasets.import_archive("cifar10", tmp_path / "nope.tar.gz")
-    with pytest.raises(datasets.ArchiveError, match="is a directory"):
+    with pytest.raises(archives.ArchiveError, match="is a directory"):
         datasets.import_archive("cifar10", tmp_path)
 
 
@@ -460,20 +460,20 @@ def test_import_idx_from_directory_and_archive(
 ) -> None:
     archive = fixtures.write_archive("mnist", tmp_path / "mnist-idx.tar", n_train=20, n_test=10)
     folder = tmp_path / "downloaded"
-    datasets.extract_archive(archive, folder)
+    archives.extract_archive(archive, folder)
     with_hashes(
         monkeypatch, "mnist", {p.name: sha256(p) for p in folder.iterdir() if p.suffix == ".gz"}
     )
     for source in (folder, archive):
         root = datasets.import_archive("mnist", source)
         assert (root / "MNIST" / "raw" / "t10k-labels-idx1-ubyte").is_file()
-        assert datasets.load_idx(root / "MNIST" / "raw" / "train-images-idx3-ubyte").shape == (
+        assert archives.load_idx(root / "MNIST" / "raw" / "train-images-idx3-ubyte").shape == (
             20,
             28,
             28,
         )
     (folder / "t10k-labels-idx1-ubyte.gz").unlink()
-    with pytest.raises(datasets.ArchiveError, match="t10k-labels-idx1-ubyte.gz not found"):
+    with pytest.raises(archives.ArchiveError, match="t10k-labels-idx1-ubyte.gz not found"):
         datasets.import_archive("mnist", folder)
 
 
@@ -484,30 +484,30 @@ def test_load_idx_roundtrip_and_errors(tmp_path: Path) -> None:
     arr = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
     plain = tmp_path / "a-idx3-ubyte"
     plain.write_bytes(fixtures.idx_bytes(arr))
-    assert np.array_equal(datasets.load_idx(plain), arr)
+    assert np.array_equal(archives.load_idx(plain), arr)
     gz = tmp_path / "a-idx3-ubyte.gz"
     gz.write_bytes(fixtures._gzip_bytes(fixtures.idx_bytes(arr)))
-    assert np.array_equal(datasets.load_idx(gz), arr)
+    assert np.array_equal(archives.load_idx(gz), arr)
     ints = np.array([1, -2, 300], dtype=np.int32)
     (tmp_path / "i").write_bytes(fixtures.idx_bytes(ints))
-    assert datasets.load_idx(tmp_path / "i").tolist() == [1, -2, 300]
+    assert archives.load_idx(tmp_path / "i").tolist() == [1, -2, 300]
 
     bad_magic = tmp_path / "bad-magic"
     bad_magic.write_bytes(b"\x01\x02\x08\x01" + b"\x00" * 8)
-    with pytest.raises(datasets.IdxFormatError, match="bad-magic.*magic"):
-        datasets.load_idx(bad_magic)
+    with pytest.raises(archives.IdxFormatError, match="bad-magic.*magic"):
+        archives.load_idx(bad_magic)
     short = tmp_path / "short"
     short.write_bytes(fixtures.idx_bytes(arr)[:-5])
-    with pytest.raises(datasets.IdxFormatError, match="short.*bytes of data"):
-        datasets.load_idx(short)
+    with pytest.raises(archives.IdxFormatError, match="short.*bytes of data"):
+        archives.load_idx(short)
     bad_type = tmp_path / "bad-type"
     bad_type.write_bytes(b"\x00\x00\x07\x01\x00\x00\x00\x01\x00")
-    with pytest.raises(datasets.IdxFormatError, match="data type"):
-        datasets.load_idx(bad_type)
+    with pytest.raises(archives.IdxFormatError, match="data type"):
+        archives.load_idx(bad_type)
     broken_gz = tmp_path / "broken.gz"
     broken_gz.write_bytes(gz.read_bytes()[:20])
-    with pytest.raises(datasets.IdxFormatError, match="broken.gz"):
-        datasets.load_idx(broken_gz)
+    with pytest.raises(archives.IdxFormatError, match="broken.gz"):
+        archives.load_idx(broken_gz)
 
 
 # --------------------------------------------------------------------------- CLI

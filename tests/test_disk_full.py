@@ -351,8 +351,8 @@ def test_extraction_on_a_full_disk_leaves_the_folder_as_it_was(tmp_path: Path) -
         """
         import sys
         from pathlib import Path
-        from rocm_dl_guide import datasets
-        datasets.extract_archive(Path(sys.argv[1]), Path(sys.argv[2]))
+        from rocm_dl_guide import archives
+        archives.extract_archive(Path(sys.argv[1]), Path(sys.argv[2]))
         """,
         100_000,
         str(archive),

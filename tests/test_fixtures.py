@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rocm_dl_guide import datasets, fixtures
+from rocm_dl_guide import archives, datasets, fixtures
 
 
 def smoke(name: str) -> datasets.PreparedData:
@@ -145,7 +145,7 @@ def test_cifar10_plain_torchvision_refuses_fixture_but_ours_checks_it(tmp_path: 
     data = bytearray(batch.read_bytes())
     data[-10] ^= 0xFF
     batch.write_bytes(bytes(data))
-    with pytest.raises(datasets.ChecksumError, match="data_batch_3"):
+    with pytest.raises(archives.ChecksumError, match="data_batch_3"):
         datasets.cifar10_dataset(copy, train=True)
 
 

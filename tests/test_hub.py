@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rocm_dl_guide import datasets, profiles
+from rocm_dl_guide import archives, profiles
 from rocm_dl_guide.lm import corpus as corpora
 from rocm_dl_guide.lm import hub, lora, pretrain
 from rocm_dl_guide.lm import model as models
@@ -138,13 +138,13 @@ def test_a_snapshot_is_verified_kept_whole_and_downloaded_once(fake_hub, tmp_pat
 def test_a_file_that_does_not_match_its_checksum_is_not_kept(fake_hub, tmp_path):
     _serve_wikitext(fake_hub, tmp_path)
     fake_hub.record_override[hub.WIKITEXT_2.files[1].path] = "0" * 64
-    with pytest.raises(datasets.ChecksumError, match="validation.*expected 0000.*nothing was kept"):
+    with pytest.raises(archives.ChecksumError, match="validation.*expected 0000.*nothing was kept"):
         hub.fetch(hub.WIKITEXT_2)
     folder = hub.folder(hub.WIKITEXT_2)
     assert not folder.exists() and not list(folder.parent.glob(".*download*"))
 
     pinned = replace(hub.WIKITEXT_2, files=(replace(hub.WIKITEXT_2.files[0], sha256="1" * 64),))
-    with pytest.raises(datasets.ChecksumError, match="train.*expected 1111"):
+    with pytest.raises(archives.ChecksumError, match="train.*expected 1111"):
         hub.fetch(pinned)
 
 

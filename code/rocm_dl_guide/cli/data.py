@@ -57,12 +57,12 @@ def _data_command(command: str, action, expected: tuple[type[BaseException], ...
 
 
 def _cmd_data_fetch(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import datasets
+    from rocm_dl_guide import archives, datasets
 
     expected = (
         datasets.DataUnavailableError,
-        datasets.ChecksumError,
-        datasets.ArchiveError,
+        archives.ChecksumError,
+        archives.ArchiveError,
         OSError,
     )
     from rocm_dl_guide.lm import hub
@@ -73,9 +73,9 @@ def _cmd_data_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_data_import(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import datasets
+    from rocm_dl_guide import archives, datasets
 
-    expected = (datasets.ChecksumError, datasets.ArchiveError, OSError)
+    expected = (archives.ChecksumError, archives.ArchiveError, OSError)
     return _data_command(
         "data import", lambda: datasets.import_archive(args.name, Path(args.archive)), expected
     )

@@ -30,7 +30,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_dl_guide import datasets, files, profiles
+from rocm_dl_guide import archives, datasets, files, profiles
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def fetch(snapshot: Snapshot) -> Path:
     time), then read from the cache.
 
     Raises :class:`HubUnavailableError` (no network, with the ways out) and
-    :class:`rocm_dl_guide.datasets.ChecksumError` (a file does not match; nothing
+    :class:`rocm_dl_guide.archives.ChecksumError` (a file does not match; nothing
     is kept).
     """
     root = folder(snapshot)
@@ -172,9 +172,9 @@ def _download(snapshot: Snapshot, root: Path) -> None:
                 files.raise_if_disk_full(exc, root)
                 raise _unavailable(snapshot, exc) from exc
             algorithm, want = expected[f.path]
-            got = blob_hash(Path(path)) if algorithm == "git-sha1" else datasets.file_hash(path)
+            got = blob_hash(Path(path)) if algorithm == "git-sha1" else archives.file_hash(path)
             if got != want:
-                raise datasets.ChecksumError(
+                raise archives.ChecksumError(
                     f"checksum mismatch for {f.path} of {snapshot.repo_id} at "
                     f"{snapshot.revision[:12]}: {algorithm} {got}, expected {want} "
                     "(nothing was kept)"
@@ -211,7 +211,7 @@ def expected_hashes(snapshot: Snapshot) -> dict[str, tuple[str, str]]:
             hashes[info.path] = ("sha256", lfs.sha256) if lfs else ("git-sha1", info.blob_id)
     missing = [p for p in ask if p not in hashes]
     if missing:
-        raise datasets.ChecksumError(
+        raise archives.ChecksumError(
             f"{snapshot.repo_id} at {snapshot.revision[:12]} has no file {missing[0]}"
         )
     return hashes

@@ -190,9 +190,11 @@ def measure(
         reference = attend(q, k, v, "math").float()
         runs = {b: _runner(q, k, v, b, device) for b in backends if usable[b]}
         timings = timing.measure_side_by_side(runs, warmup, iterations, rounds=2)
-        for b, run in runs.items():
-            peak = peak_extra_bytes(run, device)
-            diff = (attend(q, k, v, b).float() - reference).abs().max().item()
+        for b in runs:
+            # one more call per backend: its peak memory, and its output for the agreement
+            out: list[torch.Tensor] = []
+            peak = peak_extra_bytes(lambda b=b: out.append(attend(q, k, v, b)), device)
+            diff = (out.pop().float() - reference).abs().max().item()
             mb = None if peak is None else peak / 2**20
             rows.append(Row(b, n, timings[b].median_ms, mb, diff))
         del reference

@@ -34,6 +34,9 @@ and the static, preallocated one."""
 NEW_TOKENS = {"smoke": (64, 128, 256, 512), "gpu": (64, 256, 1024)}
 """New tokens per generation, per profile (``full`` takes ``gpu``'s)."""
 
+WARMUP_TOKENS = 16
+"""New tokens of an eager generation's warm-up (:func:`timed`)."""
+
 
 @dataclass
 class GenRow:
@@ -190,7 +193,11 @@ def timed(
     warmup: int = 1,
 ) -> GenRow:
     """Time prefill and a whole generation of ``new_tokens``: the median of
-    ``iterations`` after ``warmup`` untimed generations of the same length."""
+    ``iterations`` after ``warmup`` untimed generations of the same batch and
+    cache. A compiled generation is warmed up at its own length (compiling
+    happens then, per cache size); an eager one with :data:`WARMUP_TOKENS` new
+    tokens, which runs the same kernels on the same shapes without spending a
+    whole generation on it."""
     device = prompt.device
 
     def run(n: int):
@@ -202,7 +209,10 @@ def timed(
         return call
 
     prefill = timing.measure(run(1), warmup=warmup, iterations=iterations)
-    whole = timing.measure(run(new_tokens), warmup=warmup, iterations=iterations)
+    warm = run(new_tokens if compiled else min(new_tokens, WARMUP_TOKENS))
+    for _ in range(warmup):
+        warm()
+    whole = timing.measure(run(new_tokens), warmup=0, iterations=iterations)
     batch = prompt.shape[0]
     return GenRow(
         kv_cache=cache != "none",

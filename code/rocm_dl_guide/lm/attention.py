@@ -193,7 +193,7 @@ def measure(
         for b in runs:
             # one more call per backend: its peak memory, and its output for the agreement
             out: list[torch.Tensor] = []
-            peak = peak_extra_bytes(lambda b=b: out.append(attend(q, k, v, b)), device)
+            peak = peak_extra_bytes(_runner(q, k, v, b, device, keep=out), device)
             diff = (out.pop().float() - reference).abs().max().item()
             mb = None if peak is None else peak / 2**20
             rows.append(Row(b, n, timings[b].median_ms, mb, diff))
@@ -201,9 +201,13 @@ def measure(
     return rows
 
 
-def _runner(q, k, v, backend: str, device: torch.device):
+def _runner(q, k, v, backend: str, device: torch.device, keep: list | None = None):
+    """A call of ``backend`` on ``q, k, v``; its output goes into ``keep`` if given."""
+
     def run() -> None:
-        attend(q, k, v, backend)
+        y = attend(q, k, v, backend)
+        if keep is not None:
+            keep.append(y)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 

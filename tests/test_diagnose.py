@@ -562,6 +562,25 @@ def test_the_pages_citations_of_doctors_rules_are_the_rules_sources():
         assert url in cited, key
 
 
+def test_the_rules_file_names_only_sources_it_has():
+    """doctor-rules.json's tables refer to its sources by key: each key is there,
+    and each source is cited by some rule or by the bibliography."""
+    from conftest import ROOT
+
+    for gfx, (known, index, keys) in diagnose.NO_OVERRIDE.items():
+        assert known and set(keys) <= set(diagnose.SOURCES), gfx
+        assert index is None or index.startswith("https://"), gfx
+        assert diagnose.native_build_fix(gfx).startswith(f"install a PyTorch build that has {gfx}")
+    assert diagnose.IGPU_TARGETS and all(g.startswith("gfx") for g in diagnose.IGPU_TARGETS)
+    families = [g for targets in diagnose.OVERRIDE_FAMILIES.values() for g in targets]
+    assert len(families) == len(set(families))  # one override value per target
+    code = "".join(f.read_text() for f in (ROOT / "code" / "rocm_dl_guide" / "doctor").glob("*.py"))
+    bib = (ROOT / "references.bib").read_text()
+    rule_keys = {k for _, _, keys in diagnose.NO_OVERRIDE.values() for k in keys}
+    for key, url in diagnose.SOURCES.items():
+        assert f'"{key}"' in code or key in rule_keys or url in bib, key
+
+
 # --------------------------------------------------------------------------- groups, every source
 
 

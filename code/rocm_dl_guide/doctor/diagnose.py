@@ -12,8 +12,10 @@ multi-GPU training, and PyTorch seeing no GPU although ROCm does.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from importlib import resources
 from typing import TYPE_CHECKING
 
 from . import compat, workload
@@ -46,100 +48,44 @@ class Check:
         self.id = self.id or slug(self.name)
 
 
-SOURCES = {
-    "get-arch-list": "https://pytorch.org/docs/stable/generated/torch.cuda.get_arch_list",
-    "wheel-lacks-arch": "https://github.com/pytorch/pytorch/issues/132570",
-    "tensile-missing": "https://github.com/ROCm/rocBLAS/issues/1339",
-    "tensile-then-nobinary": "https://github.com/ROCm/rocBLAS/issues/1331",
-    "nobinary-gfx1032": "https://github.com/ROCm/legacy-rocm-build/issues/1797",
-    "override-gfx1031": "https://github.com/ROCm/ROCm/issues/2353",
-    "override-unofficial-780m": "https://github.com/ROCm/rocBLAS/issues/1536",
-    "override-gfx1036": "https://github.com/ROCm/Tensile/issues/1907",
-    "override-gfx1151": "https://github.com/pytorch/pytorch/issues/164346",
-    "override-what": "https://github.com/ROCm/TheRock/issues/1719",
-    "override-wrong-kernels": "https://github.com/Crosstalk-Solutions/project-nomad/issues/1075",
-    "override-not-needed": "https://github.com/ROCm/legacy-rocm-build/issues/3065",
-    "no-override-gfx1150": "https://github.com/likelovewant/ROCmLibs-for-gfx1103-AMD780M-APU/issues/37",
-    "no-override-gfx1151": "https://github.com/ROCm/legacy-rocm-build/issues/5853",
-    "no-override-gfx1151-segv": "https://github.com/unslothai/unsloth/pull/8480",
-    "therock-gfx1150": "https://github.com/ROCm/TheRock/issues/1940",
-    "therock-gfx1151": "https://github.com/ROCm/TheRock/issues/923",
-    "therock-index": "https://github.com/ROCm/TheRock/issues/1939",
-    "therock-gfx120x": "https://github.com/ROCm/TheRock/issues/2110",
-    "wheels-gfx12": "https://github.com/pytorch/pytorch/pull/148562",
-    "strix-native-target": "https://github.com/AMDResearch/aup-learning-cloud/pull/72",
-    "apu-gttsize": "https://docs.kernel.org/6.13/gpu/amdgpu/module-parameters.html",
-    "apu-uma-gtt": "https://git.zx2c4.com/linux-rng/commit/?id=5dafdd649280c7dc6c22c8f877da3f54fcc441e1",
-    "igpu-prerequisites": "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.2/install/prerequisites.html",
-    "igpu-hip-visible": "https://github.com/ROCm/legacy-rocm-build/issues/3401",
-    "igpu-device0": "https://github.com/ROCm/TheRock/issues/3392",
-    "gpu-isolation": "https://rocm.docs.amd.com/en/docs-6.1.2/conceptual/gpu-isolation.html",
-    "groups": "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.2/install/prerequisites.html",
-    "docker": "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html",
-    "docker-render-gid": "https://github.com/ROCm/ROCm-docker/issues/116",
-    "docker-group-add-render": "https://github.com/ROCm/ROCm-docker/issues/90",
-    "pytorch-get-started": "https://pytorch.org/get-started/locally/",
-    "pypi-is-cuda": "https://github.com/pytorch/pytorch/issues/134790",
-    "pip-replaces-rocm-wheel": "https://github.com/ROCm/legacy-rocm-build/issues/5733",
-    "hip-notes": "https://pytorch.org/docs/stable/notes/hip.html",
-    "numa": "https://rocm.docs.amd.com/en/docs-6.3.3/how-to/rocm-for-ai/training/prerequisite-system-validation.html",
-    "numa-hang": "https://rocm.docs.amd.com/en/docs-6.2.0/how-to/performance-validation/mi300x/vllm-benchmark.html",
-    "nofile-guide": "the guide, MIGraphX tuning, 'Known Issue' (ulimit -n 1048576 inside Docker)",
-    "nofile-too-many": "https://github.com/SemiAnalysisAI/InferenceX/pull/2140",
+RULES_FILE = "data/doctor-rules.json"
+"""The facts the rules rest on, as data, each with its sources (package data)."""
+
+
+def _rules() -> dict:
+    text = resources.files("rocm_dl_guide").joinpath(RULES_FILE).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+_RULES = _rules()
+
+SOURCES: dict[str, str] = _RULES["sources"]
+"""Every source a check cites, by key (an issue, a release note, a documentation page)."""
+
+OVERRIDE_FAMILIES: dict[str, tuple[str, ...]] = {
+    value: tuple(targets) for value, targets in _RULES["override_families"].items()
 }
+"""Consumer GPUs whose family has a supported sibling target with the same
+instruction set: the documented (unofficial) ``HSA_OVERRIDE_GFX_VERSION`` values."""
+
+NO_OVERRIDE: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
+    gfx: (e["known"], e["index"], tuple(e["sources"])) for gfx, e in _RULES["no_override"].items()
+}
+"""Targets for which the sources say no ``HSA_OVERRIDE_GFX_VERSION`` works (the fix
+is a PyTorch build that has the target): gfx -> (what is known, TheRock's nightly
+index for it, source keys)."""
+
+IGPU_TARGETS = frozenset(_RULES["igpu_targets"])
+"""Integrated GPUs of AMD APUs (besides what the compatibility data lists)."""
+
+ERROR_MESSAGES: dict[str, tuple[str, ...]] = {
+    message: tuple(ids) for message, ids in _RULES["error_messages"].items()
+}
+"""What readers see, and the checks that explain it (the troubleshooting page's table)."""
 
 
 def cite(*keys: str) -> tuple[str, ...]:
     return tuple(SOURCES[k] for k in keys)
-
-
-# Consumer GPUs whose family has a supported sibling target with the same
-# instruction set: the documented (unofficial) HSA_OVERRIDE_GFX_VERSION values.
-OVERRIDE_FAMILIES = {
-    "10.3.0": ("gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"),
-    "11.0.0": ("gfx1101", "gfx1102", "gfx1103"),
-}
-
-# Targets for which the sources say no HSA_OVERRIDE_GFX_VERSION works: the fix is a
-# PyTorch build that has the target. gfx -> (what is known, TheRock's nightly index for it,
-# source keys).
-NO_OVERRIDE = {
-    "gfx1150": (
-        "11.0.0 (gfx1100) aborts with HSA_STATUS_ERROR_INVALID_ISA and 11.5.1 has no "
-        "kernels either; gfx1150 is a target of its own in AMD's wheels",
-        "https://rocm.nightlies.amd.com/v2-staging/gfx1150/",
-        ("no-override-gfx1150", "strix-native-target", "therock-gfx1150"),
-    ),
-    "gfx1151": (
-        "11.0.0, 11.5.0 and 11.5.1 all fail (gfx1100 kernels on gfx1151 crash with SIGSEGV)",
-        "https://rocm.nightlies.amd.com/v2/gfx1151/",
-        ("no-override-gfx1151", "no-override-gfx1151-segv", "therock-gfx1151", "therock-index"),
-    ),
-    "gfx1152": (
-        "no source reports an override working, and for its RDNA 3.5 siblings gfx1150 "
-        "and gfx1151 it fails",
-        None,
-        ("no-override-gfx1150", "no-override-gfx1151"),
-    ),
-    "gfx1153": (
-        "no source reports an override working, and for its RDNA 3.5 siblings gfx1150 "
-        "and gfx1151 it fails",
-        None,
-        ("no-override-gfx1150", "no-override-gfx1151"),
-    ),
-    "gfx1200": (
-        "RDNA4 has no older sibling target in any wheel to run as; PyTorch's ROCm "
-        "nightly wheels added gfx1200 and gfx1201",
-        "https://rocm.nightlies.amd.com/v2/gfx120X-all/",
-        ("wheels-gfx12", "therock-gfx120x"),
-    ),
-    "gfx1201": (
-        "RDNA4 has no older sibling target in any wheel to run as; PyTorch's ROCm "
-        "nightly wheels added gfx1200 and gfx1201",
-        "https://rocm.nightlies.amd.com/v2/gfx120X-all/",
-        ("wheels-gfx12", "therock-gfx120x"),
-    ),
-}
 
 
 def native_build_fix(gfx: str) -> str:
@@ -151,28 +97,6 @@ def native_build_fix(gfx: str) -> str:
         f"ROCm 7.x+ wheel whose torch.cuda.get_arch_list() lists {gfx}; "
         f"HSA_OVERRIDE_GFX_VERSION does not work for {gfx}"
     )
-
-
-# Integrated GPUs of AMD APUs (besides what the compatibility data lists).
-IGPU_TARGETS = frozenset(
-    {"gfx90c", "gfx1035", "gfx1036", "gfx1103", "gfx1150", "gfx1151", "gfx1152"}
-)
-
-ERROR_MESSAGES = {
-    "HIP error: invalid device function": ("arch-mismatch", "igpu", "hsa-override"),
-    "hipErrorNoBinaryForGpu: Unable to find code object for all current devices": (
-        "arch-mismatch",
-        "hsa-override",
-    ),
-    "rocBLAS error: Cannot read TensileLibrary.dat": ("arch-mismatch", "hsa-override"),
-    "No HIP GPUs are available": ("torch-sees-gpu", "device-access", "igpu"),
-    "Unable to open /dev/kfd read-write: Permission denied": ("device-access",),
-    "Torch not compiled with CUDA enabled / torch.cuda.is_available() is False": (
-        "pytorch-build",
-        "torch-sees-gpu",
-    ),
-}
-"""What readers see, and the checks that explain it (the troubleshooting page's table)."""
 
 
 # --------------------------------------------------------------------------- helpers

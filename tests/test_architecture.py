@@ -82,7 +82,9 @@ DOCTOR = frozenset({"doctor"})
 # Who may import the doctor, beyond the entry points.
 DOCTOR_USERS = frozenset({"inference"})
 CASE_STUDIES = frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb", "lm"})
-INFERENCE_CHAPTER = frozenset({"inference", "bench", "precision", "pt2e", "profiling", "tuning"})
+INFERENCE_CHAPTER = frozenset(
+    {"inference", "bench", "precision", "ort_int8", "pt2e", "profiling", "tuning"}
+)
 OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling", "selfcheck", "recipes"})
 ENTRY_POINTS = frozenset({"cli", "__main__"})  # "cli": cli.py, or cli/ and cli.*
 TIERS = CORE | DOCTOR | CASE_STUDIES | INFERENCE_CHAPTER | OTHER_CHAPTERS | ENTRY_POINTS
@@ -94,8 +96,11 @@ ALLOWED_EXTRA = {
     "inference": frozenset({"inception"}),
     "bench": frozenset({"inception", "inference"}),
     # precision times Inception v3 and measures agreement on the trained CIFAR-10 network.
-    # pt2e, PyTorch's own int8, is one of its engines.
-    "precision": frozenset({"inception", "inference", "bench", "cifar10", "pt2e"}),
+    # Its int8 engines: ONNX Runtime's (ort_int8) and PyTorch's own (pt2e).
+    "precision": frozenset({"inception", "inference", "bench", "cifar10", "ort_int8", "pt2e"}),
+    # ONNX Runtime's int8 quantizes exported models; export --int8 calibrates on
+    # Inception v3's data.
+    "ort_int8": frozenset({"inception", "inference"}),
     # profiling profiles a CIFAR-10 training step and an Inception v3 forward pass.
     "profiling": frozenset({"cifar10", "inception", "inference"}),
     # tuning times Inception v3's convolutions (MIOpen) and one GEMM (TunableOp).

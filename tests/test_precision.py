@@ -17,7 +17,7 @@ ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
 from conftest import guide_cli  # noqa: E402
-from rocm_dl_guide import cifar10, device, inference, precision  # noqa: E402
+from rocm_dl_guide import cifar10, device, inference, ort_int8, precision  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,7 +40,7 @@ def cifar_onnx(tmp_path_factory) -> Path:
 
 def test_calibration_reader_serves_every_batch_once_then_none_and_rewinds():
     data = batches(3)
-    reader = precision.CalibrationReader("image", data)
+    reader = ort_int8.CalibrationReader("image", data)
     served = []
     while (item := reader.get_next()) is not None:
         served.append(item["image"])
@@ -59,23 +59,23 @@ def test_calibration_reader_serves_every_batch_once_then_none_and_rewinds():
     ],
 )
 def test_calibration_reader_refuses_unusable_batches(bad, message):
-    with pytest.raises(precision.PrecisionError, match=message):
-        precision.CalibrationReader("image", bad)
+    with pytest.raises(ort_int8.PrecisionError, match=message):
+        ort_int8.CalibrationReader("image", bad)
 
 
 def test_calibration_batches_come_from_a_loader():
     loader = [(torch.ones(4, 3, 32, 32), torch.zeros(4)) for _ in range(5)]
-    out = precision.calibration_batches(loader, 3)
+    out = ort_int8.calibration_batches(loader, 3)
     assert len(out) == 3 and out[0].dtype == np.float32 and out[0].shape == (4, 3, 32, 32)
-    with pytest.raises(precision.PrecisionError, match="no batches"):
-        precision.calibration_batches([], 3)
+    with pytest.raises(ort_int8.PrecisionError, match="no batches"):
+        ort_int8.calibration_batches([], 3)
 
 
 # --------------------------------------------------------------------------- quantization
 
 
 def test_int8_model_is_quantized_runs_and_follows_the_fp32_model(cifar_onnx, tmp_path):
-    out = precision.quantize_onnx_int8(cifar_onnx, tmp_path / "net.int8.onnx", batches())
+    out = ort_int8.quantize_onnx_int8(cifar_onnx, tmp_path / "net.int8.onnx", batches())
     ops = inference.op_counts(out)
     assert ops.get("QuantizeLinear", 0) > 0 and ops.get("DequantizeLinear", 0) > 0
     assert not [p.name for p in tmp_path.iterdir() if p.name != "net.int8.onnx"]
@@ -101,16 +101,16 @@ def _zero_point_types(path: Path) -> set[int]:
 def test_each_int8_config_is_applied_as_asked(cifar_onnx, tmp_path):
     from onnx import TensorProto
 
-    u8 = precision.quantize_onnx_int8(
-        cifar_onnx, tmp_path / "u8.onnx", batches(), config=precision.U8S8
+    u8 = ort_int8.quantize_onnx_int8(
+        cifar_onnx, tmp_path / "u8.onnx", batches(), config=ort_int8.U8S8
     )
-    s8 = precision.quantize_onnx_int8(
-        cifar_onnx, tmp_path / "s8.onnx", batches(), config=precision.S8S8
+    s8 = ort_int8.quantize_onnx_int8(
+        cifar_onnx, tmp_path / "s8.onnx", batches(), config=ort_int8.S8S8
     )
     assert _zero_point_types(u8) == {TensorProto.UINT8}
     assert _zero_point_types(s8) == {TensorProto.INT8}
-    pct = replace(precision.U8S8, reduce_range=True, calibration="Percentile")
-    out = precision.quantize_onnx_int8(cifar_onnx, tmp_path / "pct.onnx", batches(), config=pct)
+    pct = replace(ort_int8.U8S8, reduce_range=True, calibration="Percentile")
+    out = ort_int8.quantize_onnx_int8(cifar_onnx, tmp_path / "pct.onnx", batches(), config=pct)
     x = batches(1, 16, seed=1)[0]
     fp32 = inference.compile_model(cifar_onnx, "onnxruntime", threads=1).run(x)
     for path in (u8, out):
@@ -121,8 +121,8 @@ def test_each_int8_config_is_applied_as_asked(cifar_onnx, tmp_path):
 
 
 def test_the_int8_candidates_follow_the_cpu():
-    no_vnni = precision.int8_configs({"avx2", "fma"})
-    vnni = precision.int8_configs({"avx2", "avx512f", "avx512_vnni"})
+    no_vnni = ort_int8.int8_configs({"avx2", "fma"})
+    vnni = ort_int8.int8_configs({"avx2", "avx512f", "avx512_vnni"})
     assert [c.name for c in vnni] == [
         "U8S8 per-channel MinMax",
         "S8S8 per-channel MinMax",
@@ -134,9 +134,9 @@ def test_the_int8_candidates_follow_the_cpu():
         "U8S8 per-channel reduce_range MinMax",
         "U8S8 per-channel Percentile",
     ]
-    assert "VPMADDUBSW" in precision.int8_reason({"avx2"})
-    assert "VNNI" in precision.int8_reason({"avx2", "avx512_vnni"})
-    assert "AMX" in precision.int8_reason({"amx_int8"})
+    assert "VPMADDUBSW" in ort_int8.int8_reason({"avx2"})
+    assert "VNNI" in ort_int8.int8_reason({"avx2", "avx512_vnni"})
+    assert "AMX" in ort_int8.int8_reason({"amx_int8"})
 
 
 def _relu_only(path: Path) -> Path:
@@ -151,15 +151,15 @@ def _relu_only(path: Path) -> Path:
 
 def test_quantization_refuses_a_model_with_nothing_to_quantize(tmp_path):
     path = _relu_only(tmp_path / "relu.onnx")
-    with pytest.raises(precision.PrecisionError, match="nothing to quantize.*Relu"):
-        precision.quantize_onnx_int8(path, tmp_path / "out.onnx", batches())
+    with pytest.raises(ort_int8.PrecisionError, match="nothing to quantize.*Relu"):
+        ort_int8.quantize_onnx_int8(path, tmp_path / "out.onnx", batches())
     assert not (tmp_path / "out.onnx").exists()
 
 
 def test_quantization_refuses_an_already_quantized_model(cifar_onnx, tmp_path):
-    once = precision.quantize_onnx_int8(cifar_onnx, tmp_path / "once.onnx", batches())
-    with pytest.raises(precision.PrecisionError, match="already quantized"):
-        precision.quantize_onnx_int8(once, tmp_path / "twice.onnx", batches())
+    once = ort_int8.quantize_onnx_int8(cifar_onnx, tmp_path / "once.onnx", batches())
+    with pytest.raises(ort_int8.PrecisionError, match="already quantized"):
+        ort_int8.quantize_onnx_int8(once, tmp_path / "twice.onnx", batches())
     assert not (tmp_path / "twice.onnx").exists()
 
 
@@ -167,7 +167,7 @@ def test_quantization_refuses_a_file_that_is_not_a_model(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not an onnx model")
     with pytest.raises(inference.ModelFileError):
-        precision.quantize_onnx_int8(bad, tmp_path / "out.onnx", batches())
+        ort_int8.quantize_onnx_int8(bad, tmp_path / "out.onnx", batches())
     assert not (tmp_path / "out.onnx").exists()
 
 
@@ -215,12 +215,12 @@ def test_wilson_interval():
     lo4, hi4 = precision.wilson_interval(1800, 2000)
     w1, w4 = hi1 - lo1, hi4 - lo4
     assert w4 == pytest.approx(w1 / 2, rel=0.05)
-    with pytest.raises(precision.PrecisionError, match="no interval"):
+    with pytest.raises(ort_int8.PrecisionError, match="no interval"):
         precision.wilson_interval(3, 0)
 
 
 def test_agreement_refuses_mismatched_inputs():
-    with pytest.raises(precision.PrecisionError, match="3 images for 2 labels"):
+    with pytest.raises(ort_int8.PrecisionError, match="3 images for 2 labels"):
         precision.prediction_agreement([_engine("e", lambda x: x)], np.zeros((3, 1)), np.zeros(2))
 
 
@@ -302,7 +302,7 @@ def test_bench_precision_json_rows(tmp_path):
     )
     data = json.loads(json.dumps(result.to_dict()))
     int8 = [r for r in data["rows"] if r["precision"] == "int8"]
-    configs = precision.int8_configs(device.cpu_flags())
+    configs = ort_int8.int8_configs(device.cpu_flags())
     assert [r["config"]["name"] for r in int8] == [c.name for c in configs]
     assert all(r["top1_agreement"] >= 0.8 for r in int8)
     assert result.best_int8(1) in result.int8_rows(1)
@@ -393,33 +393,33 @@ def test_bench_table_best_engine_and_plot():
 
 def test_the_int8_choice_is_recorded_per_cpu_and_read_back(tmp_path):
     record = tmp_path / "int8-choice.json"
-    config, why = precision.chosen_int8(record)  # nothing measured yet: the default
-    assert config == precision.DEFAULT_INT8 and "ONNX Runtime's default types" in why
+    config, why = ort_int8.chosen_int8(record)  # nothing measured yet: the default
+    assert config == ort_int8.DEFAULT_INT8 and "ONNX Runtime's default types" in why
     rows = [_row("PyTorch eager", "fp32", 1, 100.0, 1.0)]
-    for ms, setting in ((40.0, precision.S8S8), (20.0, replace(precision.U8S8, reduce_range=True))):
+    for ms, setting in ((40.0, ort_int8.S8S8), (20.0, replace(ort_int8.U8S8, reduce_range=True))):
         rows.append(_row("ONNX Runtime", "int8", 1, ms, 0.995) | {"config": setting.to_dict()})
     result = replace(
-        _bench(rows), cpu_flags=[f for f in precision.CPU_FLAGS if f in device.cpu_flags()]
+        _bench(rows), cpu_flags=[f for f in ort_int8.CPU_FLAGS if f in device.cpu_flags()]
     )
     assert precision.record_int8_choice(result, record) == record
-    config, why = precision.chosen_int8(record)
-    assert config == replace(precision.U8S8, reduce_range=True)
+    config, why = ort_int8.chosen_int8(record)
+    assert config == replace(ort_int8.U8S8, reduce_range=True)
     assert "measured on this CPU" in why and "20.0 ms" in why and "99.5%" in why
     # another CPU's choice is kept beside this one's, and not used here
     other = replace(result, cpu_flags=["made-up"])
     precision.record_int8_choice(replace(other, rows=rows[:2]), record)
     entries = json.loads(record.read_text())
-    assert len(entries) == 2 and precision.chosen_int8(record)[0] == config
+    assert len(entries) == 2 and ort_int8.chosen_int8(record)[0] == config
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]"])
 def test_a_broken_int8_choice_record_is_one_clear_error(tmp_path, content):
     record = tmp_path / "int8-choice.json"
     record.write_text(content)
-    with pytest.raises(precision.PrecisionError, match="int8 choice record"):
-        precision.chosen_int8(record)
-    with pytest.raises(precision.PrecisionError, match="not an int8 setting"):
-        precision.Int8Config.from_dict({"activation": "float", "weight": "int8"})
+    with pytest.raises(ort_int8.PrecisionError, match="int8 choice record"):
+        ort_int8.chosen_int8(record)
+    with pytest.raises(ort_int8.PrecisionError, match="not an int8 setting"):
+        ort_int8.Int8Config.from_dict({"activation": "float", "weight": "int8"})
 
 
 def test_export_int8_uses_the_default_setting_where_none_was_measured(tmp_path, monkeypatch):
@@ -427,8 +427,8 @@ def test_export_int8_uses_the_default_setting_where_none_was_measured(tmp_path, 
     prepared = inference.export_inception("smoke")
     model = tmp_path / "inception_v3.onnx"
     model.write_bytes(prepared.onnx.path.read_bytes())
-    out, config, why = precision.export_int8(model, "smoke", calibration=1)
-    assert out == tmp_path / "inception_v3.int8.onnx" and config == precision.DEFAULT_INT8
+    out, config, why = ort_int8.export_int8(model, "smoke", calibration=1)
+    assert out == tmp_path / "inception_v3.int8.onnx" and config == ort_int8.DEFAULT_INT8
     assert "no int8 setting measured on this CPU" in why
     ops = inference.op_counts(out)
     assert ops.get("QuantizeLinear", 0) > 0 and ops.get("DequantizeLinear", 0) > 0
@@ -445,18 +445,16 @@ def test_export_int8_on_the_command_line_applies_the_recorded_setting(
     from rocm_dl_guide import cli
 
     monkeypatch.setenv("ROCM_DL_GUIDE_RUNS", str(tmp_path / "runs"))
-    setting = replace(precision.U8S8, reduce_range=True)
+    setting = replace(ort_int8.U8S8, reduce_range=True)
     rows = [
         _row("PyTorch eager", "fp32", 1, 100.0, 1.0),
         _row("ONNX Runtime", "int8", 1, 30.0, 0.99) | {"config": setting.to_dict()},
     ]
-    here = [f for f in precision.CPU_FLAGS if f in device.cpu_flags()]
+    here = [f for f in ort_int8.CPU_FLAGS if f in device.cpu_flags()]
     precision.record_int8_choice(replace(_bench(rows), cpu_flags=here))
     # one calibration batch instead of 16: the command's path, at test speed
-    real = precision.export_int8
-    monkeypatch.setattr(
-        precision, "export_int8", lambda path, prof: real(path, prof, calibration=1)
-    )
+    real = ort_int8.export_int8
+    monkeypatch.setattr(ort_int8, "export_int8", lambda path, prof: real(path, prof, calibration=1))
     out = tmp_path / "out"
     assert cli.main(["export", "--output", str(out), "--int8", "--profile", "smoke"]) == 0
     printed = capsys.readouterr().out

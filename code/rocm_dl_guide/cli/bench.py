@@ -60,7 +60,7 @@ def _cmd_bench_inference(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_precision(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import inference, precision
+    from rocm_dl_guide import inference, ort_int8, precision
 
     prof = run_profile("bench", args.profile)
     runs = None
@@ -95,7 +95,7 @@ def _cmd_bench_precision(args: argparse.Namespace) -> int:
         return 0
     print(result.summary())
     if recorded:
-        print(f"int8 on this CPU from now on: {precision.chosen_int8(recorded)[1]} ({recorded})")
+        print(f"int8 on this CPU from now on: {ort_int8.chosen_int8(recorded)[1]} ({recorded})")
     return 0
 
 

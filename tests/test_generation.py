@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from rocm_dl_guide import profiles
 from rocm_dl_guide.cli import main
 from rocm_dl_guide.lm import benchmark, corpus, generation, lora, pretrain
 
@@ -69,15 +70,54 @@ def test_the_cache_holds_a_key_and_a_value_per_layer_and_head(trained):
 
 def test_the_curve_times_every_length_with_every_cache_and_gives_the_speedup(trained):
     hf, prompt = trained
-    rows = generation.curve(hf, prompt, (8, 4), ("none", "dynamic"))
+    rows = generation.curve(hf, prompt, (8, 4, 8), ("none", "dynamic"))
     assert [(r.new_tokens, r.cache) for r in rows] == [
         (4, "none"),
         (4, "dynamic"),
         (8, "none"),
         (8, "dynamic"),
     ]
-    by = {(r.cache, r.new_tokens): r.ms for r in rows}
-    assert generation.speedup(rows, 8) == pytest.approx(by[("none", 8)] / by[("dynamic", 8)])
+    by = {(r.cache, r.new_tokens): r for r in rows}
+    assert generation.speedup(rows, 8) == pytest.approx(by[("none", 8)].ms / by[("dynamic", 8)].ms)
+    for cache in ("none", "dynamic"):
+        short, long = by[(cache, 4)], by[(cache, 8)]
+        # both lengths come from one generation of 8: the same first token, later ends
+        assert short.prefill_ms == long.prefill_ms < short.ms < long.ms
+        assert long.tokens_per_s == pytest.approx(8 / (long.ms / 1e3))
+
+
+def test_token_times_follow_each_token_of_one_generation(trained):
+    hf, prompt = trained
+    times = generation.token_times(hf, prompt, 12, "none")
+    assert len(times) == 12 and times == sorted(set(times)) and times[0] > 0
+    # the streamer changes nothing in what is generated
+    clock = generation.TokenClock()
+    streamed = generation.generate(hf, prompt, 12, streamer=clock)
+    assert torch.equal(streamed, generation.generate(hf, prompt, 12)) and len(clock.times) == 12
+    with pytest.raises(ValueError, match="one sequence, got a batch of 2"):
+        generation.token_times(hf, prompt.repeat(2, 1), 4)
+
+
+def test_the_curve_is_the_median_of_its_runs_at_every_token(trained, monkeypatch):
+    hf, prompt = trained
+    runs = iter([[1.0, 2.0, 9.0], [0.5, 1.0, 2.0], [3.0, 4.0, 5.0], [0.1, 0.2, 0.3]])
+    calls = []
+
+    def fake(model, prompt, n, cache):
+        calls.append(cache)
+        return next(runs)
+
+    monkeypatch.setattr(generation, "token_times", fake)
+    curves = generation.token_curves(hf, prompt, 3, ("none", "dynamic"), iterations=2)
+    assert calls == ["none", "dynamic", "none", "dynamic"]  # the caches take turns
+    assert curves == {"none": [2.0, 3.0, 7.0], "dynamic": [0.3, 0.6, 1.15]}
+    rows = generation.rows_at(curves, (3,))
+    assert [(r.cache, r.ms, r.prefill_ms) for r in rows] == [
+        ("none", 7000.0, 2000.0),
+        ("dynamic", 1150.0, 300.0),
+    ]
+    with pytest.raises(ValueError, match="no time for 4 new tokens: the curve has 3"):
+        generation.rows_at(curves, (4,))
 
 
 def test_only_the_static_cache_compiles(trained):
@@ -142,3 +182,25 @@ def test_bench_llm_prints_one_record_with_the_machine(monkeypatch, capsys):
     assert len(math) == 2 and all(r["max_abs_diff"] == 0 for r in math)
     assert main(["bench", "llm", "--parts", "attention,speed", "--json"]) == 1
     assert "unknown part 'speed'" in capsys.readouterr().err
+
+
+def test_bench_llm_generation_rows_cover_the_curve_the_static_cache_and_batches(
+    trained, monkeypatch
+):
+    """The record's generation list on the smoke profile: the page's lengths, twice
+    the longest, the batch length; the static cache eager and compiled; batches.
+    (Compiling is tested above: here it is switched off to keep the test short.)"""
+    hf, prompt = trained
+    monkeypatch.setitem(generation.NEW_TOKENS, "smoke", (4, 8))
+    monkeypatch.setattr(generation, "BATCH_TOKENS", 2)
+    monkeypatch.setattr(generation, "_compile_kwargs", lambda compiled: {"disable_compile": True})
+    tokenizer = pretrain.load("smoke").tokenizer
+    rows = benchmark.generation_rows(profiles.current("smoke"), hf, tokenizer)
+    curve = [(r["new_tokens"], r["cache"]) for r in rows if r["batch"] == 1 and not r["compiled"]]
+    assert curve[:8] == [(n, c) for n in (2, 4, 8, 16) for c in ("none", "dynamic")]
+    assert [(r["cache"], r["compiled"], r["new_tokens"]) for r in rows[8:10]] == [
+        ("static", False, 8),
+        ("static", True, 8),
+    ]
+    assert [(r["batch"], r["new_tokens"]) for r in rows[10:]] == [(4, 2), (16, 2)]
+    assert all(r["tokens_per_s"] > 0 and r["prefill_ms"] > 0 for r in rows)

@@ -63,7 +63,8 @@ def generation_rows(profile: profiles.Profile, model=None, tokenizer=None) -> li
     """The KV-cache curve (the generation page's lengths, and on the ``smoke``
     profile twice the longest, where the gap is widest), the static cache (eager
     and compiled) at the page's middle length, and batches of :data:`BATCHES`
-    at 128 new tokens."""
+    at :data:`~rocm_dl_guide.lm.generation.BATCH_TOKENS` new tokens (batch 1 is
+    the curve's row at that length)."""
     from rocm_dl_guide.lm import corpus, generation
 
     if model is None:
@@ -73,7 +74,8 @@ def generation_rows(profile: profiles.Profile, model=None, tokenizer=None) -> li
     repeats = 1 if profile.name == "smoke" else 3
     # The gpu profile's page already reaches 1,024 tokens; 2,048 more, three
     # times over with and without the cache, kept an H200 busy past 300 s.
-    lengths = (*page, 2 * max(page)) if profile.name == "smoke" else page
+    longer = (2 * max(page),) if profile.name == "smoke" else ()
+    lengths = (*page, *longer, generation.BATCH_TOKENS)
     rows = generation.curve(model, prompt, lengths, iterations=repeats)
     middle = sorted(page)[len(page) // 2]
     rows += [
@@ -81,7 +83,7 @@ def generation_rows(profile: profiles.Profile, model=None, tokenizer=None) -> li
         for c in (False, True)
     ]
     rows += [
-        generation.timed(model, prompt.repeat(b, 1), 128, iterations=repeats)
+        generation.timed(model, prompt.repeat(b, 1), generation.BATCH_TOKENS, iterations=repeats)
         for b in BATCHES
         if b > 1
     ]

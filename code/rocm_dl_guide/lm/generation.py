@@ -14,11 +14,15 @@ what ``torch.compile`` needs to compile the decode step once.
 (``min_new_tokens`` keeps the end-of-text token from stopping it early), and
 times prefill (a generation of one token) and the whole generation, each as
 the median of repeats after a warm-up (:mod:`rocm_dl_guide.timing`).
+:func:`token_times` times one generation at every token, through
+``generate``'s streamer hook, which is how :func:`curve` gets every length
+of its curve out of one generation of the longest.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +39,9 @@ NEW_TOKENS = {"smoke": (64, 128, 256, 512), "gpu": (64, 256, 1024)}
 """New tokens per generation, per profile (``full`` takes ``gpu``'s)."""
 
 WARMUP_TOKENS = 16
-"""New tokens of an eager generation's warm-up (:func:`timed`)."""
+"""New tokens of an eager generation's warm-up (:func:`timed`, :func:`curve`)."""
+BATCH_TOKENS = 64
+"""New tokens of the batched generations (the generation page, ``bench llm``)."""
 
 
 @dataclass
@@ -170,17 +176,57 @@ def generate(
     cache: str = "dynamic",
     compiled: bool = False,
     temperature: float = 0.0,
+    streamer: Any = None,
 ) -> torch.Tensor:
     """Generation of exactly ``new_tokens`` tokens after ``prompt`` (batch, length)
     with ``cache`` (``compiled``: the static cache's decode step compiled with
     ``torch.compile``); returns prompt and new tokens. Greedy, unless
     ``temperature`` is above 0: then sampled from the 50 likeliest tokens
-    (seed with ``torch.manual_seed`` for a repeatable draw)."""
+    (seed with ``torch.manual_seed`` for a repeatable draw). ``streamer``
+    (``generate``'s hook, batch 1 only) hears the prompt, then each new token."""
     kwargs = _kwargs(model, cache, new_tokens, compiled)
     if temperature > 0:
         kwargs.update(do_sample=True, temperature=temperature, top_k=50)
+    if streamer is not None:
+        kwargs["streamer"] = streamer
     with torch.no_grad():
         return model.generate(prompt, attention_mask=torch.ones_like(prompt), **kwargs)
+
+
+class TokenClock:
+    """A streamer for ``generate`` that notes when each new token arrives: seconds
+    since the clock was made. ``generate`` hands a streamer the prompt first, then
+    every new token as it is chosen (copied to the host, so on a GPU the time
+    includes the step's kernels)."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.times: list[float] = []
+        self._prompt_seen = False
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        self.times.append(time.perf_counter() - self.start)
+
+    def end(self) -> None:
+        """``generate``'s end-of-stream call: nothing to flush."""
+
+
+def token_times(
+    model: Any, prompt: torch.Tensor, new_tokens: int, cache: str = "dynamic"
+) -> list[float]:
+    """Seconds from the call of a greedy generation of ``new_tokens`` (batch 1) to
+    each of its new tokens: element ``n - 1`` is the time a generation of ``n``
+    tokens takes, because a step's work depends only on the positions before it."""
+    if prompt.shape[0] != 1:
+        raise ValueError(f"token times are for one sequence, got a batch of {prompt.shape[0]}")
+    clock = TokenClock()
+    generate(model, prompt, new_tokens, cache, streamer=clock)
+    if len(clock.times) != new_tokens:
+        raise RuntimeError(f"generate streamed {len(clock.times)} tokens, not {new_tokens}")
+    return clock.times
 
 
 def timed(
@@ -233,16 +279,58 @@ def curve(
     caches: tuple[str, ...] = ("none", "dynamic"),
     iterations: int = 1,
 ) -> list[GenRow]:
-    """Time generations of every length with every cache, shortest first. Each
-    cache is warmed up once, with a short generation, rather than at every
-    length: without the cache the longest generations take seconds each."""
+    """Rows for every length with every cache, shortest first, from
+    :func:`token_curves` at the longest length: the time to the ``n``-th token of
+    one long generation is what a generation of ``n`` tokens costs, and timing
+    each length on its own would repeat the long recomputations without a cache."""
+    return rows_at(token_curves(model, prompt, max(lengths), caches, iterations), lengths)
+
+
+def token_curves(
+    model: Any,
+    prompt: torch.Tensor,
+    new_tokens: int,
+    caches: tuple[str, ...] = ("none", "dynamic"),
+    iterations: int = 1,
+) -> dict[str, list[float]]:
+    """Per cache, the seconds to each new token of a greedy generation of
+    ``new_tokens`` (:func:`token_times`), the median of ``iterations`` at every
+    token. Each cache is warmed up first with :data:`WARMUP_TOKENS` new tokens;
+    the caches then take turns, so that a slow spell falls on them alike."""
     for cache in caches:
-        generate(model, prompt, min(lengths), cache)
-    return [
-        timed(model, prompt, n, cache, iterations=iterations, warmup=0)
-        for n in sorted(lengths)
-        for cache in caches
-    ]
+        generate(model, prompt, min(new_tokens, WARMUP_TOKENS), cache)
+    runs: dict[str, list[list[float]]] = {cache: [] for cache in caches}
+    for _ in range(iterations):
+        for cache in caches:
+            runs[cache].append(token_times(model, prompt, new_tokens, cache))
+    return {
+        cache: [statistics.median(at) for at in zip(*times, strict=True)]
+        for cache, times in runs.items()
+    }
+
+
+def rows_at(curves: dict[str, list[float]], lengths: tuple[int, ...]) -> list[GenRow]:
+    """One batch-1 row per length (once each) and cache, shortest first, from
+    :func:`token_curves`: the whole generation is the time to the ``n``-th
+    token, prefill the time to the first."""
+    rows = []
+    for n in sorted(set(lengths)):
+        for cache, times in curves.items():
+            if not 0 < n <= len(times):
+                raise ValueError(f"no time for {n} new tokens: the curve has {len(times)}")
+            rows.append(
+                GenRow(
+                    kv_cache=cache != "none",
+                    cache=cache,
+                    compiled=False,
+                    batch=1,
+                    new_tokens=n,
+                    tokens_per_s=n / times[n - 1],
+                    prefill_ms=times[0] * 1e3,
+                    ms=times[n - 1] * 1e3,
+                )
+            )
+    return rows
 
 
 def speedup(rows: list[GenRow], new_tokens: int, cache: str = "dynamic") -> float:

@@ -134,6 +134,8 @@ class Build:
     code: int
     log: str
     seconds: float
+    clean: bool = False
+    """Whether the build started without an execution cache (a fresh checkout)."""
 
     @property
     def executed(self) -> list[str]:
@@ -145,6 +147,7 @@ class Build:
 
 def build_book(root: Path = ROOT, timeout: int = 3600, env: dict | None = None) -> Build:
     """``jupyter-book build`` as ``make book`` runs it; returns exit code, log and time."""
+    clean = not (root / ".jupyter_cache").exists()
     start = time.monotonic()
     proc = subprocess.run(
         [tool("jupyter-book"), "build", str(root), "-W", "-n", "--keep-going"],
@@ -153,7 +156,7 @@ def build_book(root: Path = ROOT, timeout: int = 3600, env: dict | None = None) 
         timeout=timeout,
         env=env,
     )
-    return Build(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start)
+    return Build(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start, clean)
 
 
 @pytest.fixture(scope="session")

@@ -61,6 +61,7 @@ CORE = frozenset(
         "checkpoints",
         "files",
         "fixtures",
+        "inductor",
         "keras_train",
         "messages",
         "plots",

@@ -113,3 +113,16 @@ def test_importing_the_flow_keeps_pytorchs_notices_about_torchao_off_the_page(ca
 
     for name, _ in messages.TORCHAO_NOTICES:
         assert len(logging.getLogger(name).filters) == 1, name
+
+
+def test_inductor_freezing_is_on_inside_the_block_only():
+    import torch._inductor.config as inductor_config
+
+    from rocm_dl_guide.inductor import freezing
+
+    before = inductor_config.freezing
+    with freezing():
+        assert inductor_config.freezing is True
+    assert inductor_config.freezing == before
+    with freezing(on=False):
+        assert inductor_config.freezing == before

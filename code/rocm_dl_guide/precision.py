@@ -134,7 +134,7 @@ class Engine:
 def torch_engine(model, precision: str, compiled: bool = False) -> Engine:
     import torch
 
-    from rocm_dl_guide.pt2e import freezing
+    from rocm_dl_guide.inductor import freezing
 
     model = model.eval()
     fn = torch.compile(model) if compiled else model

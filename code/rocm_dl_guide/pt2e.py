@@ -21,12 +21,12 @@ own documentation sends readers.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from collections.abc import Callable
 
 import numpy as np
 
+from rocm_dl_guide.inductor import freezing
 from rocm_dl_guide.messages import quiet_torchao_notices
 
 quiet_torchao_notices()
@@ -89,18 +89,6 @@ def quantize(model, batches: list[np.ndarray], reduce_range: bool = False):
             for start in range(0, len(batch), CALIBRATION_CHUNK):
                 prepared(torch.from_numpy(batch[start : start + CALIBRATION_CHUNK]))
         return convert_pt2e(prepared)
-
-
-def freezing(on: bool = True) -> contextlib.AbstractContextManager:
-    """Inductor's freezing, on for the calls inside the ``with`` block only: the
-    weights become constants, so Inductor can fold them and choose oneDNN's
-    layouts (its setting for CPU inference). Scoped, not global, so that other
-    compiled models in the process keep their settings; the one way the package
-    turns it on (``torch.compile(..., options={"freezing": True})`` failed on
-    the PT2E graph with PyTorch 2.14, where the scoped setting works)."""
-    import torch
-
-    return torch._inductor.config.patch(freezing=True) if on else contextlib.nullcontext()
 
 
 def compiled(quantized) -> Callable[[np.ndarray], np.ndarray]:

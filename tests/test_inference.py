@@ -24,7 +24,7 @@ torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
 from conftest import guide_cli  # noqa: E402
-from rocm_dl_guide import bench, inception, inference  # noqa: E402
+from rocm_dl_guide import bench, cpp_example, inception, inference  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "book" / "optimization"
@@ -500,9 +500,9 @@ def test_cpp_example_sources_and_page():
 
 def test_cpp_example_is_not_built_without_migraphx_and_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCM_PATH", str(tmp_path / "no-rocm"))
-    monkeypatch.setattr(inference, "_rocm_lib_dirs", lambda: [tmp_path / "no-rocm" / "lib"])
+    monkeypatch.setattr(inference, "rocm_lib_dirs", lambda: [tmp_path / "no-rocm" / "lib"])
     files = {k: tmp_path / k for k in ("model", "input", "expected")}
-    result = inference.run_cpp_example(files, tmp_path / "build")
+    result = cpp_example.run_cpp_example(files, tmp_path / "build")
     assert not result.ran and result.returncode is None
     assert result.output.startswith("Not built here:") and "development files" in result.output
     assert not (tmp_path / "build").exists()

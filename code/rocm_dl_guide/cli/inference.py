@@ -41,11 +41,11 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import inference, ort_int8
+    from rocm_dl_guide import cpp_example, inference, ort_int8
 
     prof = run_profile("export", args.profile)
     try:
-        files = inference.write_cpp_inputs(args.output, prof)
+        files = cpp_example.write_cpp_inputs(args.output, prof)
         if args.int8:
             files["int8"], _, why = ort_int8.export_int8(files["model"], prof)
     except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:

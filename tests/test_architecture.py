@@ -84,7 +84,17 @@ DOCTOR = frozenset({"doctor"})
 DOCTOR_USERS = frozenset({"inference"})
 CASE_STUDIES = frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb", "lm"})
 INFERENCE_CHAPTER = frozenset(
-    {"inference", "bench", "cpp_example", "precision", "ort_int8", "pt2e", "profiling", "tuning"}
+    {
+        "inference",
+        "bench",
+        "cpp_example",
+        "graph_views",
+        "precision",
+        "ort_int8",
+        "pt2e",
+        "profiling",
+        "tuning",
+    }
 )
 OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling", "selfcheck", "recipes"})
 ENTRY_POINTS = frozenset({"cli", "__main__"})  # "cli": cli.py, or cli/ and cli.*
@@ -97,6 +107,7 @@ ALLOWED_EXTRA = {
     "inference": frozenset({"inception"}),
     # the C++ example's inputs are the inference chapter's export of Inception v3
     "cpp_example": frozenset({"inference"}),
+    "graph_views": frozenset({"inference"}),
     "bench": frozenset({"inception", "inference"}),
     # precision times Inception v3 and measures agreement on the trained CIFAR-10 network.
     # Its int8 engines: ONNX Runtime's (ort_int8) and PyTorch's own (pt2e).

@@ -25,6 +25,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from conftest import guide_cli  # noqa: E402
 from rocm_dl_guide import bench, cpp_example, inception, inference  # noqa: E402
+from rocm_dl_guide.graph_views import graph_views  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "book" / "optimization"
@@ -648,7 +649,7 @@ def test_cli_bench_unknown_backend_and_missing_migraphx():
 
 
 def test_graph_views_show_what_onnx_runtimes_passes_did(no_migraphx, prepared, tmp_path):
-    views = inference.graph_views(prepared, workdir=tmp_path)
+    views = graph_views(prepared, workdir=tmp_path)
     assert "ONNX Runtime counterpart" in views.label and views.before_text == ""
     counts = views.table.set_index("operator")
     assert counts.loc["Conv", "before"] > 0 and counts.loc["Conv", "after"] == 0  # all rewritten

@@ -174,7 +174,9 @@ def measure(
 ) -> list[Row]:
     """Time and peak memory of each backend at each length, and its largest
     difference from the math backend's output; unsupported backends get a row
-    that says why."""
+    that says why. Per length, each backend is called once for its peak memory
+    and output, which counts as the first of its ``warmup`` calls (at least that
+    one), then timed ``iterations`` times, side by side with the others."""
     from rocm_dl_guide import timing
 
     device = torch.device(device)
@@ -188,14 +190,15 @@ def measure(
     for n in seq_lens:
         q, k, v = inputs(n, device, dtype)
         runs = {b: _runner(q, k, v, b, device) for b in backends if usable[b]}
-        timings = timing.measure_side_by_side(runs, warmup, iterations, rounds=2)
-        # one more call per backend: its peak memory, and its output for the
-        # agreement (the math backend's is the reference)
+        # each backend's first call at this length gives its peak memory and its
+        # output for the agreement (the math backend's is the reference), and is
+        # the first of its warm-up calls
         peaks, outputs = {}, {}
         for b in runs:
             out: list[torch.Tensor] = []
             peaks[b] = peak_extra_bytes(_runner(q, k, v, b, device, keep=out), device)
             outputs[b] = out.pop().float()
+        timings = timing.measure_side_by_side(runs, max(0, warmup - 1), iterations, rounds=2)
         reference = outputs.get("math")
         if reference is None:
             reference = attend(q, k, v, "math").float()

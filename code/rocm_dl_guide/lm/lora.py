@@ -200,13 +200,29 @@ def base_model(profile: profiles.ProfileLike = None, path: str | os.PathLike | N
     """The pretrained decoder, its tokenizer and where it came from.
 
     ``path`` is the weights ``tiny-lm`` saved, or a ``transformers`` model folder
-    (``config.json``, ``tokenizer.json`` and the weights). Without it: on the
-    ``real`` data source, SmolLM2-135M from the Hub (pinned; downloaded once);
-    offline, the weights of ``train tiny-lm`` in its default folder
-    (``checkpoints/tiny-lm``) where there are some, or else the book's ``tiny-lm``
-    run in the runs folder, pretrained first if missing (after waiting for a
-    pretraining run in progress).
+    (``config.json``, ``tokenizer.json`` and the weights). Without it, the model
+    :func:`base_weights` finds.
     """
+    prof = profiles.current(profile)
+    path = base_weights(prof, path)
+    if Path(path).is_dir():
+        return (*from_folder(Path(path)), Path(path))
+    data = pretrain.load(prof)
+    size = models.SIZES.get(prof.name, models.SIZES["smoke"])
+    lm = models.build(size, data.vocab_size, data.eos_id)
+    checkpoints.load_weights(lm, path)
+    return lm, data.tokenizer, Path(path)
+
+
+def base_weights(
+    profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None
+) -> Path:
+    """Where :func:`base_model`'s weights are, without loading them: ``path`` if
+    given; on the ``real`` data source, SmolLM2-135M's folder from the Hub
+    (pinned; downloaded once); offline, the weights of ``train tiny-lm`` in its
+    default folder (``checkpoints/tiny-lm``) where there are some, or else the
+    book's ``tiny-lm`` run in the runs folder, pretrained first if missing (after
+    waiting for a pretraining run in progress)."""
     from rocm_dl_guide.runs import runs_dir
 
     prof = profiles.current(profile)
@@ -214,10 +230,7 @@ def base_model(profile: profiles.ProfileLike = None, path: str | os.PathLike | N
         path = hub.fetch(hub.SMOLLM2_135M)
         print(f"base model: {hub.SMOLLM2_135M.describe()}, {path}", flush=True)
     if path is not None and Path(path).is_dir():
-        return (*from_folder(Path(path)), Path(path))
-    data = pretrain.load(prof)
-    size = models.SIZES.get(prof.name, models.SIZES["smoke"])
-    lm = models.build(size, data.vocab_size, data.eos_id)
+        return Path(path)
     if path is None:
         path = casestudies.get("tiny-lm").default_checkpoint_dir / pretrain.WEIGHTS_NAME
         if not path.is_file():
@@ -231,8 +244,7 @@ def base_model(profile: profiles.ProfileLike = None, path: str | os.PathLike | N
             f"no pretrained model at {path}: give the weights `train tiny-lm` saved "
             f"({pretrain.WEIGHTS_NAME} in its checkpoint folder)"
         )
-    checkpoints.load_weights(lm, path)
-    return lm, data.tokenizer, Path(path)
+    return Path(path)
 
 
 def from_folder(folder: Path) -> tuple[models.CausalLM, Any]:

@@ -88,13 +88,15 @@ def model_folder(profile: profiles.ProfileLike = None) -> Path:
     """The profile's language model as a ``transformers`` model folder, which the
     engine loads: SmolLM2-135M's own folder where the profile uses it, otherwise
     the pretrained ``tiny-lm`` (pretrained first if missing) saved with a fast
-    tokenizer into ``<runs>/lm-serving/model``, exported again when the weights change."""
+    tokenizer into ``<runs>/lm-serving/model``, exported again when the weights
+    change (the model is loaded only then: a folder that is up to date is
+    found from the weights file's size and time alone)."""
     from rocm_dl_guide.lm import lora
 
-    lm, tokenizer, path = lora.base_model(profile)
-    if Path(path).is_dir():
-        return Path(path)
-    stat = Path(path).stat()
+    path = lora.base_weights(profile)
+    if path.is_dir():
+        return path
+    stat = path.stat()
     source = {"weights": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     target = runs.runs_dir("lm-serving") / "model"
 
@@ -105,6 +107,7 @@ def model_folder(profile: profiles.ProfileLike = None) -> Path:
     if not is_complete(target):
         with files.build_lock(target, what="the served model folder"):
             if not is_complete(target):
+                lm, tokenizer, _ = lora.base_model(profile, path)
                 with files.staged_directory(target, "export") as staged:
                     export(lm, tokenizer, staged)
                     (staged / SOURCE_FILE).write_text(json.dumps(source))

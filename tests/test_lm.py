@@ -111,7 +111,22 @@ def test_train_tiny_lm_records_perplexities_and_beats_the_untrained_model(tmp_pa
         assert math.isfinite(record[key]) and record[key] > 0, key
     assert record["perplexity"] < record["perplexity_before"] / 4
     assert record["perplexity_before"] > 0.5 * 4096  # untrained: close to uniform
-    assert (tmp_path / pretrain.WEIGHTS_NAME).is_file()
+    weights = tmp_path / pretrain.WEIGHTS_NAME
+    assert weights.is_file()
+    # next to the weights, the same model as a transformers folder, marked current
+    from transformers import AutoModelForCausalLM
+
+    from rocm_dl_guide import checkpoints
+
+    assert pretrain.folder_for(weights) == tmp_path / pretrain.MODEL_FOLDER
+    assert pretrain.folder_is_current(weights)
+    data = pretrain.load("smoke")
+    lm = model.build(model.SIZES["smoke"], data.vocab_size, data.eos_id, seed=1)
+    checkpoints.load_weights(lm, weights)
+    folder = AutoModelForCausalLM.from_pretrained(tmp_path / pretrain.MODEL_FOLDER)
+    ids = torch.tensor([data.tokenizer.encode("The ").ids])
+    with torch.no_grad():
+        torch.testing.assert_close(folder(ids).logits, lm.decoder()(ids).logits)
 
 
 def test_tiny_lm_epochs_come_from_the_recipe_capped_by_the_registry():

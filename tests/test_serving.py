@@ -10,6 +10,7 @@ import socket
 import time
 
 import pytest
+import torch
 
 from rocm_dl_guide.lm import model as models
 from rocm_dl_guide.lm import pretrain, serving
@@ -24,8 +25,43 @@ def folder(tmp_path_factory):
     data = pretrain.load("smoke")
     lm = models.build(TINY, data.vocab_size, data.eos_id, seed=0)
     path = tmp_path_factory.mktemp("served-model")
-    serving.export(lm, data.tokenizer, path)
+    pretrain.export(lm, data.tokenizer, path)
     return path
+
+
+def test_model_folder_is_found_from_the_weights_and_written_again_when_they_change(
+    tmp_path, monkeypatch
+):
+    """``model_folder`` serves the folder pretraining wrote next to the weights,
+    without loading the model while it is current, and writes it again (the
+    new weights) once the weights file changes."""
+    from transformers import AutoModelForCausalLM
+
+    from rocm_dl_guide import checkpoints
+    from rocm_dl_guide.lm import lora
+
+    data = pretrain.load("smoke")
+    lm = models.build(TINY, data.vocab_size, data.eos_id, seed=0)
+    weights = tmp_path / pretrain.WEIGHTS_NAME
+    checkpoints.save_weights(lm, weights)
+    pretrain.save_folder(lm, data.tokenizer, weights)
+    monkeypatch.setattr(lora, "base_weights", lambda profile=None: weights)
+
+    def not_loaded(*args, **kwargs):
+        raise AssertionError("a current folder needs no model")
+
+    monkeypatch.setattr(lora, "base_model", not_loaded)
+    assert serving.model_folder("smoke") == tmp_path / pretrain.MODEL_FOLDER
+
+    changed = models.build(TINY, data.vocab_size, data.eos_id, seed=1)
+    checkpoints.save_weights(changed, weights)
+    assert not pretrain.folder_is_current(weights)
+    monkeypatch.setattr(lora, "base_model", lambda profile, path: (changed, data.tokenizer, path))
+    folder = serving.model_folder("smoke")
+    assert pretrain.folder_is_current(weights)
+    saved = AutoModelForCausalLM.from_pretrained(folder)
+    for name, tensor in changed.decoder().state_dict().items():
+        assert torch.equal(saved.state_dict()[name], tensor), name
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ Beating the unigram model is what shows the model learnt to use the context.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,12 @@ def settings(profile: profiles.ProfileLike = None) -> dict[str, Any]:
 SAMPLE_PROMPTS = ("The ", "A list ", "An exception ")
 WEIGHTS_NAME = "tiny_lm.pt"
 """The trained weights, next to the run's checkpoints."""
+MODEL_FOLDER = "model"
+"""The trained model and its tokenizer as a ``transformers`` model folder, next
+to the weights (what ``AutoModelForCausalLM.from_pretrained`` and the serving
+engines load)."""
+SOURCE_FILE = "rocm_dl_guide_source.json"
+"""Written into that folder: which weights it holds (their path, size and time)."""
 
 
 class TokenBlocks(Dataset):
@@ -313,6 +320,8 @@ def train(
             progress=progress,
             final_weights=WEIGHTS_NAME,
         )
+        if alone:  # the weights as a transformers folder, while its classes are loaded
+            save_folder(model, data.tokenizer, Path(checkpoint_dir) / WEIGHTS_NAME)
     samples_after = _samples(model, data) if samples and main and not fsdp else {}
     return LMRun(
         model=model,
@@ -331,3 +340,54 @@ def train(
 
 def _samples(model: models.CausalLM, data: LMData) -> dict[str, str]:
     return {p: generate(model, data.tokenizer, p, seed=i) for i, p in enumerate(SAMPLE_PROMPTS)}
+
+
+# --------------------------------------------------------------------------- the model folder
+
+
+def folder_for(weights: Path) -> Path:
+    """The ``transformers`` model folder of the weights file ``weights``."""
+    return Path(weights).parent / MODEL_FOLDER
+
+
+def _source(weights: Path) -> dict[str, Any]:
+    stat = Path(weights).stat()
+    return {
+        "weights": str(weights),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "inode": stat.st_ino,
+    }
+
+
+def folder_is_current(weights: Path) -> bool:
+    """Whether :func:`folder_for` ``(weights)`` holds these weights as they are
+    now: its :data:`SOURCE_FILE` names their path, size and time (nothing is loaded)."""
+    marker = folder_for(weights) / SOURCE_FILE
+    return marker.is_file() and json.loads(marker.read_text()) == _source(weights)
+
+
+def save_folder(lm: models.CausalLM, tokenizer: Any, weights: Path) -> Path:
+    """Write ``lm`` (the model ``weights`` holds) and its tokenizer as the weights'
+    model folder (:func:`folder_for`), in one step: a folder is complete or absent.
+    One process at a time; a folder that is already current is kept."""
+    target = folder_for(weights)
+    with files.build_lock(target, what="the model folder"):
+        if not folder_is_current(weights):
+            with files.staged_directory(target, "export") as staged:
+                export(lm, tokenizer, staged)
+                (staged / SOURCE_FILE).write_text(json.dumps(_source(weights)))
+    return target
+
+
+def export(lm: models.CausalLM, tokenizer: Any, folder: Path) -> None:
+    """Save a :class:`~rocm_dl_guide.lm.model.CausalLM` and its ``tokenizers``
+    tokenizer as a ``transformers`` model folder (weights, config, fast tokenizer)."""
+    from transformers import PreTrainedTokenizerFast
+
+    decoder = lm.decoder()
+    eos = corpora.END_OF_TEXT
+    decoder.generation_config.eos_token_id = tokenizer.token_to_id(eos)
+    decoder.save_pretrained(folder)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eos, bos_token=eos)
+    fast.save_pretrained(folder)

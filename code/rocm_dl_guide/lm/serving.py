@@ -49,8 +49,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_dl_guide import files, ports, profiles, runs
-from rocm_dl_guide.lm import corpus
+from rocm_dl_guide import ports, profiles
+from rocm_dl_guide.lm import corpus, pretrain
 
 ENGINE = "transformers serve"
 """The engine's name in :class:`ServeRow`."""
@@ -73,8 +73,6 @@ STOP_GRACE_S = 10.0
 """How long a SIGTERM'ed engine gets to finish before SIGKILL."""
 LIFETIME_S = 900.0
 """Default lifetime of a server started by a page or test, after which it ends itself."""
-SOURCE_FILE = "rocm_dl_guide_source.json"
-"""Written into the exported model folder: which weights it holds."""
 
 
 class ServingError(RuntimeError):
@@ -87,44 +85,20 @@ class ServingError(RuntimeError):
 def model_folder(profile: profiles.ProfileLike = None) -> Path:
     """The profile's language model as a ``transformers`` model folder, which the
     engine loads: SmolLM2-135M's own folder where the profile uses it, otherwise
-    the pretrained ``tiny-lm`` (pretrained first if missing) saved with a fast
-    tokenizer into ``<runs>/lm-serving/model``, exported again when the weights
-    change (the model is loaded only then: a folder that is up to date is
-    found from the weights file's size and time alone)."""
+    the folder that pretraining ``tiny-lm`` wrote next to its weights (pretrained
+    first if missing). Where that folder is missing or holds older weights (a
+    run under ``torchrun``, or weights copied in), the model is loaded and the
+    folder written again; a current folder is found from the weights file's
+    size and time alone."""
     from rocm_dl_guide.lm import lora
 
     path = lora.base_weights(profile)
     if path.is_dir():
         return path
-    stat = path.stat()
-    source = {"weights": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    target = runs.runs_dir("lm-serving") / "model"
-
-    def is_complete(folder: Path) -> bool:
-        marker = folder / SOURCE_FILE
-        return marker.is_file() and json.loads(marker.read_text()) == source
-
-    if not is_complete(target):
-        with files.build_lock(target, what="the served model folder"):
-            if not is_complete(target):
-                lm, tokenizer, _ = lora.base_model(profile, path)
-                with files.staged_directory(target, "export") as staged:
-                    export(lm, tokenizer, staged)
-                    (staged / SOURCE_FILE).write_text(json.dumps(source))
-    return target
-
-
-def export(lm: Any, tokenizer: Any, folder: Path) -> None:
-    """Save a :class:`~rocm_dl_guide.lm.model.CausalLM` and its ``tokenizers``
-    tokenizer as a ``transformers`` model folder (weights, config, fast tokenizer)."""
-    from transformers import PreTrainedTokenizerFast
-
-    decoder = lm.decoder()
-    eos = corpus.END_OF_TEXT
-    decoder.generation_config.eos_token_id = tokenizer.token_to_id(eos)
-    decoder.save_pretrained(folder)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eos, bos_token=eos)
-    fast.save_pretrained(folder)
+    if not pretrain.folder_is_current(path):
+        lm, tokenizer, _ = lora.base_model(profile, path)
+        pretrain.save_folder(lm, tokenizer, path)
+    return pretrain.folder_for(path)
 
 
 # --------------------------------------------------------------------------- the server process

@@ -60,6 +60,23 @@ def test_timed_generation_reports_its_figures(trained):
         generation.timed(hf, prompt, 8, "paged")
 
 
+def test_timed_takes_prefill_and_the_whole_from_the_same_generations(trained, monkeypatch):
+    hf, prompt = trained
+    runs = iter([[0.1, 0.5, 0.9], [0.3, 0.4, 0.6], [0.2, 0.3, 2.0]])
+    calls = []
+
+    def fake(model, prompt, n, cache, compiled):
+        calls.append((n, cache, compiled))
+        return next(runs)
+
+    monkeypatch.setattr(generation, "token_times", fake)
+    monkeypatch.setattr(generation, "generate", lambda *a, **k: calls.append(("warm-up", a[2])))
+    row = generation.timed(hf, prompt, 3, "static", iterations=3, warmup=1)
+    assert calls == [("warm-up", 3)] + [(3, "static", False)] * 3  # no separate prefill run
+    assert (row.prefill_ms, row.ms) == pytest.approx((200.0, 900.0))  # medians of first and last
+    assert row.tokens_per_s == pytest.approx(3 / 0.9)
+
+
 def test_the_cache_holds_a_key_and_a_value_per_layer_and_head(trained):
     hf, _ = trained
     c = hf.config
@@ -94,8 +111,8 @@ def test_token_times_follow_each_token_of_one_generation(trained):
     clock = generation.TokenClock()
     streamed = generation.generate(hf, prompt, 12, streamer=clock)
     assert torch.equal(streamed, generation.generate(hf, prompt, 12)) and len(clock.times) == 12
-    with pytest.raises(ValueError, match="one sequence, got a batch of 2"):
-        generation.token_times(hf, prompt.repeat(2, 1), 4)
+    # a batch streams each step's tokens at once: one time per step
+    assert len(generation.token_times(hf, prompt.repeat(2, 1), 4)) == 4
 
 
 def test_the_curve_is_the_median_of_its_runs_at_every_token(trained, monkeypatch):

@@ -10,13 +10,13 @@ position and appends its keys and values. A *static* cache allocates the
 whole cache up front, so tensor shapes stay fixed from step to step, which is
 what ``torch.compile`` needs to compile the decode step once.
 
-:func:`timed` generates greedily, always exactly ``new_tokens`` tokens
-(``min_new_tokens`` keeps the end-of-text token from stopping it early), and
-times prefill (a generation of one token) and the whole generation, each as
-the median of repeats after a warm-up (:mod:`rocm_dl_guide.timing`).
+Generations are greedy and always exactly ``new_tokens`` long
+(``min_new_tokens`` keeps the end-of-text token from stopping them early).
 :func:`token_times` times one generation at every token, through
-``generate``'s streamer hook, which is how :func:`curve` gets every length
-of its curve out of one generation of the longest.
+``generate``'s streamer hook: the time to the first token is prefill, the time
+to the last the whole generation. :func:`timed` takes both from the same
+generations (the median of repeats after a warm-up), and :func:`curve` gets
+every length of its curve out of one generation of the longest.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from rocm_dl_guide import profiles, timing
+from rocm_dl_guide import profiles
 
 CACHES = ("none", "dynamic", "static")
 """No KV cache (recompute every step), ``transformers``' default growing cache,
@@ -183,7 +183,8 @@ def generate(
     ``torch.compile``); returns prompt and new tokens. Greedy, unless
     ``temperature`` is above 0: then sampled from the 50 likeliest tokens
     (seed with ``torch.manual_seed`` for a repeatable draw). ``streamer``
-    (``generate``'s hook, batch 1 only) hears the prompt, then each new token."""
+    (``generate``'s hook) hears the prompt, then each new token (of every
+    sequence at once)."""
     kwargs = _kwargs(model, cache, new_tokens, compiled)
     if temperature > 0:
         kwargs.update(do_sample=True, temperature=temperature, top_k=50)
@@ -215,15 +216,18 @@ class TokenClock:
 
 
 def token_times(
-    model: Any, prompt: torch.Tensor, new_tokens: int, cache: str = "dynamic"
+    model: Any,
+    prompt: torch.Tensor,
+    new_tokens: int,
+    cache: str = "dynamic",
+    compiled: bool = False,
 ) -> list[float]:
-    """Seconds from the call of a greedy generation of ``new_tokens`` (batch 1) to
-    each of its new tokens: element ``n - 1`` is the time a generation of ``n``
-    tokens takes, because a step's work depends only on the positions before it."""
-    if prompt.shape[0] != 1:
-        raise ValueError(f"token times are for one sequence, got a batch of {prompt.shape[0]}")
+    """Seconds from the call of a greedy generation of ``new_tokens`` to each of
+    its new tokens (for a batch, to that token of every sequence): element 0 is
+    prefill, element ``n - 1`` the time a generation of ``n`` tokens takes,
+    because a step's work depends only on the positions before it."""
     clock = TokenClock()
-    generate(model, prompt, new_tokens, cache, streamer=clock)
+    generate(model, prompt, new_tokens, cache, compiled, streamer=clock)
     if len(clock.times) != new_tokens:
         raise RuntimeError(f"generate streamed {len(clock.times)} tokens, not {new_tokens}")
     return clock.times
@@ -238,27 +242,20 @@ def timed(
     iterations: int = 3,
     warmup: int = 1,
 ) -> GenRow:
-    """Time prefill and a whole generation of ``new_tokens``: the median of
-    ``iterations`` after ``warmup`` untimed generations of the same batch and
-    cache. A compiled generation is warmed up at its own length (compiling
-    happens then, per cache size); an eager one with :data:`WARMUP_TOKENS` new
-    tokens, which runs the same kernels on the same shapes without spending a
-    whole generation on it."""
-    device = prompt.device
-
-    def run(n: int):
-        def call() -> None:
-            generate(model, prompt, n, cache, compiled)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-
-        return call
-
-    prefill = timing.measure(run(1), warmup=warmup, iterations=iterations)
-    warm = run(new_tokens if compiled else min(new_tokens, WARMUP_TOKENS))
+    """Time prefill and a whole generation of ``new_tokens``, both from the same
+    generations (:func:`token_times`: the time to the first token and to the
+    last), the median of ``iterations`` after ``warmup`` untimed generations of
+    the same batch and cache. A compiled generation is warmed up at its own
+    length (compiling happens then, per cache size); an eager one with
+    :data:`WARMUP_TOKENS` new tokens, which runs the same kernels on the same
+    shapes without spending a whole generation on it."""
+    if iterations < 1:
+        raise ValueError(f"iterations must be at least 1, got {iterations}")
+    warm = new_tokens if compiled else min(new_tokens, WARMUP_TOKENS)
     for _ in range(warmup):
-        warm()
-    whole = timing.measure(run(new_tokens), warmup=0, iterations=iterations)
+        generate(model, prompt, warm, cache, compiled)
+    runs = [token_times(model, prompt, new_tokens, cache, compiled) for _ in range(iterations)]
+    whole = statistics.median(times[-1] for times in runs)
     batch = prompt.shape[0]
     return GenRow(
         kv_cache=cache != "none",
@@ -266,9 +263,9 @@ def timed(
         compiled=compiled,
         batch=batch,
         new_tokens=new_tokens,
-        tokens_per_s=batch * new_tokens / (whole.median_ms / 1e3),
-        prefill_ms=prefill.median_ms,
-        ms=whole.median_ms,
+        tokens_per_s=batch * new_tokens / whole,
+        prefill_ms=statistics.median(times[0] for times in runs) * 1e3,
+        ms=whole * 1e3,
     )
 
 

@@ -17,9 +17,9 @@ Beating the unigram model is what shows the model learnt to use the context.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -271,7 +271,8 @@ def train(
 
     With ``checkpoint_dir`` the loop checkpoints there (``resume`` continues;
     ``checkpoint_every`` adds checkpoints inside the epochs) and the trained
-    weights are saved as :data:`WEIGHTS_NAME` next to them.
+    weights are saved as :data:`WEIGHTS_NAME` next to them; a run of one process
+    also saves them as a ``transformers`` model folder (:func:`save_folder`).
     """
     from rocm_dl_guide import device as devices
     from rocm_dl_guide import train as loop
@@ -297,11 +298,9 @@ def train(
     # One process at a time writes a folder's weights; LoRA waits on this lock for
     # a pretraining run in progress (under torchrun the loop's own lock suffices).
     alone = checkpoint_dir is not None and distributed.env_world_size() == 1
-    with (
-        files.build_lock(Path(checkpoint_dir) / WEIGHTS_NAME, what="tiny-lm's weights")
-        if alone
-        else contextlib.nullcontext()
-    ):
+    weights = Path(checkpoint_dir or ".") / WEIGHTS_NAME
+    lock = files.build_lock(weights, what="tiny-lm's weights") if alone else nullcontext()
+    with lock:
         result = loop.fit(
             model,
             data.train_loader,
@@ -321,7 +320,7 @@ def train(
             final_weights=WEIGHTS_NAME,
         )
         if alone:  # the weights as a transformers folder, while its classes are loaded
-            save_folder(model, data.tokenizer, Path(checkpoint_dir) / WEIGHTS_NAME)
+            save_folder(model, data.tokenizer, weights)
     samples_after = _samples(model, data) if samples and main and not fsdp else {}
     return LMRun(
         model=model,

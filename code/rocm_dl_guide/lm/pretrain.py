@@ -81,7 +81,8 @@ MODEL_FOLDER = "model"
 to the weights (what ``AutoModelForCausalLM.from_pretrained`` and the serving
 engines load)."""
 SOURCE_FILE = "rocm_dl_guide_source.json"
-"""Written into that folder: which weights it holds (their path, size and time)."""
+"""Written into that folder: which weights it holds (their path, size, modification
+time and inode)."""
 
 
 class TokenBlocks(Dataset):

@@ -67,6 +67,7 @@ CORE = frozenset(
         "plots",
         "ports",
         "preemption",
+        "preflight",
         "profiles",
         "progress",
         "provenance",

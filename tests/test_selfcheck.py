@@ -57,6 +57,27 @@ def test_make_gpu_check_refuses_clearly(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_make_gpu_check_on_a_python_with_only_the_standard_library(tmp_path):
+    """The preflight runs before any install, in the Python the reader names: one
+    without PyTorch or the package's dependencies (filelock, ...) gets one line,
+    not a traceback (a venv without site packages stands in for such a Python)."""
+    root = Path(__file__).resolve().parents[1]
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    done = subprocess.run(
+        ["make", "-s", "gpu-check", f"PYTHON={bare}/bin/python", f"GPU_CHECK_REPORT={tmp_path}/r"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+    )
+    assert done.returncode != 0
+    mine = [line for line in done.stderr.splitlines() if not line.startswith("make")]
+    assert len(mine) == 1 and mine[0].startswith("selfcheck --gpu: no GPU usable"), done.stderr
+    assert "has no PyTorch" in mine[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_gpu_check_venv_reaches_the_pytorch_of_a_virtual_environment(tmp_path):
     """gpu-check's venv on top of a Python that is itself a venv (this test's own,
     as in NVIDIA's image, where --system-site-packages alone loses PyTorch) still

@@ -19,6 +19,8 @@ One module per feature; :func:`setup` wires them:
   pages executed at once, the timed pages alone.
 - :mod:`guide_build.page_scripts`: each page's scripts once (sphinx-thebe
   registers its configuration twice).
+- :mod:`guide_build.page_times`: **page times**. ``_build/page-times.json``,
+  every page's execution time slowest first, and the five slowest in the log.
 
 The features share only :mod:`guide_build.envdata` (per-page data kept in the
 Sphinx environment) and the reading of pages in :mod:`guide_build.imports`.
@@ -26,9 +28,9 @@ Sphinx environment) and the reading of pages in :mod:`guide_build.imports`.
 
 from __future__ import annotations
 
-from . import gpu_stamp, inputs, notebooks, page_scripts, parallel, provenance_table
+from . import gpu_stamp, inputs, notebooks, page_scripts, page_times, parallel, provenance_table
 
-FEATURES = (inputs, notebooks, gpu_stamp, provenance_table, parallel, page_scripts)
+FEATURES = (inputs, notebooks, gpu_stamp, provenance_table, parallel, page_scripts, page_times)
 
 
 def setup(app):

@@ -39,7 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rocm_dl_guide import casestudies, profiles
+from rocm_dl_guide import casestudies, preflight, profiles
 from rocm_dl_guide.files import atomic_write
 from rocm_dl_guide.messages import one_line
 
@@ -53,10 +53,6 @@ EXAMPLES = tuple(cs.name for cs in casestudies.REGISTRY.values() if cs.workload 
 AMP_TARGET = 2.0
 """Inception v3 fine-tuning with AMP and channels-last: the speed-up over
 float32 that a GPU should reach (a benchmark figure, not a pass/fail check)."""
-
-
-class NoGPUError(RuntimeError):
-    """``--gpu`` on a machine whose PyTorch sees no GPU."""
 
 
 class RecordError(RuntimeError):
@@ -208,34 +204,6 @@ def load_report(path: str | os.PathLike) -> Report:
 
 
 # --------------------------------------------------------------------------- machine facts
-
-
-def preflight(gpu: bool):
-    """The device to check: the GPU (``gpu``; :class:`NoGPUError` when PyTorch sees
-    none, with the likely reason) or the CPU."""
-    import sys
-
-    try:
-        import torch
-    except ImportError:
-        raise NoGPUError(
-            f"no GPU usable: this Python ({sys.executable}) has no PyTorch; run inside AMD's "
-            "rocm/pytorch container, or point PYTHON at a Python with a ROCm PyTorch"
-        ) from None
-    if not gpu:
-        return torch.device("cpu")
-    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
-        return torch.device("cuda")
-    hip, cuda = getattr(torch.version, "hip", None), torch.version.cuda
-    build = f"ROCm/HIP {hip}" if hip else f"CUDA {cuda}" if cuda else "CPU-only"
-    why = (
-        "this is a CPU-only build of PyTorch: install a ROCm build (see the guide's "
-        "PyTorch page) or run inside AMD's rocm/pytorch container"
-        if build == "CPU-only"
-        else "the build has GPU support but no GPU is visible (driver, /dev/kfd and "
-        "/dev/dri permissions, HIP_VISIBLE_DEVICES): run `python -m rocm_dl_guide doctor`"
-    )
-    raise NoGPUError(f"no GPU: PyTorch {torch.__version__} ({build} build) sees no GPU; {why}")
 
 
 def device_facts(device) -> dict[str, Any]:
@@ -791,12 +759,13 @@ def run(
 ) -> Report:
     """Run the checks (all, or ``only`` these names) and return the report.
 
-    ``gpu=True`` raises :class:`NoGPUError` at once where PyTorch sees no GPU.
+    ``gpu=True`` raises :class:`~rocm_dl_guide.preflight.NoGPUError` at once where
+    PyTorch sees no GPU.
     Each check's failure is recorded in the report, not raised.
     """
     import torch
 
-    device = preflight(gpu)
+    device = preflight.check(gpu)
     wanted = list(only) if only else list(CHECK_NAMES)
     unknown = sorted(set(wanted) - set(CHECK_NAMES))
     if unknown:

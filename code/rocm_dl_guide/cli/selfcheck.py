@@ -12,18 +12,13 @@ from rocm_dl_guide.cli.common import fail
 def _cmd_selfcheck(args: argparse.Namespace) -> int:
     """Exit 0: every check passed (or was skipped with a reason); 1: a check failed
     or the record was refused; 2: a usage error; 3: --gpu and PyTorch sees no GPU."""
-    from rocm_dl_guide import selfcheck
+    from rocm_dl_guide import preflight, selfcheck
 
     only = [name.strip() for name in args.only.split(",")] if args.only else None
     if args.record and not args.gpu:
         return fail("selfcheck", "--record needs --gpu: the record vouches for a GPU run", 2)
     if args.preflight:
-        try:
-            device = selfcheck.preflight(args.gpu)
-        except selfcheck.NoGPUError as exc:
-            return fail("selfcheck --gpu" if args.gpu else "selfcheck", exc, 3)
-        print(f"selfcheck: {selfcheck.device_facts(device)['name']} is usable", file=sys.stderr)
-        return 0
+        return preflight.main(["--gpu"] if args.gpu else [])
     try:
         report = selfcheck.run(
             args.gpu,
@@ -32,8 +27,8 @@ def _cmd_selfcheck(args: argparse.Namespace) -> int:
             only=only,
             log=lambda line: print(line, file=sys.stderr),
         )
-    except selfcheck.NoGPUError as exc:
-        return fail("selfcheck --gpu", exc, 3)
+    except preflight.NoGPUError as exc:
+        return fail("selfcheck --gpu", exc, preflight.NO_GPU_EXIT)
     except ValueError as exc:
         return fail("selfcheck", exc, 2)
     json_path, text_path = report.write(args.report)

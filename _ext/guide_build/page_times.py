@@ -1,0 +1,118 @@
+"""Page times: how long each page took to execute, slowest first.
+
+Executing the pages is most of a clean build. After every HTML build this
+writes ``page-times.json`` next to the HTML folder (``_build/page-times.json``)
+and logs the five slowest pages, so that a page that grows past its budget is
+seen in the build that made it so:
+
+- ``pages``: every executable page with its execution time (MyST-NB's
+  ``runtime``), whether this build executed it or took it from the cache, and
+  whether it ran alone (a timed page, :mod:`guide_build.parallel`) or next to
+  another page;
+- ``read_seconds``: the wall time of the build's reading phase, in which the
+  pages execute (two at a time by default), and the worker count.
+
+The budgets (no page over 60 s alone, the reading phase of a clean build within
+8 minutes on two cores) are the README's; this module reports, it does not judge.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from sphinx.util import logging
+
+from . import inputs
+
+FILE_NAME = "page-times.json"
+SHOWN = 5
+"""How many of the slowest pages the build log names."""
+_clock: dict[str, float] = {}
+
+logger = logging.getLogger(__name__)
+
+
+def _exec_data(env, docname: str) -> dict[str, Any]:
+    try:
+        from myst_nb.sphinx_ import NbMetadataCollector
+
+        return NbMetadataCollector.get_exec_data(env, docname) or {}
+    except Exception:  # no MyST-NB data for this page
+        return {}
+
+
+def page_rows(exec_data: dict[str, dict[str, Any]], timed: list[str]) -> list[dict[str, Any]]:
+    """One row per page with a runtime, slowest first (``exec_data``: docname ->
+    MyST-NB's execution data, ``runtime`` and ``method``)."""
+    rows = []
+    for docname, data in exec_data.items():
+        runtime = data.get("runtime")
+        if not isinstance(runtime, (int, float)):
+            continue
+        rows.append(
+            {
+                "page": docname,
+                "seconds": round(float(runtime), 1),
+                "this_build": {"cache": "from cache", "inline": "executed"}.get(
+                    data.get("method", ""), data.get("method", "")
+                ),
+                "alone": docname in timed,
+            }
+        )
+    return sorted(rows, key=lambda r: (-r["seconds"], r["page"]))
+
+
+def summary_lines(report: dict[str, Any], shown: int = SHOWN) -> list[str]:
+    """The lines the build log shows: the slowest pages and the reading phase."""
+    executed = [r for r in report["pages"] if r["this_build"] == "executed"]
+    lines = [
+        f"[guide] page execution: {len(executed)} pages executed in this build, "
+        f"{report['executed_seconds']:.0f} s in all; reading phase "
+        f"{report['read_seconds']:.0f} s of wall time with {report['jobs']} worker(s)"
+    ]
+    for row in report["pages"][:shown]:
+        how = "alone" if row["alone"] else "beside another page"
+        lines.append(
+            f"[guide]   {row['seconds']:7.1f} s  {row['page']} ({row['this_build']}, {how})"
+        )
+    return lines
+
+
+def _on_env_before_read(app, env, docnames) -> None:
+    _clock["start"] = time.monotonic()
+
+
+def _on_env_updated(app, env) -> None:
+    if "start" in _clock:
+        _clock["read"] = time.monotonic() - _clock.pop("start")
+
+
+def _on_build_finished(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    env = app.env
+    pages = sorted(getattr(env, inputs.ATTR, {}))  # the executable pages
+    rows = page_rows({d: _exec_data(env, d) for d in pages}, list(app.config.guide_timed_pages))
+    report = {
+        "pages": rows,
+        "executed_seconds": round(
+            sum(r["seconds"] for r in rows if r["this_build"] == "executed"), 1
+        ),
+        "read_seconds": round(_clock.pop("read", 0.0), 1),
+        "jobs": max(1, app.parallel),
+    }
+    path = Path(app.outdir).parent / FILE_NAME
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    for line in summary_lines(report):
+        logger.info(line)
+
+
+def setup(app) -> None:
+    app.connect("env-before-read-docs", _on_env_before_read, priority=100)
+    app.connect("env-updated", _on_env_updated)
+    app.connect("build-finished", _on_build_finished)

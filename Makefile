@@ -51,15 +51,18 @@ book: $(STAMP)
 	$(RUN) $(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html/index.html"
 
+# Both run the tests on every core (pytest-xdist): the book is built by one worker
+# while the others run the rest (tests/conftest.py groups them). XDIST= runs serially.
+XDIST ?= -n auto --dist loadgroup
 test: $(STAMP) $(if $(filter 1,$(BROWSER_TESTS)),browser)
-	$(RUN) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(RUN) $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The fast loop to run after every change: every test except the whole-book
 # build, the notebook runs and the browser test (pytest markers; see pyproject.toml).
 # Needs no Chromium. `make test` remains the full suite and what CI runs.
 CHECK_MARKERS := not book and not notebook and not browser
 check: $(STAMP)
-	$(RUN) $(BIN)/python -m pytest -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
+	$(RUN) $(BIN)/python -m pytest $(XDIST) -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
 
 # Headless Chromium for the browser test (tests/test_browser.py), from Debian's
 # packages; Playwright (pinned in requirements) drives it. Needs root or sudo.

@@ -72,6 +72,32 @@ def pytest_unconfigure(config):
         shutil.rmtree(SESSION_DIR, ignore_errors=True)
 
 
+# --------------------------------------------------------------------------- parallel runs
+#
+# `make test` and `make check` run the suite on every core (pytest-xdist, ``-n auto
+# --dist loadgroup``). A group's tests run on one worker, in order:
+# - every test that reads the book build (the ``build`` fixture, directly or through
+#   another fixture) is in the group "book", so the book is built once, by one
+#   worker, while the other workers run the rest;
+# - every other test is in the group of its module, so that a module's fixtures
+#   (a training run, a torchrun job) are made once, not once per worker.
+# Without xdist the marks change nothing.
+
+BUILD_TIMEOUT = 3600
+"""The time limit of a test that reads the book build: the build itself (the
+first such test waits for it) is the one thing allowed past the suite's 60 s."""
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "build" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group("book"))
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT))
+        else:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 @pytest.fixture
 def private_data_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty data cache (``ROCM_DL_GUIDE_DATA``) of the test's own, instead of
@@ -159,16 +185,43 @@ def build_book(root: Path = ROOT, timeout: int = 3600, env: dict | None = None) 
     return Build(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start, clean)
 
 
+def run_root(tmp_path_factory) -> Path:
+    """The folder every worker of this test run shares: pytest's base temporary
+    folder, or its parent under pytest-xdist (each worker has a base of its own,
+    ``popen-gwN``, inside the run's)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def shared_artefact(tmp_path_factory, name: str, make) -> Path:
+    """A folder ``name`` made once per test run by ``make(folder)``, whichever
+    worker asks first; the others wait for it (a file lock) and reuse it. A
+    folder whose ``make`` failed is made again by the next one to ask."""
+    from filelock import FileLock
+
+    folder = run_root(tmp_path_factory) / name
+    done = folder / ".made"
+    with FileLock(str(folder) + ".lock"):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            make(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_lm_weights(tmp_path_factory):
     """The weights of a tiny-lm pretrained for one epoch, as `train tiny-lm` saves
-    them, trained once per session for every test that needs a trained model
-    (its greedy choices are no longer near-ties). Tests only read them."""
+    them, trained once per test run (shared by the xdist workers) for every test
+    that needs a trained model (its greedy choices are no longer near-ties).
+    Tests only read them."""
     from rocm_dl_guide.lm import pretrain
 
-    folder = tmp_path_factory.mktemp("tiny-lm")
-    pretrain.train("smoke", epochs=1, checkpoint_dir=folder, progress=False, samples=False)
-    return folder / pretrain.WEIGHTS_NAME
+    def train(folder: Path) -> None:
+        pretrain.train("smoke", epochs=1, checkpoint_dir=folder, progress=False, samples=False)
+
+    return shared_artefact(tmp_path_factory, "tiny-lm", train) / pretrain.WEIGHTS_NAME
 
 
 @pytest.fixture(scope="session")

@@ -197,13 +197,13 @@ DDP_WORKER = textwrap.dedent(
     from rocm_dl_guide.lm import lora, pretrain
     from rocm_dl_guide.lm import model as models
 
-    batch, out = int(sys.argv[1]), sys.argv[2]
+    batch, seed, lr, out = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
     data = pretrain.load("smoke")
     size = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)
-    lm = lora.add_lora(models.build(size, data.vocab_size, data.eos_id, seed=0))
+    lm = lora.add_lora(models.build(size, data.vocab_size, data.eos_id, seed=seed))
     items = lora.examples()[0][:32]
     loader = DataLoader(lora.TopicPrompts(items, data.tokenizer), batch_size=batch)
-    opt = torch.optim.AdamW([p for p in lm.parameters() if p.requires_grad], lr=1e-2)
+    opt = torch.optim.SGD([p for p in lm.parameters() if p.requires_grad], lr=lr)
     train.fit(lm, loader, epochs=2, optimizer=opt, device="cpu", progress=False, log=None)
     if distributed.setup("cpu").is_main:
         json.dump({n: p.detach().reshape(-1).tolist() for n, p in lm.named_parameters()
@@ -211,12 +211,26 @@ DDP_WORKER = textwrap.dedent(
     distributed.shutdown()
     """
 )
+DDP_SEED = 0
+"""The model's seed. Seeds 0, 1 and 2 were each run once on an AVX2-only EPYC and
+on an AVX512 CPU (2026-11-26); any seed gives the same guarantee."""
+DDP_LR = 0.5
+DDP_RTOL = 1e-4
+"""The two runs add the same float32 gradients in another order (two partial
+sums of 4 prompts, averaged by the all-reduce, against one mean of 8): each
+gradient differs by a few ulps (float32: 1.2e-7 relative). Plain SGD's update is
+linear in the gradient, so after 8 steps the adapters differ by a few ulps of
+each step's update, far below 1e-4 of the largest weight. AdamW, which the
+chapter uses, divides each gradient by its own running magnitude: a gradient
+that is a rounding error away from zero becomes a full step of the learning
+rate in either direction, so it cannot be compared this way."""
 
 
 @pytest.mark.timeout(TIMEOUT)
 def test_ddp_and_one_process_train_equal_lora_parameters(tmp_path):
     """2 ranks x 4 prompts == one process x 8 prompts, step for step (one labelled
-    token per prompt, so the ranks' mean losses average to the global one)."""
+    token per prompt, so the ranks' mean losses average to the global one), within
+    float32's rounding of a reordered sum (:data:`DDP_RTOL`)."""
     script = tmp_path / "lora_worker.py"
     script.write_text(DDP_WORKER)
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
@@ -227,7 +241,7 @@ def test_ddp_and_one_process_train_equal_lora_parameters(tmp_path):
     ):
         out = tmp_path / f"{name}.json"
         proc = subprocess.run(
-            [*cmd, str(out)],
+            [*cmd, str(DDP_SEED), str(DDP_LR), str(out)],
             capture_output=True,
             text=True,
             timeout=TIMEOUT,
@@ -239,9 +253,10 @@ def test_ddp_and_one_process_train_equal_lora_parameters(tmp_path):
     moved = 0.0
     for name, values in params["one"].items():
         a, b = torch.tensor(values), torch.tensor(params["ddp"][name])
-        assert torch.allclose(a, b, atol=1e-5), name
+        scale = a.abs().max().item()
+        assert (a - b).abs().max().item() <= DDP_RTOL * scale, name
         if "lora_B" in name:
-            moved = max(moved, a.abs().max().item())
+            moved = max(moved, scale)
     assert moved > 1e-3  # the adapters trained (B starts at zero)
 
 

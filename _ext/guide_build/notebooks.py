@@ -3,6 +3,13 @@
 sphinx-book-theme copies each executed notebook next to the site's sources
 when launch buttons are configured; this adds a first cell that says how to
 install the package, and a cell that checks it is importable.
+
+The code cells of a download are the execution cache's record of the page's
+run (its outputs and execution counts). MyST-NB (1.x) writes the executed
+notebook that the download is copied from correctly only for a page it has just
+executed: for a page it takes from the cache (an incremental build, or a page
+whose code is the same as another's) it writes the notebook as read, without
+outputs, although the HTML page shows them.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from pathlib import Path
 
 from sphinx.util import logging
 
-from . import inputs
+from . import inputs, parallel
 
 logger = logging.getLogger(__name__)
 
@@ -45,13 +52,35 @@ except ImportError as exc:
 print("rocm_dl_guide", rocm_dl_guide.__version__, "is installed")"""
 
 
-def add_install_cells(path: Path, title: str, built: str) -> None:
-    """Put the install note and the import check in front of a downloadable notebook."""
+def _install_cells(nb) -> int:
+    """How many of the notebook's first cells are the ones :func:`add_install_cells` adds."""
+    kinds = [c.get("metadata", {}).get("guide") for c in nb.cells[:2]]
+    return 2 if kinds == ["install-note", "install-check"] else 0
+
+
+def with_cached_run(nb, cache_folder: Path):
+    """``nb`` (a page's notebook, without the install cells) with its code cells
+    taken from the execution cache's run of them (outputs, execution counts);
+    ``None`` when the cache has no run of these cells."""
+    from jupyter_cache import get_cache
+
+    try:
+        _, merged = get_cache(str(cache_folder)).merge_match_into_notebook(nb)
+    except KeyError:
+        return None
+    return merged
+
+
+def add_install_cells(path: Path, title: str, built: str, cache_folder: Path | None = None) -> None:
+    """Put the install note and the import check in front of a downloadable
+    notebook, whose code cells come from the execution cache's run of them
+    where ``cache_folder`` has one."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
-    if nb.cells and nb.cells[0].get("metadata", {}).get("guide") == "install-note":
-        return
+    del nb.cells[: _install_cells(nb)]
+    if cache_folder is not None and cache_folder.is_dir():
+        nb = with_cached_run(nb, cache_folder) or nb
     note = nbformat.v4.new_markdown_cell(INSTALL_MD.format(title=title, built=built))
     note.metadata["guide"] = "install-note"
     check = nbformat.v4.new_code_cell(CHECK_CODE)
@@ -73,7 +102,7 @@ def _on_build_finished(app, exception) -> None:
         path = sources / f"{docname}.ipynb"
         if path.is_file():
             title = app.env.titles[docname].astext() if docname in app.env.titles else docname
-            add_install_cells(path, title, built)
+            add_install_cells(path, title, built, parallel.cache_path(app))
             count += 1
     logger.info(f"[guide] {count} downloadable notebooks")
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from sphinx.util import logging
 
-from . import inputs
+from . import inputs, parallel
 
 FILE_NAME = "page-times.json"
 SHOWN = 5
@@ -35,30 +36,41 @@ _clock: dict[str, float] = {}
 logger = logging.getLogger(__name__)
 
 
-def _exec_data(env, docname: str) -> dict[str, Any]:
-    try:
-        from myst_nb.sphinx_ import NbMetadataCollector
-
-        return NbMetadataCollector.get_exec_data(env, docname) or {}
-    except Exception:  # no MyST-NB data for this page
+def cache_records(cache_path: Path | None) -> dict[str, tuple[datetime, float]]:
+    """Source path -> (when its last execution was cached, how long it took), from
+    the execution cache (jupyter-cache). MyST-NB's own execution data cannot say
+    which pages this build executed: in cache mode it executes a page into the
+    cache and then reads it from there, so it reports every page as cached."""
+    if cache_path is None or not cache_path.is_dir():
         return {}
+    from jupyter_cache import get_cache
+
+    found: dict[str, tuple[datetime, float]] = {}
+    for record in sorted(get_cache(str(cache_path)).list_cache_records(), key=lambda r: r.created):
+        seconds = float((record.data or {}).get("execution_seconds") or 0.0)
+        found[str(record.uri)] = (record.created, seconds)
+    return found
 
 
-def page_rows(exec_data: dict[str, dict[str, Any]], timed: list[str]) -> list[dict[str, Any]]:
-    """One row per page with a runtime, slowest first (``exec_data``: docname ->
-    MyST-NB's execution data, ``runtime`` and ``method``)."""
+def page_rows(
+    pages: dict[str, str],
+    records: dict[str, tuple[datetime, float]],
+    started: datetime,
+    timed: list[str],
+) -> list[dict[str, Any]]:
+    """One row per page that has an execution record, slowest first (``pages``:
+    docname -> source path; ``started``: when this build started, naive UTC as
+    jupyter-cache records it)."""
     rows = []
-    for docname, data in exec_data.items():
-        runtime = data.get("runtime")
-        if not isinstance(runtime, (int, float)):
+    for docname, path in pages.items():
+        if path not in records:
             continue
+        created, seconds = records[path]
         rows.append(
             {
                 "page": docname,
-                "seconds": round(float(runtime), 1),
-                "this_build": {"cache": "from cache", "inline": "executed"}.get(
-                    data.get("method", ""), data.get("method", "")
-                ),
+                "seconds": round(seconds, 1),
+                "this_build": "executed" if created >= started else "from cache",
                 "alone": docname in timed,
             }
         )
@@ -81,6 +93,10 @@ def summary_lines(report: dict[str, Any], shown: int = SHOWN) -> list[str]:
     return lines
 
 
+def _on_config_inited(app, config) -> None:
+    _clock["started"] = datetime.now(timezone.utc).replace(tzinfo=None)
+
+
 def _on_env_before_read(app, env, docnames) -> None:
     _clock["start"] = time.monotonic()
 
@@ -94,8 +110,13 @@ def _on_build_finished(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
     env = app.env
-    pages = sorted(getattr(env, inputs.ATTR, {}))  # the executable pages
-    rows = page_rows({d: _exec_data(env, d) for d in pages}, list(app.config.guide_timed_pages))
+    pages = {d: str(env.doc2path(d)) for d in getattr(env, inputs.ATTR, {})}  # executable ones
+    rows = page_rows(
+        pages,
+        cache_records(parallel.cache_path(app)),
+        _clock.get("started", datetime.min),
+        list(app.config.guide_timed_pages),
+    )
     report = {
         "pages": rows,
         "executed_seconds": round(
@@ -113,6 +134,7 @@ def _on_build_finished(app, exception) -> None:
 
 
 def setup(app) -> None:
+    app.connect("config-inited", _on_config_inited)
     app.connect("env-before-read-docs", _on_env_before_read, priority=100)
     app.connect("env-updated", _on_env_updated)
     app.connect("build-finished", _on_build_finished)

@@ -110,11 +110,12 @@ SQLITE_WAIT_S = 120.0
 """How long a worker's connection to the execution cache waits for another's write."""
 
 
-def _cache_path(app) -> Path | None:
+def cache_path(app) -> Path | None:
+    """The execution cache's folder, or ``None`` when pages are not executed into one."""
     if getattr(app.config, "nb_execution_mode", "") != "cache":
         return None
-    cache_path = getattr(app.config, "nb_execution_cache_path", "") or ".jupyter_cache"
-    return Path(app.srcdir, cache_path)
+    folder = getattr(app.config, "nb_execution_cache_path", "") or ".jupyter_cache"
+    return Path(app.srcdir, folder)
 
 
 def prepare_execution_cache(path: Path | None) -> None:
@@ -148,7 +149,7 @@ def prepare_execution_cache(path: Path | None) -> None:
 
 def _previous_seconds(app) -> dict[str, float]:
     """Source path -> how long its last execution took, from the execution cache."""
-    path = _cache_path(app)
+    path = cache_path(app)
     if path is None or not path.is_dir():
         return {}
     try:
@@ -212,7 +213,7 @@ def _order_for_workers(app, env, docnames: list[str]) -> None:
 
 def _on_env_before_read(app, env, docnames: list[str]) -> None:
     if app.parallel > 1 and docnames:
-        prepare_execution_cache(_cache_path(app))
+        prepare_execution_cache(cache_path(app))
     _order_for_workers(app, env, docnames)
 
 

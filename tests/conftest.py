@@ -65,6 +65,21 @@ def pytest_configure(config):
         path = SESSION_DIR / sub
         path.mkdir(parents=True, exist_ok=True)
         os.environ[name] = str(path)
+    share_the_cores()
+
+
+def share_the_cores() -> None:
+    """Under pytest-xdist, give each worker its share of the CPU threads.
+
+    Every worker's PyTorch (and the OpenMP and BLAS libraries under it and
+    NumPy) would otherwise start a thread per core, so two workers run four busy
+    threads on two cores; OpenMP threads wait for each other by spinning, and a
+    test that took 10 s alone took 240 s so. Set before any test module imports
+    a framework; processes that tests start inherit it (the book build gives its
+    timed pages every thread again, :mod:`guide_build.parallel`)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers > 1 and "PYTEST_XDIST_WORKER" in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
 
 
 def pytest_unconfigure(config):

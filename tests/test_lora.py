@@ -22,6 +22,10 @@ from rocm_dl_guide.train import IGNORE_INDEX
 
 TIMEOUT = 240
 TINY = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)
+TINY_4BIT = models.ModelSize(layers=2, width=64, heads=2, ffn=128, context=128)
+"""The smallest model for 4-bit weights on every CPU: bitsandbytes' inference
+path for CPUs with AVX512-BF16 repacks each weight in blocks of 64 input
+features, and fails on fewer ("shape '[32, 0]' is invalid", bitsandbytes 0.50)."""
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +39,8 @@ def base(tiny_lm_weights):
     return tiny_lm_weights
 
 
-def tiny(data, seed=0):
-    return models.build(TINY, data.vocab_size, data.eos_id, seed=seed)
+def tiny(data, seed=0, size=TINY):
+    return models.build(size, data.vocab_size, data.eos_id, seed=seed)
 
 
 def test_held_out_passages_share_no_text_with_training_ones():
@@ -212,15 +216,17 @@ DDP_WORKER = textwrap.dedent(
     """
 )
 DDP_SEED = 0
-"""The model's seed. Seeds 0, 1 and 2 were each run once on an AVX2-only EPYC and
-on an AVX512 CPU (2026-11-26); any seed gives the same guarantee."""
-DDP_LR = 0.5
+"""The model's seed; any seed gives the same guarantee. Seeds 0, 1 and 2, run
+once each (2026-11-26, AMD EPYC with AVX512): the adapters of the two runs
+differed by at most 5.7e-7, 6.1e-7 and 5.9e-7 of their largest weight, and
+lora_B grew from zero to 0.77, 0.64 and 0.59."""
+DDP_LR = 0.05
 DDP_RTOL = 1e-4
 """The two runs add the same float32 gradients in another order (two partial
 sums of 4 prompts, averaged by the all-reduce, against one mean of 8): each
 gradient differs by a few ulps (float32: 1.2e-7 relative). Plain SGD's update is
 linear in the gradient, so after 8 steps the adapters differ by a few ulps of
-each step's update, far below 1e-4 of the largest weight. AdamW, which the
+each step's update (about 5 ulps measured), far below 1e-4 of the largest weight. AdamW, which the
 chapter uses, divides each gradient by its own running magnitude: a gradient
 that is a rounding error away from zero becomes a full step of the learning
 rate in either direction, so it cannot be compared this way."""
@@ -298,10 +304,10 @@ def test_qlora_support_tries_the_kernels_and_says_why_not(monkeypatch):
 def test_qlora_holds_the_base_in_4_bits_and_trains_only_the_adapters(data):
     import bitsandbytes as bnb
 
-    full = tiny(data, seed=2)
-    four = lora.four_bit(tiny(data, seed=2))
+    full = tiny(data, seed=2, size=TINY_4BIT)
+    four = lora.four_bit(tiny(data, seed=2, size=TINY_4BIT))
     linears = [m for m in four.modules() if isinstance(m, bnb.nn.Linear4bit)]
-    assert len(linears) == 7 * TINY.layers  # q, k, v, o, gate, up, down per block
+    assert len(linears) == 7 * TINY_4BIT.layers  # q, k, v, o, gate, up, down per block
     assert lora.weight_bytes(four) < lora.weight_bytes(full)
 
     def linear_bytes(model, kind):

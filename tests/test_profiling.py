@@ -53,8 +53,13 @@ def test_trace_is_a_chrome_trace_in_the_folder_and_a_download(training):
 
 def test_inference_profile_is_dominated_by_convolutions(tmp_path):
     result = profiling.profile_step("inference", steps=1, device="cpu", folder=tmp_path)
-    conv = result.frame[result.frame["operator"].str.contains("convolution")]
-    assert conv["self %"].sum() > 50, result.frame
+    frame = result.frame
+    conv = frame[frame["operator"].str.contains("convolution")]
+    # The convolutions' share depends on the threads: 68% with two, 46% with one
+    # (an xdist worker's share of two cores) on a 2-core AVX512 EPYC. On any count they
+    # are the operator with the most self time, and a third of it or more.
+    top = frame.sort_values("self %", ascending=False).iloc[0]["operator"]
+    assert "convolution" in top and conv["self %"].sum() > 33, frame
     assert not any("backward" in op for op in result.frame["operator"])
 
 

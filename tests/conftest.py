@@ -25,7 +25,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # output directory the package, the frameworks and Jupyter would put under ``~``
 # points into one folder for the whole session, ``session/`` in pytest's
 # temporary directory (pruned by pytest like every basetemp; removed at the end
-# of a session that finishes). pytest_configure sets it in os.environ, before
+# of a session that finishes). Under pytest-xdist each worker is a session of
+# its own, with its own folder. pytest_configure sets it in os.environ, before
 # any test module is imported (and with it the package, Keras or matplotlib,
 # which read some of these once), so that child processes (command-line tests,
 # Jupyter kernels, the book build) inherit it.

@@ -95,13 +95,27 @@ def pytest_unconfigure(config):
 # - every test that reads the book build (the ``build`` fixture, directly or through
 #   another fixture) is in the group "book", so the book is built once, by one
 #   worker, while the other workers run the rest;
-# - every other test is in the group of its module, so that a module's fixtures
-#   (a training run, a torchrun job) are made once, not once per worker.
+# - a test that uses a module's (or class's) fixture is in the group of its
+#   module, so that such a fixture (a training run, a torchrun job) is made once,
+#   not once per worker;
+# - every other test goes to whichever worker is free.
 # Without xdist the marks change nothing.
 
 BUILD_TIMEOUT = 3600
 """The time limit of a test that reads the book build: the build itself (the
 first such test waits for it) is the one thing allowed past the suite's 60 s."""
+
+
+def _uses_a_shared_fixture(item) -> bool:
+    """Whether the test uses a fixture made once per module, class or package."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return True  # cannot tell: keep it with its module
+    return any(
+        d.scope in ("module", "class", "package")
+        for name in item.fixturenames
+        for d in info.name2fixturedefs.get(name, ())
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -110,7 +124,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("book"))
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT))
-        else:
+        elif _uses_a_shared_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 

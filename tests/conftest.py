@@ -118,14 +118,29 @@ def _uses_a_shared_fixture(item) -> bool:
     )
 
 
+def _join_group(item, group: str, loadgroup: bool) -> None:
+    """Put ``item`` in xdist's ``group``: the mark, and under ``--dist loadgroup``
+    the ``@group`` suffix of its node id that the scheduler reads. pytest-xdist
+    3.8 writes that suffix to ``item._nodeid``, which pytest 9 no longer reads
+    (it keeps the id in ``item._id``), so every group would be scattered and the
+    book built by each worker; the suffix is written here the way pytest 9 keeps it."""
+    item.add_marker(pytest.mark.xdist_group(group))
+    if loadgroup and "@" not in item.nodeid:
+        from _pytest.nodeid import coerce_node_id
+
+        item._id = coerce_node_id(f"{item.nodeid}@{group}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    loadgroup = bool(config.getvalue("loadgroup")) if hasattr(config.option, "loadgroup") else False
     for item in items:
         if "build" in item.fixturenames:
-            item.add_marker(pytest.mark.xdist_group("book"))
+            _join_group(item, "book", loadgroup)
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT))
         elif _uses_a_shared_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+            _join_group(item, item.module.__name__, loadgroup)
 
 
 @pytest.fixture
@@ -192,6 +207,8 @@ class Build:
     seconds: float
     clean: bool = False
     """Whether the build started without an execution cache (a fresh checkout)."""
+    page_times: dict | None = None
+    """The build's ``page-times.json`` (the session's book build only)."""
 
     @property
     def executed(self) -> list[str]:
@@ -254,10 +271,25 @@ def tiny_lm_weights(tmp_path_factory):
     return shared_artefact(tmp_path_factory, "tiny-lm", train) / pretrain.WEIGHTS_NAME
 
 
+PAGE_TIMES = ROOT / "_build" / "page-times.json"
+"""The build's table of page execution times (``guide_build.page_times``)."""
+
+
 @pytest.fixture(scope="session")
-def build() -> Build:
-    """One build of the whole book, shared by every test that reads the site."""
+def build(tmp_path_factory) -> Build:
+    """One build of the whole book, shared by every test that reads the site.
+    Its page times are kept (a later rebuild writes the file again) and shown
+    in the session's summary."""
+    import json
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # One build per run: a second one would mean the groups were scattered.
+        built = run_root(tmp_path_factory) / "book-built-by"
+        assert not built.exists(), f"the book was built by {built.read_text()} already"
+        built.write_text(os.environ["PYTEST_XDIST_WORKER"])
     result = build_book()
+    if PAGE_TIMES.is_file():
+        result.page_times = json.loads(PAGE_TIMES.read_text(encoding="utf-8"))
     print(
         f"book build: exit {result.code} in {result.seconds:.0f} s, "
         f"{len(result.executed)} pages executed"
@@ -288,8 +320,46 @@ def build_failure_summary(build: Build, tail: int = 40) -> list[str]:
     ]
 
 
+def page_time_lines(report: dict, shown: int = 5) -> list[str]:
+    """The book build's page execution in a few lines: the slowest pages first."""
+    executed = [r for r in report["pages"] if r["this_build"] == "executed"]
+    lines = [
+        f"{len(executed)} pages executed, {report['executed_seconds']:.0f} s in all; "
+        f"reading phase {report['read_seconds']:.0f} s of wall time, {report['jobs']} worker(s)"
+    ]
+    for row in report["pages"][:shown]:
+        how = "alone" if row["alone"] else "beside another page"
+        lines.append(f"{row['seconds']:7.1f} s  {row['page']} ({row['this_build']}, {how})")
+    return lines
+
+
+def pytest_sessionfinish(session):
+    """An xdist worker hands the session's build to the controller, which prints
+    the summaries (:func:`pytest_testnodedown`)."""
+    import dataclasses
+    import json
+
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None and _BUILDS:
+        build = dataclasses.replace(_BUILDS[-1], log=_BUILDS[-1].log[-200_000:])
+        output["guide_build"] = json.dumps(dataclasses.asdict(build))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    import json
+
+    data = getattr(node, "workeroutput", {}).get("guide_build")
+    if data:
+        _BUILDS.append(Build(**json.loads(data)))
+
+
 def pytest_terminal_summary(terminalreporter):
     for build in _BUILDS:
+        if build.page_times:
+            terminalreporter.section("book build: slowest pages")
+            for line in page_time_lines(build.page_times):
+                terminalreporter.write_line(line)
         if build.code != 0:
             terminalreporter.section("book build failure")
             for line in build_failure_summary(build):

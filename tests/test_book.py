@@ -289,6 +289,7 @@ def test_unchanged_rebuild_executes_nothing_and_is_fast(build):
                 "first_build_executed_pages": len(build.executed),
                 "first_build_was_clean": clean,
                 "unchanged_rebuild_seconds": round(again.seconds, 1),
+                "first_build_page_times": build.page_times,
             },
             indent=1,
         )

@@ -76,11 +76,15 @@ def share_the_cores() -> None:
     NumPy) would otherwise start a thread per core, so two workers run four busy
     threads on two cores; OpenMP threads wait for each other by spinning, and a
     test that took 10 s alone took 240 s so. Set before any test module imports
-    a framework; processes that tests start inherit it (the book build gives its
-    timed pages every thread again, :mod:`guide_build.parallel`)."""
+    a framework; processes that tests start inherit it, and the book build gives
+    no page more than the share (``GUIDE_BUILD_MAX_THREADS``,
+    :mod:`guide_build.parallel`): a timed page given both threads next to a
+    busy worker took 4 to 7 times as long."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
     if workers > 1 and "PYTEST_XDIST_WORKER" in os.environ:
-        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+        share = str(max(1, (os.cpu_count() or 1) // workers))
+        os.environ["OMP_NUM_THREADS"] = share
+        os.environ["GUIDE_BUILD_MAX_THREADS"] = share  # the book build's pages too
 
 
 def pytest_unconfigure(config):

@@ -384,6 +384,12 @@ def test_parallel_build_jobs_and_thread_shares():
     assert parallel.threads_for(jobs=3, cpus=2, timed=False) == 1
     assert parallel.threads_for(jobs=2, cpus=2, timed=True) is None  # every thread
     assert parallel.threads_for(jobs=1, cpus=2, timed=False) is None  # serial build
+    assert parallel.thread_budget(2, {}) == 2
+    assert parallel.thread_budget(2, {parallel.MAX_THREADS_VAR: "1"}) == 1
+    assert parallel.thread_budget(2, {parallel.MAX_THREADS_VAR: "8"}) == 2
+    for bad in ("x", "0"):
+        with pytest.raises(ValueError, match=parallel.MAX_THREADS_VAR):
+            parallel.thread_budget(2, {parallel.MAX_THREADS_VAR: bad})
     assert parallel._one_page_per_chunk(["a", "b", "c"], 2) == [["a"], ["b"], ["c"]]
 
 
@@ -497,6 +503,15 @@ def test_a_timed_page_holds_the_execution_lock_alone(tmp_path, monkeypatch):
             fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)  # nothing else may run
     finally:
         parallel._release_slot()
+    monkeypatch.setenv(parallel.MAX_THREADS_VAR, "1")  # as the test suite runs the build
+    parallel._execution_slot(app(timed=True), "book/timed")
+    try:
+        assert os.environ["OMP_NUM_THREADS"] == "1"  # every thread the build may use
+        assert os.environ[parallel.THREADS_VAR] == "1/2"
+    finally:
+        parallel._release_slot()
+        os.environ.pop(parallel.THREADS_VAR, None)
+    monkeypatch.delenv(parallel.MAX_THREADS_VAR)
     parallel._execution_slot(app(timed=False), "book/plain")
     try:
         assert os.environ["OMP_NUM_THREADS"] == "1"

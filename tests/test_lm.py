@@ -138,32 +138,58 @@ def test_tiny_lm_epochs_come_from_the_recipe_capped_by_the_registry():
     assert pretrain.settings("full")["epochs"] == pretrain.RECIPE["epochs"]
 
 
-@pytest.mark.timeout(900)
-def test_tiny_lm_under_fsdp_on_two_ranks_shards_each_block_and_resumes(tmp_path):
-    """``train tiny-lm --nproc 2 --fsdp``: FSDP2 over two processes (gloo on the
-    CPU), each transformer block sharded across both ranks; the run trains, its
-    DCP checkpoint holds half of each block's weights per rank, and it resumes."""
-    from rocm_dl_guide import checkpoints, scaling, sharded
+FSDP_TIMEOUT = 180
+"""A limit against a hung torchrun job: each of the two FSDP tests below takes
+about 35 s alone on two cores (one epoch of tiny-lm under FSDP2)."""
 
-    first = scaling.train_cli(
-        "tiny-lm", tmp_path, nproc=2, extra=("--fsdp", "--epochs", "1"), timeout=600
+
+@pytest.fixture(scope="module")
+def fsdp_epoch(tmp_path_factory):
+    """``train tiny-lm --nproc 2 --fsdp --epochs 1``: FSDP2 over two processes
+    (gloo on the CPU), once for both tests: its folder and its run."""
+    from rocm_dl_guide import scaling
+
+    folder = tmp_path_factory.mktemp("fsdp-tiny-lm")
+    run = scaling.train_cli(
+        "tiny-lm", folder, nproc=2, extra=("--fsdp", "--epochs", "1"), timeout=FSDP_TIMEOUT
     )
+    return folder, run
+
+
+@pytest.mark.timeout(FSDP_TIMEOUT)
+def test_tiny_lm_under_fsdp_on_two_ranks_shards_each_block(fsdp_epoch):
+    """Each transformer block sharded across both ranks: the run trains, its DCP
+    checkpoint holds half of each block's weights per rank, and the whole model
+    is gathered into the weights file."""
+    from rocm_dl_guide import checkpoints, sharded
+
+    folder, first = fsdp_epoch
     assert first.returncode == 0, first.log[-3000:]
     assert first.lines("fully sharded (FSDP2): 2 processes")
     record = first.record
     assert record["world_size"] == 2
     assert record["perplexity"] < record["perplexity_before"] / 4
-    folder = tmp_path / f"{checkpoints.SHARDED_PREFIX}1"
-    layout = sharded.layout(folder)
+    layout = sharded.layout(folder / f"{checkpoints.SHARDED_PREFIX}1")
     block = layout[layout["tensor"].str.contains(r"layers\.0\..*q_proj\.weight")]
     assert len(block) == 2 and set(block["file"]) == {"__0_0.distcp", "__1_0.distcp"}
     rows = block["shape"].iloc[0][0]
     assert sorted(block["offsets"]) == [(0, 0), (rows // 2, 0)]  # one half per rank
-    assert (tmp_path / pretrain.WEIGHTS_NAME).is_file()  # the whole model, gathered
+    assert (folder / pretrain.WEIGHTS_NAME).is_file()  # the whole model, gathered
 
+
+@pytest.mark.timeout(FSDP_TIMEOUT)
+def test_tiny_lm_under_fsdp_resumes_from_its_sharded_checkpoint(fsdp_epoch):
+    from rocm_dl_guide import scaling
+
+    folder, first = fsdp_epoch
+    assert first.returncode == 0, first.log[-3000:]
     again = scaling.train_cli(
-        "tiny-lm", tmp_path, nproc=2, extra=("--fsdp", "--resume", "--epochs", "2"), timeout=600
+        "tiny-lm",
+        folder,
+        nproc=2,
+        extra=("--fsdp", "--resume", "--epochs", "2"),
+        timeout=FSDP_TIMEOUT,
     )
     assert again.returncode == 0, again.log[-3000:]
     assert again.record["resumed_from_epoch"] == 1 and again.record["epochs_completed"] == 2
-    assert again.record["final_loss"] < record["final_loss"]
+    assert again.record["final_loss"] < first.record["final_loss"]

@@ -287,6 +287,7 @@ def test_bench_precision_rejects_bad_batch_lists():
     assert proc.returncode == 2 and "expected batch sizes like 1,8,32" in proc.stderr
 
 
+@pytest.mark.timeout(180)  # 26 s alone, 44-60 s beside the book build: a limit, not the budget
 def test_bench_precision_json_rows(tmp_path):
     """The whole command on a small scale: the trained CIFAR-10 network's
     agreement and Inception v3's medians, for the reference and ONNX Runtime's

@@ -27,6 +27,11 @@ from .imports import is_executable
 
 JOBS_VAR = "GUIDE_BUILD_JOBS"
 """Worker processes that read and execute pages (1: a serial build)."""
+MAX_THREADS_VAR = "GUIDE_BUILD_MAX_THREADS"
+"""The CPU threads the whole build may use (default: every core). The test suite
+sets it to its worker's share: a build that runs beside other tests gives no
+page more threads than that, timed pages included (OpenMP threads that wait for
+a descheduled sibling by spinning made a timed page 4 to 7 times slower)."""
 THREADS_VAR = "ROCM_DL_GUIDE_BUILD_THREADS"
 """Set for a page that runs next to another: the CPU threads it was given, and
 the machine's (``"1/2"``); ``rocm_dl_guide.provenance`` shows it in the note."""
@@ -57,13 +62,31 @@ def threads_for(jobs: int, cpus: int, timed: bool) -> int | None:
     return max(1, cpus // jobs)
 
 
+def thread_budget(cpus: int, environ: dict[str, str] | None = None) -> int:
+    """The threads the build may use: ``$GUIDE_BUILD_MAX_THREADS``, at most ``cpus``."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(MAX_THREADS_VAR, "").strip()
+    if not value:
+        return cpus
+    try:
+        budget = int(value)
+    except ValueError:
+        raise ValueError(f"{MAX_THREADS_VAR} must be a whole number, not {value!r}") from None
+    if budget < 1:
+        raise ValueError(f"{MAX_THREADS_VAR} must be 1 or more, not {budget}")
+    return min(budget, cpus)
+
+
 def _execution_slot(app, docname: str) -> None:
     """Before a page executes (in a worker process): wait for the lock, shared
     by ordinary pages, exclusive for timed ones, and give the page's kernel its
     share of the threads through the environment it inherits."""
     timed = docname in app.config.guide_timed_pages
     cpus = os.cpu_count() or 1
-    threads = threads_for(app.parallel, cpus, timed)
+    budget = thread_budget(cpus)
+    threads = threads_for(app.parallel, budget, timed)
+    if threads is None and budget < cpus:
+        threads = budget  # a timed page gets every thread the build may use
     for var in ("OMP_NUM_THREADS", THREADS_VAR):
         os.environ.pop(var, None)
     if threads is not None:

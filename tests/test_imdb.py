@@ -81,7 +81,9 @@ def test_vectorizer_uses_the_guides_sizes(run):
 
 def test_model_beats_chance_by_far(run):
     assert run.data.kind == "fixture"
-    assert run.test_accuracy > 0.75, run.summary()  # chance is 0.5; measured 0.92
+    # chance is 0.5; seeds 42 (the default), 43, 44 gave 0.92, 0.78, 0.90
+    # (2026-11-26, AVX512 EPYC)
+    assert run.test_accuracy > 0.75, run.summary()
     history = run.result.history
     assert list(history["epoch"]) == [1, 2, 3]
     assert {"binary_accuracy", "val_binary_accuracy"} <= set(history.columns)

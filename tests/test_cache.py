@@ -496,6 +496,7 @@ def test_a_timed_page_holds_the_execution_lock_alone(tmp_path, monkeypatch):
     lock = tmp_path / "guide-execution.lock"
     monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    monkeypatch.delenv(parallel.MAX_THREADS_VAR, raising=False)  # xdist workers set it
     parallel._execution_slot(app(timed=True), "book/timed")
     try:
         assert "OMP_NUM_THREADS" not in os.environ  # every thread for a timed page

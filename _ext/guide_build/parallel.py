@@ -38,20 +38,27 @@ the machine's (``"1/2"``); ``rocm_dl_guide.provenance`` shows it in the note."""
 _slot: dict[str, Any] = {}
 
 
+def _count(environ: dict[str, str] | None, name: str) -> int | None:
+    """The whole number 1 or more in ``$name``, ``None`` when it is unset or empty;
+    ``ValueError`` for anything else."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        count = int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, not {value!r}") from None
+    if count < 1:
+        raise ValueError(f"{name} must be 1 or more, not {count}")
+    return count
+
+
 def build_jobs(environ: dict[str, str] | None = None, cpus: int | None = None) -> int:
     """How many pages to execute at once: ``$GUIDE_BUILD_JOBS``, else 2 (1 on one core)."""
-    environ = os.environ if environ is None else environ
     cpus = cpus or os.cpu_count() or 1
-    value = environ.get(JOBS_VAR, "").strip()
-    if not value:
-        return min(2, cpus)
-    try:
-        jobs = int(value)
-    except ValueError:
-        raise ValueError(f"{JOBS_VAR} must be a whole number, not {value!r}") from None
-    if jobs < 1:
-        raise ValueError(f"{JOBS_VAR} must be 1 or more, not {jobs}")
-    return jobs
+    jobs = _count(environ, JOBS_VAR)
+    return min(2, cpus) if jobs is None else jobs
 
 
 def threads_for(jobs: int, cpus: int, timed: bool) -> int | None:
@@ -64,17 +71,8 @@ def threads_for(jobs: int, cpus: int, timed: bool) -> int | None:
 
 def thread_budget(cpus: int, environ: dict[str, str] | None = None) -> int:
     """The threads the build may use: ``$GUIDE_BUILD_MAX_THREADS``, at most ``cpus``."""
-    environ = os.environ if environ is None else environ
-    value = environ.get(MAX_THREADS_VAR, "").strip()
-    if not value:
-        return cpus
-    try:
-        budget = int(value)
-    except ValueError:
-        raise ValueError(f"{MAX_THREADS_VAR} must be a whole number, not {value!r}") from None
-    if budget < 1:
-        raise ValueError(f"{MAX_THREADS_VAR} must be 1 or more, not {budget}")
-    return min(budget, cpus)
+    budget = _count(environ, MAX_THREADS_VAR)
+    return cpus if budget is None else min(budget, cpus)
 
 
 def _execution_slot(app, docname: str) -> None:

@@ -324,19 +324,6 @@ def build_failure_summary(build: Build, tail: int = 40) -> list[str]:
     ]
 
 
-def page_time_lines(report: dict, shown: int = 5) -> list[str]:
-    """The book build's page execution in a few lines: the slowest pages first."""
-    executed = [r for r in report["pages"] if r["this_build"] == "executed"]
-    lines = [
-        f"{len(executed)} pages executed, {report['executed_seconds']:.0f} s in all; "
-        f"reading phase {report['read_seconds']:.0f} s of wall time, {report['jobs']} worker(s)"
-    ]
-    for row in report["pages"][:shown]:
-        how = "alone" if row["alone"] else "beside another page"
-        lines.append(f"{row['seconds']:7.1f} s  {row['page']} ({row['this_build']}, {how})")
-    return lines
-
-
 def pytest_sessionfinish(session):
     """An xdist worker hands the session's build to the controller, which prints
     the summaries (:func:`pytest_testnodedown`)."""
@@ -362,7 +349,11 @@ def pytest_terminal_summary(terminalreporter):
     for build in _BUILDS:
         if build.page_times:
             terminalreporter.section("book build: slowest pages")
-            for line in page_time_lines(build.page_times):
+            if str(ROOT / "_ext") not in sys.path:
+                sys.path.insert(0, str(ROOT / "_ext"))
+            from guide_build import page_times  # the build log's own lines
+
+            for line in page_times.summary_lines(build.page_times):
                 terminalreporter.write_line(line)
         if build.code != 0:
             terminalreporter.section("book build failure")

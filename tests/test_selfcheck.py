@@ -42,16 +42,20 @@ def test_gpu_check_refuses_at_once_without_a_gpu(tmp_path):
     assert not (tmp_path / "report").exists() and done.stdout == ""
 
 
-@pytest.mark.skipif(not NO_GPU, reason="this machine has a GPU")
-def test_make_gpu_check_refuses_clearly(tmp_path):
-    root = Path(__file__).resolve().parents[1]
-    done = subprocess.run(
-        ["make", "-s", "gpu-check", f"PYTHON={sys.executable}", f"GPU_CHECK_REPORT={tmp_path}/r"],
+def _make_gpu_check(python: str, report: Path) -> subprocess.CompletedProcess:
+    """``make -s gpu-check`` with ``python`` as the Python it starts from."""
+    return subprocess.run(
+        ["make", "-s", "gpu-check", f"PYTHON={python}", f"GPU_CHECK_REPORT={report}"],
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=root,
+        cwd=Path(__file__).resolve().parents[1],
     )
+
+
+@pytest.mark.skipif(not NO_GPU, reason="this machine has a GPU")
+def test_make_gpu_check_refuses_clearly(tmp_path):
+    done = _make_gpu_check(sys.executable, tmp_path / "r")
     assert done.returncode != 0
     assert "no GPU" in done.stderr, done.stderr[-2000:]
     assert not (tmp_path / "r").exists()
@@ -61,16 +65,9 @@ def test_make_gpu_check_on_a_python_with_only_the_standard_library(tmp_path):
     """The preflight runs before any install, in the Python the reader names: one
     without PyTorch or the package's dependencies (filelock, ...) gets one line,
     not a traceback (a venv without site packages stands in for such a Python)."""
-    root = Path(__file__).resolve().parents[1]
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
-    done = subprocess.run(
-        ["make", "-s", "gpu-check", f"PYTHON={bare}/bin/python", f"GPU_CHECK_REPORT={tmp_path}/r"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=root,
-    )
+    done = _make_gpu_check(f"{bare}/bin/python", tmp_path / "r")
     assert done.returncode != 0
     mine = [line for line in done.stderr.splitlines() if not line.startswith("make")]
     assert len(mine) == 1 and mine[0].startswith("selfcheck --gpu: no GPU usable"), done.stderr

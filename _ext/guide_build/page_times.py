@@ -78,18 +78,17 @@ def page_rows(
 
 
 def summary_lines(report: dict[str, Any], shown: int = SHOWN) -> list[str]:
-    """The lines the build log shows: the slowest pages and the reading phase."""
+    """The slowest pages and the reading phase in a few lines (the build log
+    shows them, and so does the test suite's summary)."""
     executed = [r for r in report["pages"] if r["this_build"] == "executed"]
     lines = [
-        f"[guide] page execution: {len(executed)} pages executed in this build, "
+        f"page execution: {len(executed)} pages executed in this build, "
         f"{report['executed_seconds']:.0f} s in all; reading phase "
         f"{report['read_seconds']:.0f} s of wall time with {report['jobs']} worker(s)"
     ]
     for row in report["pages"][:shown]:
         how = "alone" if row["alone"] else "beside another page"
-        lines.append(
-            f"[guide]   {row['seconds']:7.1f} s  {row['page']} ({row['this_build']}, {how})"
-        )
+        lines.append(f"  {row['seconds']:7.1f} s  {row['page']} ({row['this_build']}, {how})")
     return lines
 
 
@@ -130,7 +129,7 @@ def _on_build_finished(app, exception) -> None:
     tmp.write_text(json.dumps(report, indent=1), encoding="utf-8")
     tmp.replace(path)
     for line in summary_lines(report):
-        logger.info(line)
+        logger.info(f"[guide] {line}")
 
 
 def setup(app) -> None:

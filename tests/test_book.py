@@ -225,6 +225,7 @@ FIGURES = {
     "book/distributed/tensorflow": 1,  # multi-worker and one-worker training curves
     "book/optimization/benchmark": 1,  # latency and throughput by batch size
     "book/optimization/precision": 1,  # speed against agreement
+    "book/optimization/int8": 1,  # speed against agreement, int8
 }
 
 

@@ -254,6 +254,17 @@ def test_precisions_without_instructions_are_skipped_and_say_why():
     assert "PyTorch eager bf16" not in precision.skipped(precision.ENGINES, rich)
 
 
+def test_the_two_pages_engines_make_the_commands_engines():
+    """The precision page runs the floating-point engines, the int8 page the int8
+    ones; together they are every engine `bench precision` runs, and both start
+    from the same reference."""
+    both = set(precision.FORMAT_ENGINES) | set(precision.INT8_ENGINES)
+    assert both == set(precision.ENGINES)
+    assert not {p for _, p in precision.FORMAT_ENGINES} & {"int8"}
+    assert {p for _, p in precision.INT8_ENGINES} == {"fp32", "int8"}
+    assert precision.FORMAT_ENGINES[0] == precision.INT8_ENGINES[0] == precision.REFERENCE
+
+
 # --------------------------------------------------------------------------- the command
 
 

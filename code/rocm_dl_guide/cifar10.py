@@ -271,13 +271,15 @@ def train(
     channels_last: bool = False,
     fsdp: bool = False,
     seed: int = 0,
+    log=print,
 ) -> CifarRun:
     """Train the guide's CIFAR-10 network with the shared loop; evaluate it per class.
 
     With ``checkpoint_dir`` the loop checkpoints every epoch there (``resume``
     continues from the last checkpoint; ``checkpoint_every`` adds checkpoints
     every N steps inside the epochs) and the trained weights are saved as
-    ``cifar_net.pt`` next to the checkpoints.
+    ``cifar_net.pt`` next to the checkpoints. ``log`` gets the loop's line per
+    epoch (``None``: no lines).
     """
 
     from rocm_dl_guide import device as devices
@@ -304,6 +306,7 @@ def train(
         channels_last=channels_last,
         fsdp=fsdp,
         progress=progress,
+        log=log,
         final_weights="cifar_net.pt",
     )
     per_class = per_class_accuracy(model, data.test_loader, data.classes, dev)

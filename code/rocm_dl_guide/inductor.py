@@ -8,9 +8,12 @@ PT2E-quantized one (:func:`rocm_dl_guide.pt2e.compiled`) alike.
 from __future__ import annotations
 
 import contextlib
+import logging
+from collections.abc import Iterator
 
 
-def freezing(on: bool = True) -> contextlib.AbstractContextManager:
+@contextlib.contextmanager
+def freezing(on: bool = True) -> Iterator[None]:
     """Inductor's freezing, on for the calls inside the ``with`` block only: the
     weights become constants, so Inductor can fold them and choose oneDNN's
     layouts (its setting for CPU inference). Scoped, not global, so that other
@@ -18,7 +21,18 @@ def freezing(on: bool = True) -> contextlib.AbstractContextManager:
 
     ``torch.compile(..., options={"freezing": True})`` is not the same thing on
     PyTorch 2.14: it failed on the PT2E graph, and on Inception v3 in fp32 it
-    compiled for longer and ran slower than the scoped setting."""
+    compiled for longer and ran slower than the scoped setting.
+
+    Inside the block, PyTorch's warning that a CPU-only build has no CUDA
+    runtime (logged when Inductor first looks for a compiler) is not shown:
+    it says nothing about a CPU compile."""
     import torch
 
-    return torch._inductor.config.patch(freezing=True) if on else contextlib.nullcontext()
+    cuda_note = logging.getLogger("torch.utils.cpp_extension")
+    level = cuda_note.level
+    cuda_note.setLevel(logging.ERROR)
+    try:
+        with torch._inductor.config.patch(freezing=True) if on else contextlib.nullcontext():
+            yield
+    finally:
+        cuda_note.setLevel(level)

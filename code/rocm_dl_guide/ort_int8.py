@@ -14,6 +14,8 @@ and ``export --int8`` (:func:`export_int8`) uses it.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import tempfile
@@ -344,18 +346,21 @@ def quantize_onnx_int8(
         # ONNX Runtime's recommended first step: shape inference and graph
         # optimisation, so that quantization sees the fused graph.
         quant_pre_process(str(path), str(pre))
-        quantize_static(
-            str(pre),
-            str(tmp),
-            reader,
-            quant_format=QuantFormat.QDQ,
-            activation_type=types[config.activation],
-            weight_type=types[config.weight],
-            per_channel=config.per_channel,
-            reduce_range=config.reduce_range,
-            calibrate_method=CalibrationMethod[config.calibration],
-            extra_options={"ActivationSymmetric": config.activation == "int8"},
-        )
+        # Percentile calibration prints its progress with print(); keep it off
+        # the caller's output.
+        with contextlib.redirect_stdout(io.StringIO()):
+            quantize_static(
+                str(pre),
+                str(tmp),
+                reader,
+                quant_format=QuantFormat.QDQ,
+                activation_type=types[config.activation],
+                weight_type=types[config.weight],
+                per_channel=config.per_channel,
+                reduce_range=config.reduce_range,
+                calibrate_method=CalibrationMethod[config.calibration],
+                extra_options={"ActivationSymmetric": config.activation == "int8"},
+            )
     return out
 
 

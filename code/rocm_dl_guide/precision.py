@@ -65,6 +65,28 @@ imports. ``torch.compile int8`` is PyTorch's own CPU int8 (:mod:`rocm_dl_guide.p
 
 REFERENCE = ("PyTorch eager", "fp32")
 
+FORMAT_ENGINES = (
+    REFERENCE,
+    ("PyTorch eager", "bf16"),
+    ("torch.compile", "fp32"),
+    ("torch.compile", "bf16"),
+    ("ONNX Runtime", "fp32"),
+    ("MIGraphX", "fp16"),
+)
+"""The floating-point engines, the precision page's table: fp32 and the 16-bit
+formats, eager and compiled."""
+
+INT8_ENGINES = (
+    REFERENCE,
+    ("ONNX Runtime", "fp32"),
+    ("ONNX Runtime", "int8"),
+    ("torch.compile", "int8"),
+    ("MIGraphX", "int8"),
+)
+"""The int8 engines beside the two fp32 ones they start from, the int8 page's
+table. With :data:`FORMAT_ENGINES` they make :data:`ENGINES`, which
+``bench precision`` runs in one process."""
+
 
 def record_int8_choice(result: PrecisionBench, path: str | os.PathLike | None = None) -> Path:
     """Record ``result``'s best int8 setting at batch 1 (:meth:`PrecisionBench.best_int8`)
@@ -400,6 +422,25 @@ class PrecisionBench:
             }
         )
 
+    def display_frame(self):
+        """:meth:`frame` as a page shows it: figures as text (a speed-up as
+        ``1.23x``, an agreement as a percentage, blank where none was measured),
+        and the int8 setting's column only where an int8 row has one."""
+        shown = self.frame()
+        formats = {
+            "ms (median)": "{:.1f}",
+            "vs eager fp32": "{:.2f}x",
+            "top-1 agreement": "{:.1%}",
+            "accuracy": "{:.1%}",
+        }
+        for column, fmt in formats.items():
+            shown[column] = shown[column].map(
+                lambda v, f=fmt: "" if v is None or v != v else f.format(v)
+            )
+        if not shown["config"].astype(bool).any():
+            shown = shown.drop(columns="config")
+        return shown
+
     @property
     def test_images(self) -> int | None:
         """How many test images the agreement was measured on."""
@@ -528,7 +569,7 @@ def trained_cifar10(profile: profiles.ProfileLike = None, epochs: int | None = N
     prof = profiles.current(profile)
     if epochs is None and prof.data_source == "fixtures":
         epochs = AGREEMENT_EPOCHS.get(prof.name)
-    run = cifar10.train(prof, epochs=epochs, progress=False)
+    run = cifar10.train(prof, epochs=epochs, progress=False, log=None)
     note = (
         f"the CIFAR-10 network of the training chapter, trained for {run.epochs} epoch(s) "
         f"(test accuracy {100 * run.test_accuracy:.1f}%; data: {run.data.prepared.note})"

@@ -145,6 +145,9 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT))
         elif _uses_a_shared_fixture(item):
             _join_group(item, item.module.__name__, loadgroup)
+        if "tiny_lm_run" in item.fixturenames and item.get_closest_marker("timeout") is None:
+            # The first test to ask makes the shared tiny-lm run in its setup.
+            item.add_marker(pytest.mark.timeout(SHARED_RUN_TIMEOUT))
 
 
 @pytest.fixture
@@ -261,18 +264,38 @@ def shared_artefact(tmp_path_factory, name: str, make) -> Path:
     return folder
 
 
+SHARED_RUN_TIMEOUT = 300
+"""The limit of a test whose setup may train the shared tiny-lm (about 30 s
+alone, twice that beside a busy worker)."""
+TINY_LM_RECORD = "record.json"
+"""In the shared tiny-lm folder: the last line of `train tiny-lm --json`."""
+
+
 @pytest.fixture(scope="session")
-def tiny_lm_weights(tmp_path_factory):
-    """The weights of a tiny-lm pretrained for one epoch, as `train tiny-lm` saves
-    them, trained once per test run (shared by the xdist workers) for every test
-    that needs a trained model (its greedy choices are no longer near-ties).
-    Tests only read them."""
-    from rocm_dl_guide.lm import pretrain
+def tiny_lm_run(tmp_path_factory) -> Path:
+    """The folder of ``train tiny-lm --epochs 1 --json --checkpoint-dir FOLDER``,
+    run as a reader runs it, once per test run (shared by the xdist workers): its
+    checkpoints, weights and model folder, and its JSON record in
+    :data:`TINY_LM_RECORD`. The command's own test reads it, and so does every
+    test that needs a trained model (its greedy choices are no longer
+    near-ties). Tests only read it."""
 
     def train(folder: Path) -> None:
-        pretrain.train("smoke", epochs=1, checkpoint_dir=folder, progress=False, samples=False)
+        proc = guide_cli(
+            "train", "tiny-lm", "--epochs", "1", "--json", "--checkpoint-dir", str(folder)
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (folder / TINY_LM_RECORD).write_text(proc.stdout.strip().splitlines()[-1])
 
-    return shared_artefact(tmp_path_factory, "tiny-lm", train) / pretrain.WEIGHTS_NAME
+    return shared_artefact(tmp_path_factory, "tiny-lm", train)
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_weights(tiny_lm_run) -> Path:
+    """The weights file of :func:`tiny_lm_run`."""
+    from rocm_dl_guide.lm import pretrain
+
+    return tiny_lm_run / pretrain.WEIGHTS_NAME
 
 
 PAGE_TIMES = ROOT / "_build" / "page-times.json"

@@ -107,6 +107,7 @@ def test_train_tiny_lm_records_perplexities_and_beats_the_untrained_model(tiny_l
         "perplexity",
     ):
         assert math.isfinite(record[key]) and record[key] > 0, key
+    # Seeds 1 and 2 (pretrain.train(seed=...)): 4280 -> 429 and 4225 -> 358, 10-12x.
     assert record["perplexity"] < record["perplexity_before"] / 4
     assert record["perplexity_before"] > 0.5 * 4096  # untrained: close to uniform
     weights = tmp_path / pretrain.WEIGHTS_NAME

@@ -334,7 +334,9 @@ def test_qlora_holds_the_base_in_4_bits_and_trains_only_the_adapters(data):
 def test_qlora_fine_tuning_learns_to_answer(base, tmp_path):
     run = lora.train("smoke", epochs=3, base=base, qlora=True, progress=False)
     assert run.qlora and run.summary().startswith("QLoRA on tiny-lm")
-    # on a base pretrained for one epoch, three epochs reach the common answers
+    # On a base pretrained for one epoch, three epochs reach the common answers.
+    # Seed-dependent: a base of seed 1 with LoRA seeds 1 and 2 gave 0.28 and 0.40,
+    # close to the bar, so the test keeps the suite's seeds (base 0, LoRA 0).
     assert run.accuracy >= 0.25 and run.accuracy > run.accuracy_before + 0.2, run.summary()
     history = run.result.history
     assert history[-1].train_loss < 0.5 * history[0].train_loss

@@ -95,6 +95,8 @@ def test_multiworker_accuracy_is_comparable_to_one_worker(multiworker, baseline)
     assert baseline.workers == 1 and baseline.replicas == 1
     assert baseline.test_accuracy > CHANCE + 0.4, baseline.summary()  # measured 0.96
     gap = abs(multiworker.test_accuracy - baseline.test_accuracy)
+    # Seeds 2 and 3: one worker 0.97 and 0.92, two workers 0.94 and 0.91 (Keras
+    # fit on two replicas 0.93 both): gaps 0.03 and 0.01.
     assert gap < 0.15, (multiworker.summary(), baseline.summary())
 
 

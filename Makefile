@@ -99,7 +99,7 @@ test-rocm:
 # NVIDIA's PyTorch container): the rest comes from $(WHEELHOUSE)/ when it is there
 # (no network; `make wheelhouse` prepares it on a machine with the package
 # registry), else from the registry. It refuses at once where PyTorch sees no GPU
-# (rocm_dl_guide.preflight: the standard library and PyTorch only, so a plain Python says so too),
+# (rocm_dl_guide.core.preflight: the standard library and PyTorch only, so a plain Python says so too),
 # and writes its report to $(GPU_CHECK_REPORT)/. GPU_CHECK_FLAGS=--record writes
 # the verification record the book shows when every check passed. To carry the
 # wheels to a machine whose Python you know, build them for it alone (under 60 MB):
@@ -112,7 +112,7 @@ GPU_CHECK_REPORT ?= gpu-check-report
 GPU_CHECK_FLAGS ?=
 GPU_CHECK_RUN := PYTHONPATH="$(CURDIR)/code" ROCM_DL_GUIDE_DATA_SOURCE=fixtures
 gpu-check:
-	@$(GPU_CHECK_RUN) $(PYTHON) -m rocm_dl_guide.preflight --gpu
+	@$(GPU_CHECK_RUN) $(PYTHON) -m rocm_dl_guide.core.preflight --gpu
 	@$(MAKE) --no-print-directory gpu-check-venv
 	@if [ -d "$(WHEELHOUSE)" ]; then \
 	  echo "Installing the selfcheck's requirements from $(WHEELHOUSE)/ (offline) ..."; \

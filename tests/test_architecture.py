@@ -1,27 +1,24 @@
-"""The package's architecture: layers without cycles, one command line, no private reach-ins.
+"""The package's architecture: layered subpackages, no cycles, one command line, no reach-ins.
 
-Two tiers, and the doctor beside them. The core (data, devices, profiles, the
-training loops, small helpers) never imports a case study, the inference
-chapter, the doctor or the command line. The doctor (the ``doctor/``
-subpackage: the setup checks, ``doctor.compat``, ``doctor.system``, ...) may
-use the core, and only the entry points and ``inference`` (which finds ROCm's
-libraries with ``doctor.system``) may use the doctor. Case studies (mnist,
-cifar10, inception, fashion_mnist, imdb) use only the core; the inference
-chapter (``inference``, ``bench``) may also use ``inception``, and ``bench``
-may use ``inference`` but not the other way round. ``tf_distributed`` (the
-TensorFlow chapter's distributed training) may use the core and
-``fashion_mnist``; ``scaling`` (the distributed chapter's torchrun experiments)
-only the core. ``cli`` and ``__main__`` may import anything, and only the
-``cli`` subpackage (and ``__main__``) builds argparse parsers. No module uses
-another module's private (``_name``) names, and no function is longer than 80
-lines.
+The package is cut by the book's parts. At the bottom, ``core`` (profiles,
+devices, files, data sets, fixtures, the case-study registry, runs, provenance,
+preemption and small helpers) imports nothing above it. ``training`` (the one
+loop, checkpoints, sharded state, the Keras loop) and the ``doctor`` use only
+the core. The chapters (``casestudies``, ``distributed``, ``lm``,
+``optimization``) use the core and the training loop, and a sibling chapter or
+the doctor only through an edge listed, with its reason, in
+:data:`CHAPTER_EXCEPTIONS`. ``selfcheck``, ``cli`` and ``__main__`` sit on top
+and may import anything; nothing below imports them, and only the ``cli``
+subpackage (and ``__main__``) builds argparse parsers. No module uses another
+module's private (``_name``) names, no function is longer than 80 lines, and no
+module is longer than 600.
 
-Modules are named by their dotted name inside the package (``train``,
+Modules are named by their dotted name inside the package (``training.train``,
 ``doctor.system``, ``cli.train``; ``doctor`` for ``doctor/__init__.py``), and
-the whole package is walked, subpackages included. A module belongs to a tier
-when its name or one of its dotted prefixes is listed there: listing ``doctor``
-puts ``doctor.system`` in the doctor's tier, listing ``cli`` puts ``cli.train``
-among the entry points. The modules of one listed subpackage may import each other.
+the whole package is walked. A module belongs to a layer when its name or one
+of its dotted prefixes is listed there: listing ``doctor`` puts
+``doctor.system`` in the doctor's layer. The modules of one listed subpackage
+may import each other.
 
 The import graph counts every import, also those inside functions and under
 ``TYPE_CHECKING``, and resolves relative ones (``from . import x``, ``from ..
@@ -48,58 +45,32 @@ PACKAGE_DIR = ROOT / "code" / PACKAGE
 MAX_FUNCTION_LINES = 80
 
 # Each entry covers a module and, when it is a subpackage, every module in it:
-# "doctor" is the doctor/ subpackage (doctor, doctor.system, doctor.compat, ...),
-# "cli" is cli.py or the cli/ subpackage (cli.train, cli.bench, ...).
-CORE = frozenset(
-    {
-        "__init__",
-        "archives",
-        "datasets",
-        "device",
-        "distributed",
-        "casestudies",
-        "checkpoints",
-        "files",
-        "fixtures",
-        "inductor",
-        "keras_train",
-        "messages",
-        "plots",
-        "ports",
-        "preemption",
-        "preflight",
-        "profiles",
-        "progress",
-        "provenance",
-        "runs",
-        "sharded",
-        "tables",
-        "timing",
-        "train",
-        "training_speed",
-    }
-)
-# The setup checks; its modules may import the core and each other.
+# "core" is core/ (core.profiles, core.datasets, ...), "cli" is cli/ and cli.*.
+CORE = frozenset({"__init__", "core"})
+TRAINING = frozenset({"training"})
 DOCTOR = frozenset({"doctor"})
-# Who may import the doctor, beyond the entry points.
-DOCTOR_USERS = frozenset({"inference"})
-CASE_STUDIES = frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb", "lm"})
-INFERENCE_CHAPTER = frozenset(
-    {
-        "inference",
-        "bench",
-        "cpp_example",
-        "graph_views",
-        "precision",
-        "ort_int8",
-        "pt2e",
-        "profiling",
-        "tuning",
-    }
-)
-OTHER_CHAPTERS = frozenset({"tf_distributed", "scaling", "selfcheck", "recipes"})
-ENTRY_POINTS = frozenset({"cli", "__main__"})  # "cli": cli.py, or cli/ and cli.*
-TIERS = CORE | DOCTOR | CASE_STUDIES | INFERENCE_CHAPTER | OTHER_CHAPTERS | ENTRY_POINTS
+CHAPTERS = frozenset({"casestudies", "distributed", "lm", "optimization"})
+ENTRY_POINTS = frozenset({"selfcheck", "cli", "__main__"})
+TIERS = CORE | TRAINING | DOCTOR | CHAPTERS | ENTRY_POINTS
+MAX_MODULE_LINES = 600
+
+# The edges from a chapter to a sibling chapter or to the doctor, each with its reason.
+CHAPTER_EXCEPTIONS = {
+    # The optimisation chapter's model is the training chapter's Inception v3:
+    # exported, calibrated on its data, tuned, profiled and timed.
+    ("optimization.inference", "casestudies.inception"): "exports Inception v3",
+    ("optimization.ort_int8", "casestudies.inception"): "calibrates on its data",
+    ("optimization.precision", "casestudies.inception"): "times Inception v3",
+    ("optimization.tuning", "casestudies.inception"): "tunes its convolutions",
+    ("optimization.profiling", "casestudies.inception"): "profiles its forward pass",
+    # Agreement and a training step need a trained network: the CIFAR-10 one.
+    ("optimization.precision", "casestudies.cifar10"): "agreement on a trained network",
+    ("optimization.profiling", "casestudies.cifar10"): "profiles a training step",
+    # MIGraphX's Python module is found where the doctor finds ROCm.
+    ("optimization.inference", "doctor.system"): "finds ROCm's libraries",
+    # TensorFlow's strategies train the Fashion-MNIST classifier of the case study.
+    ("distributed.tf_distributed", "casestudies.fashion_mnist"): "trains its classifier",
+}
 PARSER_MODULES = frozenset({"cli", "__main__"})
 PARSER_CALLS = frozenset({"add_parser", "add_subparsers", "ArgumentParser"})
 
@@ -196,27 +167,21 @@ def _edge_problem(src: str, dst: str) -> str | None:
     if listed(src, ENTRY_POINTS):
         return None
     if listed(dst, ENTRY_POINTS):
-        return f"only {' and '.join(sorted(ENTRY_POINTS))} may import {dst}"
-    if listed(dst, DOCTOR):
-        if listed(src, DOCTOR_USERS):
-            return None
-        users = ", ".join(sorted(ENTRY_POINTS | DOCTOR_USERS))
-        return f"only {users} may import the doctor ({dst})"
+        return f"only {', '.join(sorted(ENTRY_POINTS))} may import {dst}"
     if listed(dst, CORE):
         return None
-    if listed(src, CORE | DOCTOR):
-        return "the core and the doctor must not import a case study, a chapter or the CLI"
-    if listed(src, CASE_STUDIES):
-        return "a case study may import only the core (not another case study)"
-    chapter = listed(src, INFERENCE_CHAPTER | OTHER_CHAPTERS)
-    if chapter is not None:
-        extra = ALLOWED_EXTRA.get(chapter, frozenset())
-        if listed(dst, extra):
-            return None
-        if chapter == "inference" and listed(dst, {"bench"}):
-            return "inference must not import bench (bench uses inference)"
-        return f"{src} may import only the core, " + " and ".join(sorted(extra))
-    return None  # unclassified modules are reported by layer_violations
+    if listed(src, CORE):
+        return "the core imports nothing above it"
+    if listed(src, TRAINING | DOCTOR):
+        return f"{unit} may import only the core"
+    if listed(dst, TRAINING):
+        return None  # a chapter uses the training loop
+    if any(listed(src, {s}) and listed(dst, {d}) for s, d in CHAPTER_EXCEPTIONS):
+        return None
+    return (
+        f"a chapter may import only the core and the training loop, and {dst} "
+        "only through an entry of CHAPTER_EXCEPTIONS"
+    )
 
 
 def layer_violations(graph: dict[str, set[str]]) -> list[str]:
@@ -341,8 +306,9 @@ def test_import_graph_counts_function_level_imports():
     graph = import_graph()
     # imported inside the data command's functions only (in cli.py, or in cli/)
     cli_imports = set().union(*(deps for name, deps in graph.items() if listed(name, {"cli"})))
-    assert "datasets" in cli_imports
-    assert "inception" in graph["inference"]  # inside functions and under TYPE_CHECKING
+    assert "core.datasets" in cli_imports
+    # inside functions and under TYPE_CHECKING
+    assert "casestudies.inception" in graph["optimization.inference"]
 
 
 def test_no_import_cycle():
@@ -370,6 +336,41 @@ def test_no_private_names_across_modules():
     assert not problems, "private names used across modules:\n" + "\n".join(problems)
 
 
+OVER_600 = frozenset(
+    {
+        "core/datasets.py",
+        "core/fixtures.py",
+        "distributed/tf_distributed.py",
+        "casestudies/inception.py",
+        "doctor/compat.py",
+        "doctor/diagnose.py",
+        "doctor/rocminfo.py",
+        "doctor/system.py",
+        "lm/lora.py",
+        "optimization/inference.py",
+        "optimization/precision.py",
+        "selfcheck.py",
+        "training/train.py",
+    }
+)
+"""Modules still over :data:`MAX_MODULE_LINES`, to be split by idea (issue 43).
+Each must still be over: the list only shrinks."""
+
+
+def test_no_module_longer_than_600_lines():
+    lengths = {
+        path.relative_to(PACKAGE_DIR).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+        for path in package_modules().values()
+    }
+    over = {name for name, n in lengths.items() if n > MAX_MODULE_LINES}
+    assert over <= OVER_600, f"modules over {MAX_MODULE_LINES} lines: " + ", ".join(
+        f"{name} ({lengths[name]})" for name in sorted(over - OVER_600)
+    )
+    assert OVER_600 <= over, "split already, remove from OVER_600: " + ", ".join(
+        sorted(OVER_600 - over)
+    )
+
+
 def test_no_function_longer_than_80_lines():
     problems = _per_module(lambda name, path, source: long_functions(source))
     assert not problems, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(problems)
@@ -382,23 +383,29 @@ def test_no_function_longer_than_80_lines():
 # module inside a subpackage, some through relative imports.
 MADE_UP = {
     "__init__.py": "",
-    "datasets.py": "",
-    "mnist.py": "",
-    "bench.py": "",
+    "core/__init__.py": "",
+    "core/datasets.py": "",
+    "core/files.py": "from ..training import train\n",  # the core imports the loop
+    "training/__init__.py": "",
+    "training/train.py": "from ..core import datasets\n",
+    "casestudies/__init__.py": "",
+    "casestudies/mnist.py": "from ..training import train\n",
+    "optimization/__init__.py": "",
+    "optimization/bench.py": "from ..casestudies import mnist\n",  # not a listed exception
     # the doctor: its __init__ and members import each other
     "doctor/__init__.py": "from .report import run\n",
     "doctor/report.py": "import argparse\nfrom . import system\n"
     "parser = argparse.ArgumentParser()\n",
-    "doctor/system.py": "def f():\n    from .. import mnist\n",  # the doctor imports a case study
+    "doctor/system.py": "def f():\n    from ..casestudies import mnist\n",  # a chapter
     # the command line: may import anything, build parsers, import its own modules
     "cli/__init__.py": "from .train import main\n",
     "cli/train.py": "import argparse\nfrom ..doctor import system\nfrom . import common\n"
     "argparse.ArgumentParser()\n",
-    "cli/common.py": "from rocm_dl_guide import bench\n",
-    # a case study in a subpackage: its own modules yes, another case study no
-    "imdb/__init__.py": "from . import model\n",
-    "imdb/model.py": "from . import data\nfrom rocm_dl_guide import datasets\n",
-    "imdb/data.py": "from ..mnist import load\n",
+    "cli/common.py": "from rocm_dl_guide.optimization import bench\n",
+    # a chapter: its own modules and the core yes, a sibling chapter no
+    "lm/__init__.py": "from . import model\n",
+    "lm/model.py": "from . import data\nfrom rocm_dl_guide.core import datasets\n",
+    "lm/data.py": "from ..casestudies.mnist import load\n",
     "doctorx.py": "",  # "doctor" covers doctor.system, not doctorx
 }
 
@@ -415,21 +422,32 @@ def _subpackage_checks_can_fail(tmp_path: Path) -> None:
     graph = import_graph(package_dir)
     # relative imports seen, resolved to the modules they name
     assert graph["doctor"] == {"doctor.report"} and graph["doctor.report"] == {"doctor.system"}
-    assert graph["doctor.system"] == {"mnist"}  # from .. import, inside a function
-    assert graph["cli.train"] == {"doctor.system", "cli.common"}
-    assert graph["imdb.data"] == {"mnist"}  # from ..mnist import a name: the module
+    assert "casestudies.mnist" in graph["doctor.system"]  # from .. import, inside a function
+    assert {"doctor.system", "cli.common"} <= graph["cli.train"]
+    assert "casestudies.mnist" in graph["lm.data"]  # from ..x.y import a name: the module
     problems = layer_violations(graph)
-    for bad in ("doctor.system -> mnist:", "imdb.data -> mnist:", "doctorx:"):
-        assert any(p.startswith(bad) for p in problems), (bad, problems)
-    assert len(problems) == 3, problems  # cli.*, doctor's and imdb's own edges are fine
+    bad = (
+        "doctor.system -> casestudies.mnist:",
+        "lm.data -> casestudies.mnist:",
+        "optimization.bench -> casestudies.mnist:",
+        "core.files -> training.train:",
+        "doctorx:",
+    )
+    for edge in bad:
+        assert any(p.startswith(edge) for p in problems), (edge, problems)
+    # cli.*, the doctor's, lm's, the loop's and the case study's own edges are fine
+    assert len(problems) == len(bad), problems
     modules = package_modules(package_dir)
     assert parser_violations(modules) == ["doctor.report: line 3: ArgumentParser"]
     assert listed("cli.train", PARSER_MODULES) == "cli" and listed("clix", PARSER_MODULES) is None
     # private names through relative imports, in a module and in an __init__
-    src = "from . import report\nreport._x\nfrom ..mnist import _y\nfrom .system import _own\n"
+    src = (
+        "from . import report\nreport._x\nfrom ..casestudies.mnist import _y\n"
+        "from .system import _own\n"
+    )
     assert private_uses("doctor.system", src, set(modules)) == [
         "line 2: doctor.report._x",
-        "line 3: from ..mnist import _y",
+        "line 3: from ..casestudies.mnist import _y",
     ]
     assert private_uses("doctor", "from . import system\nsystem._z\n", set(modules), "doctor") == [
         "line 2: doctor.system._z"
@@ -440,8 +458,10 @@ def test_each_check_can_fail(tmp_path):
     # the graph sees imports inside functions
     package_dir = _made_up_package(tmp_path / "flat")
     mod = package_dir / "mod.py"
-    mod.write_text("def f():\n    from rocm_dl_guide import bench\n    import rocm_dl_guide.cli\n")
-    assert imports.module_imports(mod, package_dir) == {"bench", "cli"}
+    mod.write_text(
+        "def f():\n    from rocm_dl_guide.optimization import bench\n    import rocm_dl_guide.cli\n"
+    )
+    assert {"optimization.bench", "cli"} <= imports.module_imports(mod, package_dir)
 
     # a cycle, named edge by edge
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
@@ -449,35 +469,43 @@ def test_each_check_can_fail(tmp_path):
 
     # layer violations name the offending edge
     bad = {
-        "datasets": {"mnist", "doctor"},
-        "fashion_mnist": {"mnist", "profiles"},
-        "inference": {"bench", "inception", "doctor.system"},
-        "bench": {"inference", "cifar10", "doctor.compat"},
-        "mnist": {"cli", "doctor"},
+        "core.datasets": {"casestudies.mnist", "doctor", "core.files"},
+        "casestudies.fashion_mnist": {"casestudies.mnist", "core.profiles"},
+        "optimization.inference": {"optimization.bench", "casestudies.inception"},
+        "optimization.bench": {"casestudies.cifar10", "doctor.compat"},
+        "casestudies.mnist": {"cli", "doctor", "training.train"},
         "newthing": set(),
-        "cli": {"bench", "datasets", "doctor"},
+        "cli": {"optimization.bench", "core.datasets", "doctor"},
         "cli.setup": {"doctor.freshness"},
         "doctor": {"doctor.report"},
-        "doctor.report": {"doctor.system", "profiles", "inception"},
+        "doctor.report": {"doctor.system", "core.profiles", "casestudies.inception"},
+        "training.train": {"casestudies.mnist", "core.files"},
+        "lm.pretrain": {"training.train", "selfcheck"},
     }
     problems = layer_violations(bad)
     for edge in (
-        "datasets -> mnist",
-        "datasets -> doctor",  # the core imports the doctor
-        "fashion_mnist -> mnist",
-        "inference -> bench",
-        "bench -> cifar10",
-        "bench -> doctor.compat",  # a chapter other than inference imports the doctor
-        "mnist -> cli",
-        "mnist -> doctor",
-        "doctor.report -> inception",  # the doctor imports a case study
+        "core.datasets -> casestudies.mnist",  # the core imports a chapter
+        "core.datasets -> doctor",
+        "optimization.bench -> casestudies.cifar10",  # no listed exception
+        "optimization.bench -> doctor.compat",
+        "casestudies.mnist -> cli",
+        "casestudies.mnist -> doctor",
+        "doctor.report -> casestudies.inception",  # the doctor imports a chapter
+        "training.train -> casestudies.mnist",  # the loop imports a chapter
+        "lm.pretrain -> selfcheck",  # a chapter imports the top
     ):
         assert any(p.startswith(edge + ":") for p in problems), (edge, problems)
     assert any(p.startswith("newthing:") for p in problems)
-    fine = ("cli ->", "cli.setup ->", "bench -> inference", "inference -> inception")
-    fine += ("inference -> doctor.system", "doctor ->", "doctor.report -> doctor.system")
-    fine += ("doctor.report -> profiles",)
+    fine = ("cli ->", "cli.setup ->", "optimization.inference ->", "doctor ->")
+    fine += ("doctor.report -> doctor.system", "doctor.report -> core.profiles")
+    fine += ("casestudies.fashion_mnist ->", "casestudies.mnist -> training.train")
+    fine += (
+        "training.train -> core.files",
+        "lm.pretrain -> training.train",
+        "core.datasets -> core",
+    )
     assert not any(p.startswith(fine) for p in problems), problems
+    assert len(problems) == 10, problems
 
     # argparse outside cli
     src = "import argparse\np = argparse.ArgumentParser()\np.add_subparsers().add_parser('x')\n"
@@ -488,25 +516,25 @@ def test_each_check_can_fail(tmp_path):
     ]
 
     # private names of another module, in all three spellings; own names and dunders are fine
-    modules = {"mnist", "datasets", "imdb"}
+    modules = {"core", "casestudies", "casestudies.mnist", "core.datasets", "casestudies.imdb"}
     src = textwrap.dedent(
         """
-        from rocm_dl_guide.mnist import _epochs
-        from rocm_dl_guide import datasets
-        import rocm_dl_guide.datasets
-        import rocm_dl_guide.mnist as m
-        from rocm_dl_guide.imdb import _own
+        from rocm_dl_guide.casestudies.mnist import _epochs
+        from rocm_dl_guide.core import datasets
+        import rocm_dl_guide.core.datasets
+        import rocm_dl_guide.casestudies.mnist as m
+        from rocm_dl_guide.casestudies.imdb import _own
         datasets._is_network_error(None)
-        rocm_dl_guide.datasets._remove(None)
+        rocm_dl_guide.core.datasets._remove(None)
         m._epochs
         datasets.__name__, datasets.fetch
         """
     )
-    assert private_uses("imdb", src, modules) == [
-        "line 2: from rocm_dl_guide.mnist import _epochs",
-        "line 7: datasets._is_network_error",
-        "line 8: datasets._remove",
-        "line 9: mnist._epochs",
+    assert private_uses("casestudies.imdb", src, modules) == [
+        "line 2: from rocm_dl_guide.casestudies.mnist import _epochs",
+        "line 7: core.datasets._is_network_error",
+        "line 8: core.datasets._remove",
+        "line 9: casestudies.mnist._epochs",
     ]
 
     # long functions: 81 lines fail, 80 pass

@@ -35,7 +35,7 @@ def names(paths) -> set[str]:
 
 
 def test_page_dependencies_follow_the_package_imports():
-    page = "```{code-cell} ipython3\nfrom rocm_dl_guide import cifar10\n```\n"
+    page = "```{code-cell} ipython3\nfrom rocm_dl_guide.casestudies import cifar10\n```\n"
     deps = names(imports.dependencies(page, PACKAGE_DIR))
     # cifar10 imports datasets and profiles at the top, train and device inside
     # functions; datasets imports fixtures; train imports progress and plots.
@@ -57,13 +57,11 @@ def test_page_module_forms(tmp_path):
     package_dir = write_package(tmp_path, {**flat, "sub/__init__.py": "", "sub/mod.py": ""})
     text = textwrap.dedent(
         """
-        from rocm_dl_guide import provenance, tables as t
-        from rocm_dl_guide.train import runs_dir
+        from rocm_dl_guide.core import provenance, tables as t
+        from rocm_dl_guide.training.train import runs_dir
         import rocm_dl_guide.compat
-        from rocm_dl_guide import (
-            plots,
-            mnist,
-        )
+        from rocm_dl_guide.casestudies import mnist
+        from rocm_dl_guide.core import plots
         """
     )
     assert imports.page_modules(text, package_dir) == {
@@ -232,7 +230,7 @@ from traitlets.config import Config
 config = Config()
 config.HistoryManager.hist_file = ":memory:"
 InteractiveShell.instance(config=config)
-from rocm_dl_guide import provenance
+from rocm_dl_guide.core import provenance
 
 prov = provenance.Provenance(**json.loads(sys.argv[1]))
 with capture_output() as captured:
@@ -267,7 +265,7 @@ def test_provenance_record_reaches_the_table_as_data(tmp_path):
     from docutils import nodes
     from myst_nb.ext.glue import extract_glue_data_cell
 
-    from rocm_dl_guide import provenance
+    from rocm_dl_guide.core import provenance
 
     assert provenance_table.PROVENANCE_KEY == provenance.GLUE_KEY
     assert provenance_table.PROVENANCE_KIND == provenance.RECORD_KIND
@@ -325,7 +323,7 @@ def test_provenance_from_glue_rejects_what_is_not_a_record():
     assert provenance_table.provenance_from_glue({}) is None  # the page glued no provenance
     assert provenance_table.provenance_from_glue({"other": {"data": {}}}) is None
     MIME = provenance_table.PROVENANCE_MIME
-    good = {"kind": "rocm_dl_guide.provenance", "profile": "smoke", "device": "CPU (x)"}
+    good = {"kind": "rocm_dl_guide.core.provenance", "profile": "smoke", "device": "CPU (x)"}
     bad = [
         {"guide-provenance": {"data": {"text/plain": "'smoke'"}}},  # no record output
         {"guide-provenance": {"data": {"application/json": good}}},  # not its MIME type
@@ -357,7 +355,7 @@ def test_reading_any_page_reads_the_home_page_too():
 
 
 def test_a_page_run_next_to_another_says_so_in_its_note_and_the_table(monkeypatch):
-    from rocm_dl_guide import profiles, provenance
+    from rocm_dl_guide.core import profiles, provenance
 
     assert parallel.THREADS_VAR == provenance.BUILD_THREADS_VAR
     monkeypatch.setenv(profiles.ENV_VAR, "smoke")
@@ -539,7 +537,7 @@ def test_timed_pages_exist_and_report_timings():
 
 
 def test_note_outside_a_kernel_records_nothing(capsys, monkeypatch):
-    from rocm_dl_guide import profiles, provenance
+    from rocm_dl_guide.core import profiles, provenance
 
     monkeypatch.setenv(profiles.ENV_VAR, "smoke")
     shown = provenance.note(framework="none")
@@ -574,12 +572,12 @@ def _page(title: str, module: str) -> str:
         from myst_nb import glue
         from rocm_dl_guide import {module}
 
-        # What rocm_dl_guide.provenance.note does: the record as glued data (the
+        # What rocm_dl_guide.core.provenance.note does: the record as glued data (the
         # table is built from it), the prose for the reader (never parsed).
         class Record:
             def _repr_mimebundle_(self, include=None, exclude=None):
                 record = {{
-                    "kind": "rocm_dl_guide.provenance", "version": 1, "profile": "smoke",
+                    "kind": "rocm_dl_guide.core.provenance", "version": 1, "profile": "smoke",
                     "device": "CPU (stand-in; {title})", "executed_at": "2026-01-01 00:00 UTC",
                 }}
                 return {{"{provenance_table.PROVENANCE_MIME}": record, "text/plain": "record"}}

@@ -1,6 +1,6 @@
 """The one case-study registry: every consumer reads it, and every entry resolves.
 
-Adding a case study means one :class:`rocm_dl_guide.casestudies.CaseStudy`
+Adding a case study means one :class:`rocm_dl_guide.core.casestudies.CaseStudy`
 entry plus its module and page; these tests are what tell a contributor that an
 entry is incomplete (a page that does not exist, a function that is not there,
 a flag the training function does not take).
@@ -15,8 +15,10 @@ import re
 import pytest
 
 from conftest import ROOT
-from rocm_dl_guide import casestudies, profiles, recipes, selfcheck
+from rocm_dl_guide import selfcheck
+from rocm_dl_guide.casestudies import recipes
 from rocm_dl_guide.cli import build_parser
+from rocm_dl_guide.core import casestudies, profiles
 
 PACKAGE_DIR = ROOT / "code" / "rocm_dl_guide"
 STUDIES = list(casestudies.REGISTRY.values())

@@ -14,7 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rocm_dl_guide import checkpoints, cifar10  # noqa: E402
+from rocm_dl_guide.casestudies import cifar10  # noqa: E402
+from rocm_dl_guide.training import checkpoints  # noqa: E402
 
 
 @pytest.fixture(scope="module")

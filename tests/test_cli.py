@@ -13,8 +13,9 @@ import sys
 
 import pytest
 
-from rocm_dl_guide import cli, profiles
+from rocm_dl_guide import cli
 from rocm_dl_guide.cli import common
+from rocm_dl_guide.core import profiles
 
 COMMANDS = (
     "doctor",
@@ -154,7 +155,8 @@ def test_keyboard_interrupt_exits_130(capsys, monkeypatch):
 def test_a_closed_pipe_exits_141_without_a_traceback():
     script = (
         "import sys\n"
-        "from rocm_dl_guide import cli, profiles\n"
+        "from rocm_dl_guide import cli\n"
+        "from rocm_dl_guide.core import profiles\n"
         "def closed(name=None):\n"
         "    raise BrokenPipeError\n"
         "profiles.current = closed\n"

@@ -268,7 +268,7 @@ def test_bib_has_one_entry_per_source():
 
 
 def test_rendered_tables_link_every_source():
-    from rocm_dl_guide import tables
+    from rocm_dl_guide.core import tables
 
     html = tables.show(compat.framework_table("pytorch"), links=compat.source_links()).to_html()
     for key in set(compat.framework_table("pytorch")["Source"]):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_dl_guide import distributed, files, fixtures, profiles
+from rocm_dl_guide.core import distributed, files, fixtures, profiles
 
 PROCESSES = 6
 """More processes than the test machines' cores, so they really interleave."""
@@ -35,7 +35,7 @@ WORKER = textwrap.dedent(
     from pathlib import Path
 
     start, mode, source = float(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
-    from rocm_dl_guide import archives, datasets
+    from rocm_dl_guide.core import archives, datasets
 
     if mode == "fetch":  # the real-download path, served from a local file
         log = source.parent / "downloads.log"
@@ -226,7 +226,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from rocm_dl_guide import files
+    from rocm_dl_guide.core import files
 
     target = Path(sys.argv[1])
     with files.build_lock(target):
@@ -264,7 +264,7 @@ EXPORTER = textwrap.dedent(
     import sys, time
     import torch
     from torch import nn
-    from rocm_dl_guide import inference
+    from rocm_dl_guide.optimization import inference
 
     start, path = float(sys.argv[1]), sys.argv[2]
     torch.manual_seed(0)
@@ -309,7 +309,7 @@ ORDERED = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from rocm_dl_guide import distributed
+    from rocm_dl_guide.core import distributed
 
     out, rank = Path(sys.argv[1]), int(os.environ["RANK"])
     local = int(os.environ["LOCAL_RANK"])

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import requests
 
-from rocm_dl_guide import archives, cli, datasets, files, fixtures, profiles
+from rocm_dl_guide import cli
+from rocm_dl_guide.core import archives, datasets, files, fixtures, profiles
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from rocm_dl_guide import device
+from rocm_dl_guide.core import device
 
 
 def test_describe_matches_torch():

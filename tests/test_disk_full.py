@@ -5,7 +5,7 @@ limit (``RLIMIT_FSIZE``, ``SIGXFSZ`` ignored), so a write past it fails with
 EFBIG as on a full disk, whoever runs the tests; as root, a small tmpfs
 (``mount -t tmpfs -o size=1m``) fills up for real and writes fail with ENOSPC
 (skipped with the reason where it cannot be mounted). Each test checks the
-one-line :class:`rocm_dl_guide.files.DiskFullError` (the file, the free space,
+one-line :class:`rocm_dl_guide.core.files.DiskFullError` (the file, the free space,
 what is intact, what to do), that the earlier file is unchanged and that no
 temporary file or folder is left behind.
 """
@@ -29,7 +29,8 @@ import pytest
 import torch
 
 from conftest import ROOT
-from rocm_dl_guide import checkpoints, files, runs
+from rocm_dl_guide.core import files, runs
+from rocm_dl_guide.training import checkpoints
 
 # Sets the file-size limit (argv[1] bytes), ignores SIGXFSZ (so a write past
 # the limit fails with EFBIG instead of killing the process) and becomes the
@@ -191,7 +192,7 @@ def test_atomic_write_past_the_limit_keeps_the_old_file(tmp_path: Path) -> None:
     got = child_error(
         """
         import sys
-        from rocm_dl_guide import files
+        from rocm_dl_guide.core import files
         with files.atomic_write(sys.argv[1]) as fh:
             fh.write(b"x" * 200_000)
         """,
@@ -217,7 +218,7 @@ def test_torch_save_past_the_limit_names_the_last_good_checkpoint(tmp_path: Path
         """
         import sys, torch
         from pathlib import Path
-        from rocm_dl_guide import checkpoints
+        from rocm_dl_guide.training import checkpoints
         checkpoints.atomic_torch_save({"w": torch.zeros(100_000)}, Path(sys.argv[1]))
         """,
         100_000,
@@ -240,7 +241,7 @@ def test_dcp_shards_past_the_limit_leave_no_partial_folder(tmp_path: Path) -> No
         from pathlib import Path
         import torch
         from torch import nn
-        from rocm_dl_guide import sharded
+        from rocm_dl_guide.training import sharded
         warnings.simplefilter("ignore")  # DCP without a process group says so
         model = nn.Linear(200, 200)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -322,7 +323,7 @@ def test_fixture_prepare_on_a_full_disk_leaves_no_staged_folder(tmp_path: Path) 
     cache = tmp_path / "cache"
     got = child_error(
         """
-        from rocm_dl_guide import datasets
+        from rocm_dl_guide.core import datasets
         datasets.prepare_fixture("cifar10")
         """,
         100_000,  # the fixture's data batches are about 600 kB each
@@ -351,7 +352,7 @@ def test_extraction_on_a_full_disk_leaves_the_folder_as_it_was(tmp_path: Path) -
         """
         import sys
         from pathlib import Path
-        from rocm_dl_guide import archives
+        from rocm_dl_guide.core import archives
         archives.extract_archive(Path(sys.argv[1]), Path(sys.argv[2]))
         """,
         100_000,
@@ -371,7 +372,7 @@ def test_download_on_a_full_disk_keeps_no_partial_file(tmp_path: Path) -> None:
     got = child_error(
         """
         from pathlib import Path
-        from rocm_dl_guide import datasets
+        from rocm_dl_guide.core import datasets
 
         def downloader(url, output_file, pooch):  # a server sending 300 kB, written for real
             with open(output_file, "wb") as fh:
@@ -403,7 +404,7 @@ def test_onnx_export_on_a_full_disk_keeps_the_old_export(tmp_path: Path) -> None
         """
         import sys, torch
         from torch import nn
-        from rocm_dl_guide import inference
+        from rocm_dl_guide.optimization import inference
         model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.Linear(8 * 6 * 6, 500))
         inference.export_onnx(model, sys.argv[1], image_size=8)
         """,

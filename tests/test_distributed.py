@@ -14,7 +14,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from rocm_dl_guide import checkpoints, distributed, runs, scaling, sharded
+from rocm_dl_guide.core import distributed, runs
+from rocm_dl_guide.distributed import scaling
+from rocm_dl_guide.training import checkpoints, sharded
 
 TIMEOUT = 240
 
@@ -169,7 +171,8 @@ FIT_WORKER = textwrap.dedent(
     import json, sys, torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
-    from rocm_dl_guide import distributed, train
+    from rocm_dl_guide.core import distributed
+    from rocm_dl_guide.training import train
 
     def data():
         g = torch.Generator().manual_seed(7)

@@ -8,7 +8,7 @@ import matplotlib
 import numpy as np
 import pytest
 
-from rocm_dl_guide import fashion_mnist
+from rocm_dl_guide.casestudies import fashion_mnist
 
 matplotlib.use("Agg")
 

@@ -1,4 +1,4 @@
-"""Crash-safe writes (rocm_dl_guide.files): the old file or the new one, never half."""
+"""Crash-safe writes (rocm_dl_guide.core.files): the old file or the new one, never half."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from rocm_dl_guide import files
+from rocm_dl_guide.core import files
 
 # Writes 1 MiB into the temporary file, says "ready", then keeps writing slowly.
 CHILD = textwrap.dedent(
     """
     import sys, time
-    from rocm_dl_guide.files import atomic_write
+    from rocm_dl_guide.core.files import atomic_write
 
     chunk = b"n" * (1 << 20)
     with atomic_write(sys.argv[1]) as fh:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rocm_dl_guide import archives, datasets, fixtures
+from rocm_dl_guide.core import archives, datasets, fixtures
 
 
 def smoke(name: str) -> datasets.PreparedData:

@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from rocm_dl_guide import profiles
 from rocm_dl_guide.cli import main
+from rocm_dl_guide.core import profiles
 from rocm_dl_guide.lm import benchmark, corpus, generation, lora, pretrain
 
 STEPS = 24

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rocm_dl_guide import archives, profiles
+from rocm_dl_guide.core import archives, profiles
 from rocm_dl_guide.lm import corpus as corpora
 from rocm_dl_guide.lm import hub, lora, pretrain
 from rocm_dl_guide.lm import model as models
@@ -251,7 +251,7 @@ def test_answers_of_several_tokens_are_labelled_and_matched_whole(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_lora_on_the_real_source_offline_fails_at_once_with_the_ways_out(tmp_path):
-    from rocm_dl_guide.ports import free_ports
+    from rocm_dl_guide.core.ports import free_ports
 
     env = {
         **{k: v for k, v in __import__("os").environ.items() if not k.startswith("HF_")},

@@ -8,7 +8,8 @@ import matplotlib
 import numpy as np
 import pytest
 
-from rocm_dl_guide import fixtures, imdb, profiles
+from rocm_dl_guide.casestudies import imdb
+from rocm_dl_guide.core import fixtures, profiles
 
 matplotlib.use("Agg")
 

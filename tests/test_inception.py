@@ -14,7 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rocm_dl_guide import casestudies, datasets, inception, profiles  # noqa: E402
+from rocm_dl_guide.casestudies import inception  # noqa: E402
+from rocm_dl_guide.core import casestudies, datasets, profiles  # noqa: E402
 
 # --------------------------------------------------------------------------- evaluation
 

@@ -24,8 +24,9 @@ torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
 from conftest import guide_cli  # noqa: E402
-from rocm_dl_guide import bench, cpp_example, inception, inference  # noqa: E402
-from rocm_dl_guide.graph_views import graph_views  # noqa: E402
+from rocm_dl_guide.casestudies import inception  # noqa: E402
+from rocm_dl_guide.optimization import bench, cpp_example, inference  # noqa: E402
+from rocm_dl_guide.optimization.graph_views import graph_views  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "book" / "optimization"
@@ -381,7 +382,7 @@ def test_measure_takes_the_median_after_warm_up(monkeypatch):
         calls.append(1)
         clock[0] += next(durations)
 
-    from rocm_dl_guide import timing as timing_module
+    from rocm_dl_guide.core import timing as timing_module
 
     fake = types.SimpleNamespace(perf_counter=lambda: clock[0])
     monkeypatch.setattr(timing_module, "time", fake)
@@ -663,7 +664,7 @@ def test_graph_views_show_what_onnx_runtimes_passes_did(no_migraphx, prepared, t
 
 
 def test_an_unchanged_export_is_reused_and_any_change_exports_again(tmp_path):
-    from rocm_dl_guide import cifar10
+    from rocm_dl_guide.casestudies import cifar10
 
     torch.manual_seed(0)
     model = cifar10.Net().eval()

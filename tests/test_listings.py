@@ -352,7 +352,7 @@ BAD_PAGE = """\
 # A page that copies package code
 
 ```{code-cell} ipython3
-from rocm_dl_guide import cifar10
+from rocm_dl_guide.casestudies import cifar10
 ```
 
 ```python
@@ -390,11 +390,11 @@ from torch import nn
 print(torch.__version__)
 ```
 
-```{literalinclude} ../../code/rocm_dl_guide/cifar10.py
+```{literalinclude} ../../code/rocm_dl_guide/casestudies/cifar10.py
 :pyobject: NoSuchNet
 ```
 
-```{literalinclude} ../../code/rocm_dl_guide/cifar10.py
+```{literalinclude} ../../code/rocm_dl_guide/casestudies/cifar10.py
 :lines: 40-60
 ```
 
@@ -402,7 +402,7 @@ print(torch.__version__)
 :pyobject: Net
 ```
 
-```{literalinclude} ../../code/rocm_dl_guide/cifar10.py
+```{literalinclude} ../../code/rocm_dl_guide/casestudies/cifar10.py
 :language: python
 :pyobject: Net.forward
 ```
@@ -426,7 +426,7 @@ def test_the_checks_catch_a_page_that_copies_package_code():
     assert "copies.md:26" not in text  # the original guide's listing, labelled as such
     assert "copies.md:36" not in text  # imports and a print are nobody's copy
     assert "defines no 'NoSuchNet'" in text
-    assert "copies.md:46: ../../code/rocm_dl_guide/cifar10.py is package code" in text
+    assert "copies.md:46: ../../code/rocm_dl_guide/casestudies/cifar10.py is package code" in text
     assert "no_such_module.py, which does not exist" in text
     assert "copies.md:59: a static listing is mostly lines of inception.py" in text
     assert len(problems) == 7, text  # Net.forward (a method) is a valid :pyobject:
@@ -434,9 +434,9 @@ def test_the_checks_catch_a_page_that_copies_package_code():
 
 def test_the_checks_catch_a_page_that_includes_a_private_name():
     page = (
-        "```{literalinclude} ../../code/rocm_dl_guide/train.py\n"
+        "```{literalinclude} ../../code/rocm_dl_guide/training/train.py\n"
         ":pyobject: _split_output\n```\n\n"
-        "```{literalinclude} ../../code/rocm_dl_guide/train.py\n"
+        "```{literalinclude} ../../code/rocm_dl_guide/training/train.py\n"
         ":pyobject: train_step\n```\n"
     )
     problems = text_problems(page, BOOK / "training" / "private.md", "private.md")

@@ -79,7 +79,7 @@ def test_the_wrapper_gives_the_loss_transformers_computes(tok):
 
 
 def test_next_token_loss_is_cross_entropy_on_the_class_first_logits():
-    from rocm_dl_guide.train import IGNORE_INDEX
+    from rocm_dl_guide.training.train import IGNORE_INDEX
 
     gen = torch.Generator().manual_seed(0)
     # (batch, vocab, time) as a view of (batch, time, vocab), as CausalLM returns it
@@ -115,7 +115,7 @@ def test_train_tiny_lm_records_perplexities_and_beats_the_untrained_model(tiny_l
     # next to the weights, the same model as a transformers folder, marked current
     from transformers import AutoModelForCausalLM
 
-    from rocm_dl_guide import checkpoints
+    from rocm_dl_guide.training import checkpoints
 
     assert pretrain.folder_for(weights) == tmp_path / pretrain.MODEL_FOLDER
     assert pretrain.folder_is_current(weights)
@@ -129,7 +129,7 @@ def test_train_tiny_lm_records_perplexities_and_beats_the_untrained_model(tiny_l
 
 
 def test_tiny_lm_epochs_come_from_the_recipe_capped_by_the_registry():
-    from rocm_dl_guide import casestudies
+    from rocm_dl_guide.core import casestudies
 
     caps = casestudies.get("tiny-lm").epoch_caps
     assert pretrain.settings("smoke")["epochs"] == caps["smoke"]
@@ -146,7 +146,7 @@ about 35 s alone on two cores (one epoch of tiny-lm under FSDP2)."""
 def fsdp_epoch(tmp_path_factory):
     """``train tiny-lm --nproc 2 --fsdp --epochs 1``: FSDP2 over two processes
     (gloo on the CPU), once for both tests: its folder and its run."""
-    from rocm_dl_guide import scaling
+    from rocm_dl_guide.distributed import scaling
 
     folder = tmp_path_factory.mktemp("fsdp-tiny-lm")
     run = scaling.train_cli(
@@ -160,7 +160,7 @@ def test_tiny_lm_under_fsdp_on_two_ranks_shards_each_block(fsdp_epoch):
     """Each transformer block sharded across both ranks: the run trains, its DCP
     checkpoint holds half of each block's weights per rank, and the whole model
     is gathered into the weights file."""
-    from rocm_dl_guide import checkpoints, sharded
+    from rocm_dl_guide.training import checkpoints, sharded
 
     folder, first = fsdp_epoch
     assert first.returncode == 0, first.log[-3000:]
@@ -185,7 +185,9 @@ def test_tiny_lm_under_fsdp_resumes_from_its_sharded_checkpoint(fsdp_epoch):
     checkpoint. (That a resumed FSDP run ends exactly like an uninterrupted one
     is test_preemption's; here it is tiny-lm's model, scheduler and checkpoint.
     Until issue 42 this test trained all of epoch 2, 30-40 s more.)"""
-    from rocm_dl_guide import checkpoints, preemption, scaling
+    from rocm_dl_guide.core import preemption
+    from rocm_dl_guide.distributed import scaling
+    from rocm_dl_guide.training import checkpoints
 
     folder, first = fsdp_epoch
     assert first.returncode == 0, first.log[-3000:]

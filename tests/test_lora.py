@@ -14,11 +14,12 @@ import pytest
 import torch
 
 from conftest import guide_cli
-from rocm_dl_guide import checkpoints, distributed, preemption
+from rocm_dl_guide.core import distributed, preemption
+from rocm_dl_guide.core.runs import runs_dir
 from rocm_dl_guide.lm import lora, pretrain
 from rocm_dl_guide.lm import model as models
-from rocm_dl_guide.runs import runs_dir
-from rocm_dl_guide.train import IGNORE_INDEX
+from rocm_dl_guide.training import checkpoints
+from rocm_dl_guide.training.train import IGNORE_INDEX
 
 TIMEOUT = 240
 TINY = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)
@@ -197,7 +198,8 @@ DDP_WORKER = textwrap.dedent(
     """
     import json, sys, torch
     from torch.utils.data import DataLoader
-    from rocm_dl_guide import distributed, train
+    from rocm_dl_guide.core import distributed
+    from rocm_dl_guide.training import train
     from rocm_dl_guide.lm import lora, pretrain
     from rocm_dl_guide.lm import model as models
 
@@ -348,7 +350,7 @@ def test_qlora_fine_tuning_learns_to_answer(base, tmp_path):
 
 
 def test_qlora_computes_in_bfloat16_where_the_hardware_does(monkeypatch):
-    from rocm_dl_guide import device as devices
+    from rocm_dl_guide.core import device as devices
 
     assert lora.qlora_compute_dtype(torch.device("cuda")) == torch.bfloat16
     monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda flags=None: False)

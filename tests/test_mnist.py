@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from rocm_dl_guide import mnist
+from rocm_dl_guide.casestudies import mnist
 
 
 def test_pytorch_mnist_beats_chance_by_far():

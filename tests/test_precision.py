@@ -17,7 +17,9 @@ ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
 from conftest import guide_cli  # noqa: E402
-from rocm_dl_guide import cifar10, device, inference, ort_int8, precision  # noqa: E402
+from rocm_dl_guide.casestudies import cifar10  # noqa: E402
+from rocm_dl_guide.core import device  # noqa: E402
+from rocm_dl_guide.optimization import inference, ort_int8, precision  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

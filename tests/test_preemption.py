@@ -1,6 +1,6 @@
 """A run stopped by SIGTERM inside an epoch resumes exactly where it stopped.
 
-The loop (rocm_dl_guide.train.fit) saves the loader's position, the running
+The loop (rocm_dl_guide.training.train.fit) saves the loader's position, the running
 sums and the RNG states on the signal; the resumed run must end with the same
 losses and accuracies as a run that was never interrupted.
 """
@@ -20,7 +20,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from rocm_dl_guide import checkpoints, preemption, train
+from rocm_dl_guide.core import preemption
+from rocm_dl_guide.training import checkpoints, train
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from rocm_dl_guide import casestudies, profiles
+from rocm_dl_guide.core import casestudies, profiles
 
 
 def test_env_var_selects_profile(monkeypatch):
@@ -13,9 +13,9 @@ def test_env_var_selects_profile(monkeypatch):
 
 def test_default_without_gpu_is_smoke(monkeypatch):
     monkeypatch.delenv(profiles.ENV_VAR, raising=False)
-    monkeypatch.setattr("rocm_dl_guide.device.gpu_available", lambda: False)
+    monkeypatch.setattr("rocm_dl_guide.core.device.gpu_available", lambda: False)
     assert profiles.current().name == "smoke"
-    monkeypatch.setattr("rocm_dl_guide.device.gpu_available", lambda: True)
+    monkeypatch.setattr("rocm_dl_guide.core.device.gpu_available", lambda: True)
     assert profiles.current().name == "gpu"
 
 
@@ -47,7 +47,7 @@ def test_epochs_follow_the_example_cap_then_the_profile_cap():
 
 
 def test_provenance_names_profile_device_and_versions(monkeypatch):
-    from rocm_dl_guide import provenance
+    from rocm_dl_guide.core import provenance
 
     monkeypatch.setenv(profiles.ENV_VAR, "smoke")
     note = provenance.collect(framework="pytorch")
@@ -59,7 +59,7 @@ def test_provenance_names_profile_device_and_versions(monkeypatch):
 
 
 def test_progress_bars_only_where_someone_watches(monkeypatch):
-    from rocm_dl_guide import progress
+    from rocm_dl_guide.core import progress
 
     monkeypatch.delenv(progress.ENV_VAR, raising=False)
     assert progress.enabled(False) is False
@@ -102,7 +102,7 @@ def _train_cli(args, tmp_path, **env):
 def _closed_port_proxy():
     """An HTTP(S) proxy on a free local port nobody listens on: every download
     is refused at once, as on a machine without network."""
-    from rocm_dl_guide.ports import free_ports
+    from rocm_dl_guide.core.ports import free_ports
 
     url = f"http://127.0.0.1:{free_ports(1)[0]}"
     return {k: url for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")} | {

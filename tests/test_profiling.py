@@ -1,4 +1,4 @@
-"""torch.profiler on the case studies (rocm_dl_guide.profiling): the top-operators
+"""torch.profiler on the case studies (rocm_dl_guide.optimization.profiling): the top-operators
 table, the Chrome trace in the run folder, the filter that keeps only Kineto's
 progress lines off standard error, and the ``trace`` command (alias ``profile``)."""
 
@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import guide_cli  # noqa: E402
-from rocm_dl_guide import profiling  # noqa: E402
+from rocm_dl_guide.optimization import profiling  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from rocm_dl_guide import precision, pt2e
+from rocm_dl_guide.optimization import precision, pt2e
 
 
 def _net() -> nn.Module:
@@ -96,7 +96,7 @@ def test_pytorch_int8_keeps_activations_to_7_bits_without_vnni(flags, reduced, m
 def test_importing_the_flow_keeps_pytorchs_notices_about_torchao_off_the_page(caplog):
     import logging
 
-    from rocm_dl_guide import messages
+    from rocm_dl_guide.core import messages
 
     messages.quiet_log_notice("rocm_dl_guide.test.notice", "is an Enum subclass")
     log = logging.getLogger("rocm_dl_guide.test.notice")
@@ -109,7 +109,7 @@ def test_importing_the_flow_keeps_pytorchs_notices_about_torchao_off_the_page(ca
     # the two notices importing torchao logs are filtered on PyTorch's own loggers,
     # once each although both the lm package and pt2e ask for it
     import rocm_dl_guide.lm  # noqa: F401
-    from rocm_dl_guide import pt2e  # noqa: F401
+    from rocm_dl_guide.optimization import pt2e  # noqa: F401
 
     for name, _ in messages.TORCHAO_NOTICES:
         assert len(logging.getLogger(name).filters) == 1, name
@@ -118,7 +118,7 @@ def test_importing_the_flow_keeps_pytorchs_notices_about_torchao_off_the_page(ca
 def test_inductor_freezing_is_on_inside_the_block_only():
     import torch._inductor.config as inductor_config
 
-    from rocm_dl_guide.inductor import freezing
+    from rocm_dl_guide.optimization.inductor import freezing
 
     before = inductor_config.freezing
     with freezing():

@@ -12,7 +12,8 @@ import inspect
 
 import pytest
 
-from rocm_dl_guide import casestudies, cifar10, imdb, inception, profiles, recipes
+from rocm_dl_guide.casestudies import cifar10, imdb, inception, recipes
+from rocm_dl_guide.core import casestudies, profiles
 
 GUIDE = {
     "inception-v3": {

@@ -13,8 +13,9 @@ import sys
 
 import pytest
 
-from rocm_dl_guide import doctor, inference
+from rocm_dl_guide import doctor
 from rocm_dl_guide.doctor import compat, rocminfo, system
+from rocm_dl_guide.optimization import inference
 
 # ------------------------------------------------------------------ data consistency
 

@@ -15,7 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rocm_dl_guide import selfcheck, training_speed  # noqa: E402
+from rocm_dl_guide import selfcheck  # noqa: E402
+from rocm_dl_guide.training import training_speed  # noqa: E402
 
 NO_GPU = not torch.cuda.is_available()
 

@@ -37,8 +37,8 @@ def test_model_folder_is_found_from_the_weights_and_written_again_when_they_chan
     new weights) once the weights file changes."""
     from transformers import AutoModelForCausalLM
 
-    from rocm_dl_guide import checkpoints
     from rocm_dl_guide.lm import lora
+    from rocm_dl_guide.training import checkpoints
 
     data = pretrain.load("smoke")
     lm = models.build(TINY, data.vocab_size, data.eos_id, seed=0)

@@ -13,8 +13,8 @@ import time
 import matplotlib
 import pytest
 
-from rocm_dl_guide import tf_distributed
-from rocm_dl_guide.ports import free_ports
+from rocm_dl_guide.core.ports import free_ports
+from rocm_dl_guide.distributed import tf_distributed
 
 matplotlib.use("Agg")
 

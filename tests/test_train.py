@@ -1,4 +1,4 @@
-"""The shared PyTorch training loop (rocm_dl_guide.train) and the Keras runner.
+"""The shared PyTorch training loop (rocm_dl_guide.training.train) and the Keras runner.
 
 Everything trains small CNNs / MLPs on a synthetic but learnable data set
 (10 classes, each a fixed random 16x16 pattern, plus noise), so the tests run
@@ -27,9 +27,9 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from rocm_dl_guide import train, training_speed  # noqa: E402
-from rocm_dl_guide.checkpoints import CheckpointError, load_weights, save_weights  # noqa: E402
-from rocm_dl_guide.train import (  # noqa: E402
+from rocm_dl_guide.training import train, training_speed  # noqa: E402
+from rocm_dl_guide.training.checkpoints import CheckpointError, load_weights, save_weights  # noqa: E402
+from rocm_dl_guide.training.train import (  # noqa: E402
     EpochMetrics,
     TrainResult,
     evaluate,
@@ -86,7 +86,7 @@ SCRIPT = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     import torch
     torch.set_num_threads(1)
-    from rocm_dl_guide.train import fit
+    from rocm_dl_guide.training.train import fit
     from test_train import make_run
 
     kill_after = int(os.environ.get("KILL_AFTER_EPOCH", "0"))
@@ -554,7 +554,7 @@ def test_failed_save_weights_keeps_old_file(tmp_path, monkeypatch):
 
 def test_importing_keras_train_does_not_import_tensorflow():
     code = (
-        "import sys, rocm_dl_guide.keras_train as k\n"
+        "import sys, rocm_dl_guide.training.keras_train as k\n"
         "assert callable(k.fit_keras)\n"
         "print('tensorflow' in sys.modules, 'keras' in sys.modules)"
     )
@@ -568,7 +568,7 @@ def test_fit_keras_learns_and_reports(capsys):
     pytest.importorskip("tensorflow")
     import numpy as np
 
-    from rocm_dl_guide.keras_train import fit_keras, tensorflow_devices
+    from rocm_dl_guide.training.keras_train import fit_keras, tensorflow_devices
 
     data = make_data(2000, seed=6)
     x = data.tensors[0].reshape(2000, -1).numpy().astype(np.float32)
@@ -612,7 +612,7 @@ def test_fit_keras_learns_and_reports(capsys):
 
 
 def test_native_bf16_detection_from_cpu_flags():
-    from rocm_dl_guide import device
+    from rocm_dl_guide.core import device
 
     assert device.cpu_has_native_bf16({"avx2", "avx512f", "avx512_bf16"})
     assert device.cpu_has_native_bf16({"amx_bf16", "amx_tile"})
@@ -636,7 +636,7 @@ def test_the_run_record_carries_the_epoch_history_for_both_frameworks():
     not from log lines; a Keras history (a DataFrame) gets the same keys."""
     import pandas as pd
 
-    from rocm_dl_guide import runs
+    from rocm_dl_guide.core import runs
 
     rows = [
         EpochMetrics(1, 2.0, 0.25, 1.5, 0.5, 100.0, 1.0, 0.1),

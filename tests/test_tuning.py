@@ -1,4 +1,4 @@
-"""GPU-library tuning (rocm_dl_guide.tuning): the convolution workload that the
+"""GPU-library tuning (rocm_dl_guide.optimization.tuning): the convolution workload that the
 ROCm job's MIOpen recipe runs, its baseline comparison and refusals, and
 TunableOp's comparison, which says why it did not run where there is no GPU."""
 
@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import guide_cli  # noqa: E402
-from rocm_dl_guide import tuning  # noqa: E402
+from rocm_dl_guide.optimization import tuning  # noqa: E402
 
 
 def test_conv_workload_reports_the_miopen_settings_and_the_user_database(tmp_path, monkeypatch):

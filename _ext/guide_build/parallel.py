@@ -34,7 +34,7 @@ page more threads than that, timed pages included (OpenMP threads that wait for
 a descheduled sibling by spinning made a timed page 4 to 7 times slower)."""
 THREADS_VAR = "ROCM_DL_GUIDE_BUILD_THREADS"
 """Set for a page that runs next to another: the CPU threads it was given, and
-the machine's (``"1/2"``); ``rocm_dl_guide.provenance`` shows it in the note."""
+the machine's (``"1/2"``); ``rocm_dl_guide.core.provenance`` shows it in the note."""
 _slot: dict[str, Any] = {}
 
 

@@ -5,7 +5,7 @@ every executed page with the profile and device its outputs came from, when it
 was executed, how long that took and whether this build ran it or took it from
 the cache; the build also writes the rows to ``_static/provenance.json``. The
 table is built from data, not from the note's prose: each page's provenance
-cell (``rocm_dl_guide.provenance.note``) glues a JSON record (MIME type
+cell (``rocm_dl_guide.core.provenance.note``) glues a JSON record (MIME type
 ``application/vnd.rocm-dl-guide.provenance+json``) under the key
 ``guide-provenance``; MyST-NB writes a page's glued values to
 ``<jupyter_execute>/<docname>.glue.json`` when it reads the executed (or
@@ -27,10 +27,10 @@ from sphinx.util.docutils import SphinxDirective
 from . import envdata
 
 PROVENANCE_KEY = "guide-provenance"
-"""The glue key of a page's provenance record (``rocm_dl_guide.provenance.GLUE_KEY``)."""
-PROVENANCE_KIND = "rocm_dl_guide.provenance"
+"""The glue key of a page's provenance record (``rocm_dl_guide.core.provenance.GLUE_KEY``)."""
+PROVENANCE_KIND = "rocm_dl_guide.core.provenance"
 PROVENANCE_MIME = "application/vnd.rocm-dl-guide.provenance+json"
-"""Its MIME type (``rocm_dl_guide.provenance.RECORD_MIME``)."""
+"""Its MIME type (``rocm_dl_guide.core.provenance.RECORD_MIME``)."""
 ATTR = "guide_provenance"
 """``env.guide_provenance``: docname -> :func:`provenance_from_record`'s fields."""
 
@@ -44,7 +44,7 @@ class ProvenanceError(ValueError):
 def provenance_from_record(record: Any) -> dict[str, Any]:
     """The table's fields (profile, device, when) from a page's provenance record.
 
-    ``record`` is the JSON object that ``rocm_dl_guide.provenance.note`` glues
+    ``record`` is the JSON object that ``rocm_dl_guide.core.provenance.note`` glues
     (``Provenance.record()``). Raises :class:`ProvenanceError` if it is not one.
     """
     if not isinstance(record, dict) or record.get("kind") != PROVENANCE_KIND:

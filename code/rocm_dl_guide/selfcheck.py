@@ -5,12 +5,12 @@ where PyTorch sees no GPU; on a GPU machine it runs, offline, on generated
 fixtures at the ``gpu`` profile's sizes (``--data-source fixtures``; random
 weights):
 
-- every PyTorch case study of the registry (:mod:`rocm_dl_guide.casestudies`:
+- every PyTorch case study of the registry (:mod:`rocm_dl_guide.core.casestudies`:
   MNIST, Inception v3, CIFAR-10) for a bounded number of steps per epoch
   through the shared loop, checking that the work ran on the
   GPU (the loop's device, and the memory the GPU allocated);
 - float32 against autocast in bfloat16 and in float16 with a gradient scaler,
-  and channels-last, per case study (:func:`rocm_dl_guide.training_speed.compare`);
+  and channels-last, per case study (:func:`rocm_dl_guide.training.training_speed.compare`);
   for Inception v3 also the achieved FLOP/s as a fraction of the device's peak;
 - DataLoader workers with pinned memory, a checkpoint and a resume;
 - the ONNX export and the inference backends that are importable (MIGraphX,
@@ -39,9 +39,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rocm_dl_guide import casestudies, preflight, profiles
-from rocm_dl_guide.files import atomic_write
-from rocm_dl_guide.messages import one_line
+from rocm_dl_guide.core import casestudies, preflight, profiles
+from rocm_dl_guide.core.files import atomic_write
+from rocm_dl_guide.core.messages import one_line
 
 REPORT_FORMAT = 1
 DATA_DIR = Path(__file__).parent / "data"
@@ -210,7 +210,7 @@ def device_facts(device) -> dict[str, Any]:
     """Name, architecture, count, memory and the peak matrix throughput if known."""
     import torch
 
-    from rocm_dl_guide import device as devices
+    from rocm_dl_guide.core import device as devices
 
     if device.type != "cuda":
         return {"type": "cpu", "name": str(devices.describe()), "arch": None, "count": 0}
@@ -243,7 +243,7 @@ def peak_throughput(name: str) -> dict[str, Any] | None:
 def versions() -> dict[str, str]:
     """Python, this package, PyTorch, torchvision, ONNX Runtime and ONNX, under
     the names the provenance note of every page uses."""
-    from rocm_dl_guide.provenance import library_versions
+    from rocm_dl_guide.core.provenance import library_versions
 
     return library_versions(("PyTorch", "torchvision", "ONNX Runtime", "ONNX"))
 
@@ -320,7 +320,7 @@ SPEED_VARIANTS = (
 def check_training_speed(ctx: Setup, example: str) -> Outcome:
     """Training speed: float32 against autocast (bfloat16; float16 with a grad
     scaler) and channels-last."""
-    from rocm_dl_guide import training_speed
+    from rocm_dl_guide.training import training_speed
 
     workload = casestudies.get(example).workload_function()(ctx.profile, ctx.device)
     model_fn, loader, image_size = workload
@@ -392,7 +392,7 @@ def _inception_target(ctx: Setup, model_fn, image_size, comparison) -> dict[str,
 
 def check_loader(ctx: Setup) -> Outcome:
     """DataLoader workers, and pinned memory with asynchronous copies on a GPU."""
-    from rocm_dl_guide import cifar10
+    from rocm_dl_guide.casestudies import cifar10
 
     loader = cifar10.load(ctx.profile, device=ctx.device).train_loader
     x = y = None
@@ -418,7 +418,7 @@ def check_resume(ctx: Setup) -> Outcome:
     """Checkpoint after one epoch, resume for a second; the checkpoint loads onto the device."""
     import torch
 
-    from rocm_dl_guide import cifar10
+    from rocm_dl_guide.casestudies import cifar10
 
     folder = ctx.out_dir / "checkpoints" / "resume"
     cifar10.train(ctx.profile, epochs=1, checkpoint_dir=folder, progress=False)
@@ -440,7 +440,7 @@ def check_inference(ctx: Setup) -> list[Outcome]:
     """Export Inception v3 to ONNX; run it on every importable backend, against PyTorch."""
     import importlib.util
 
-    from rocm_dl_guide import inference
+    from rocm_dl_guide.optimization import inference
 
     if importlib.util.find_spec("onnx") is None:
         why = "the onnx package is not installed (pip install onnx; not in the wheelhouse)"
@@ -477,7 +477,7 @@ def check_inference(ctx: Setup) -> list[Outcome]:
 def _on_local_gpus(ctx: Setup, name: str, example: str, *flags: str) -> dict | Outcome:
     """``train EXAMPLE --nproc N FLAGS`` over all local GPUs: its ``--json`` record,
     or the skip outcome of check ``name`` where there are fewer than two GPUs."""
-    from rocm_dl_guide import scaling
+    from rocm_dl_guide.distributed import scaling
 
     if ctx.gpu_count < 2:
         why = "one GPU" if ctx.gpu_count == 1 else "no GPU (the book runs it on gloo)"
@@ -508,7 +508,7 @@ def check_ddp(ctx: Setup) -> Outcome:
 def check_profiler(ctx: Setup) -> Outcome:
     """torch.profiler on two training steps of the CIFAR-10 network; on a GPU the
     profile must also hold the GPU time of its kernels."""
-    from rocm_dl_guide import profiling
+    from rocm_dl_guide.optimization import profiling
 
     result = profiling.profile_step(
         "training",
@@ -532,7 +532,7 @@ def check_profiler(ctx: Setup) -> Outcome:
 
 def check_tunableop(ctx: Setup) -> Outcome:
     """PyTorch's TunableOp tunes one GEMM and writes its results file (GPU only)."""
-    from rocm_dl_guide import tuning
+    from rocm_dl_guide.optimization import tuning
 
     if ctx.device.type != "cuda":
         return Outcome("tunableop", "skip", "TunableOp tunes GEMMs on a GPU (no GPU here)")
@@ -562,7 +562,7 @@ def check_lm_bf16(ctx: Setup) -> Outcome:
     import math
 
     from rocm_dl_guide.lm import pretrain
-    from rocm_dl_guide.train import autocast_dtype
+    from rocm_dl_guide.training.train import autocast_dtype
 
     run = pretrain.train(
         ctx.profile,
@@ -627,7 +627,7 @@ def check_lm_lora(ctx: Setup) -> Outcome:
 def check_lm_qlora(ctx: Setup) -> Outcome:
     """One epoch of QLoRA (the frozen base in bitsandbytes' 4 bits) where bitsandbytes
     has kernels for the device; skipped with the reason elsewhere."""
-    from rocm_dl_guide import files
+    from rocm_dl_guide.core import files
     from rocm_dl_guide.lm import lora
 
     ok, why = lora.qlora_support(ctx.device)
@@ -759,7 +759,7 @@ def run(
 ) -> Report:
     """Run the checks (all, or ``only`` these names) and return the report.
 
-    ``gpu=True`` raises :class:`~rocm_dl_guide.preflight.NoGPUError` at once where
+    ``gpu=True`` raises :class:`~rocm_dl_guide.core.preflight.NoGPUError` at once where
     PyTorch sees no GPU.
     Each check's failure is recorded in the report, not raised.
     """

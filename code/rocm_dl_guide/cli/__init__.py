@@ -30,7 +30,7 @@ import sys
 from rocm_dl_guide import __version__
 from rocm_dl_guide.cli import bench, data, inference, lm, selfcheck, setup, trace, train
 from rocm_dl_guide.cli.common import CommandError, fail
-from rocm_dl_guide.files import DiskFullError
+from rocm_dl_guide.core.files import DiskFullError
 
 __all__ = ["build_parser", "main"]
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "data_source", None):
         # Through the environment, so that torchrun's workers and every
         # profiles.current() in this process see it too.
-        from rocm_dl_guide import profiles
+        from rocm_dl_guide.core import profiles
 
         os.environ[profiles.DATA_SOURCE_VAR] = args.data_source
     try:

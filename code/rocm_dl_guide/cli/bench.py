@@ -31,7 +31,7 @@ def _batches(text: str) -> tuple[int, ...]:
 
 
 def _cmd_bench_inference(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import bench, inference
+    from rocm_dl_guide.optimization import bench, inference
 
     try:
         name = inference.select_backend(args.backend)
@@ -60,7 +60,7 @@ def _cmd_bench_inference(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_precision(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import inference, ort_int8, precision
+    from rocm_dl_guide.optimization import inference, ort_int8, precision
 
     prof = run_profile("bench", args.profile)
     runs = None
@@ -100,7 +100,7 @@ def _cmd_bench_precision(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_conv(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import tuning
+    from rocm_dl_guide.optimization import tuning
 
     prof = run_profile("bench", args.profile)
     try:

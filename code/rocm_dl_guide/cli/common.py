@@ -5,7 +5,7 @@ Each command module (``setup``, ``train``, ``data``, ``inference``, ``bench``,
 its result, or one line ``COMMAND: message`` on stderr, and returns the exit
 code (0 success, 1 failure, 2 a usage error such as an unknown name). A handler
 can also raise :class:`CommandError`, which :func:`rocm_dl_guide.cli.main`
-prints the same way; so it does a :class:`rocm_dl_guide.files.DiskFullError`
+prints the same way; so it does a :class:`rocm_dl_guide.core.files.DiskFullError`
 that a handler let through (a full disk: the file, the space left, what is
 intact, what to do), exit code 1.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rocm_dl_guide.messages import one_line
+from rocm_dl_guide.core.messages import one_line
 
 PROFILE_HELP = "smoke, gpu or full (default: $ROCM_DL_GUIDE_PROFILE or auto)"
 DATA_SOURCE_HELP = (
@@ -42,12 +42,12 @@ def fail(command: str, exc: BaseException | str, code: int = 1) -> int:
 
 def run_profile(command: str, name: str | None):
     """The run profile in force (``--profile NAME``, else the environment's or
-    the default), as a :class:`~rocm_dl_guide.profiles.Profile`.
+    the default), as a :class:`~rocm_dl_guide.core.profiles.Profile`.
 
     Raises :class:`CommandError` (exit 2, ``command: message``) for an unknown
     profile or data source. Every command with ``--profile`` resolves it here.
     """
-    from rocm_dl_guide import profiles
+    from rocm_dl_guide.core import profiles
 
     try:
         return profiles.current(name)

@@ -10,11 +10,11 @@ import argparse
 from pathlib import Path
 
 from rocm_dl_guide.cli.common import fail, print_help_and_exit_2
-from rocm_dl_guide.messages import one_line
+from rocm_dl_guide.core.messages import one_line
 
 
 def _cmd_data_list(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import datasets
+    from rocm_dl_guide.core import datasets
 
     entries = datasets.cached()
     print(f"Data cache: {datasets.cache_dir()}  (set ${datasets.ENV_VAR} to move it)")
@@ -42,7 +42,7 @@ def _data_command(command: str, action, expected: tuple[type[BaseException], ...
     ``expected`` errors exit 1, anything else exit 1 with its type named; always
     one line on stderr, never a traceback.
     """
-    from rocm_dl_guide import datasets
+    from rocm_dl_guide.core import datasets
 
     try:
         root = action()
@@ -57,7 +57,7 @@ def _data_command(command: str, action, expected: tuple[type[BaseException], ...
 
 
 def _cmd_data_fetch(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import archives, datasets
+    from rocm_dl_guide.core import archives, datasets
 
     expected = (
         datasets.DataUnavailableError,
@@ -73,7 +73,7 @@ def _cmd_data_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_data_import(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import archives, datasets
+    from rocm_dl_guide.core import archives, datasets
 
     expected = (archives.ChecksumError, archives.ArchiveError, OSError)
     return _data_command(
@@ -84,7 +84,7 @@ def _cmd_data_import(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     """``data {list,fetch,import}``: errors are one line on stderr (exit 1, or 2 for an
     unknown data-set name); ``data`` alone prints its help and exits 2."""
-    from rocm_dl_guide import datasets
+    from rocm_dl_guide.core import datasets
     from rocm_dl_guide.lm import hub
 
     names = ", ".join(datasets.REGISTRY)

@@ -11,7 +11,8 @@ from rocm_dl_guide.cli.common import add_profile_args, fail, positive_int, run_p
 
 
 def _cmd_infer(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import inception, inference
+    from rocm_dl_guide.casestudies import inception
+    from rocm_dl_guide.optimization import inference
 
     try:
         backend = inference.select_backend(args.backend)
@@ -41,7 +42,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import cpp_example, inference, ort_int8
+    from rocm_dl_guide.optimization import cpp_example, inference, ort_int8
 
     prof = run_profile("export", args.profile)
     try:
@@ -58,7 +59,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _add_infer(sub) -> None:
-    from rocm_dl_guide.inference import BACKEND_CHOICES
+    from rocm_dl_guide.optimization.inference import BACKEND_CHOICES
 
     backends = ", ".join(BACKEND_CHOICES)
     p = sub.add_parser(

@@ -12,7 +12,8 @@ from rocm_dl_guide.cli.common import fail
 def _cmd_selfcheck(args: argparse.Namespace) -> int:
     """Exit 0: every check passed (or was skipped with a reason); 1: a check failed
     or the record was refused; 2: a usage error; 3: --gpu and PyTorch sees no GPU."""
-    from rocm_dl_guide import preflight, selfcheck
+    from rocm_dl_guide import selfcheck
+    from rocm_dl_guide.core import preflight
 
     only = [name.strip() for name in args.only.split(",")] if args.only else None
     if args.record and not args.gpu:

@@ -59,7 +59,8 @@ def _with_log(report, log: dict | None, smi: dict | None = None):
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import doctor, files
+    from rocm_dl_guide import doctor
+    from rocm_dl_guide.core import files
     from rocm_dl_guide.doctor import snapshot
 
     log = _read_log(args.log)
@@ -118,7 +119,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import profiles
+    from rocm_dl_guide.core import profiles
 
     try:
         current = profiles.current().name

@@ -12,7 +12,7 @@ from rocm_dl_guide.cli.common import add_profile_args, fail, positive_int, run_p
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import inference, profiling
+    from rocm_dl_guide.optimization import inference, profiling
 
     prof = run_profile("trace", args.profile)
     if not args.json:

@@ -9,13 +9,13 @@ import os
 import sys
 from pathlib import Path
 
-from rocm_dl_guide import casestudies
-from rocm_dl_guide.casestudies import CaseStudy
 from rocm_dl_guide.cli.common import add_profile_args, positive_int, run_profile
-from rocm_dl_guide.preemption import EXIT_PREEMPTED, Preempted
+from rocm_dl_guide.core import casestudies
+from rocm_dl_guide.core.casestudies import CaseStudy
+from rocm_dl_guide.core.preemption import EXIT_PREEMPTED, Preempted
 
 # The command's flags that only some case studies support: flag -> the
-# registry's name for it (rocm_dl_guide.casestudies.FLAGS), or None where every
+# registry's name for it (rocm_dl_guide.core.casestudies.FLAGS), or None where every
 # PyTorch case study has it (they all checkpoint).
 _CASE_STUDY_FLAGS = {
     "--resume": None,
@@ -80,7 +80,7 @@ def _checkpoint_dir_in_use(args: argparse.Namespace) -> str | None:
     job on the same folder is refused at once; the run itself takes the lock
     again for its whole length (:func:`train.fit`).
     """
-    from rocm_dl_guide import distributed
+    from rocm_dl_guide.core import distributed
 
     if not casestudies.get(args.example).checkpoints:
         return None
@@ -96,7 +96,7 @@ def _checkpoint_dir_in_use(args: argparse.Namespace) -> str | None:
 
 def _launch_workers(args: argparse.Namespace, argv: list[str]) -> int:
     """Re-run this very command in ``--nproc`` workers under torchrun's elastic agent."""
-    from rocm_dl_guide import distributed
+    from rocm_dl_guide.core import distributed
 
     if args.nproc < 1:
         print("train: --nproc must be at least 1", file=sys.stderr)
@@ -115,7 +115,7 @@ def _launch_workers(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _checkpoint_path(args: argparse.Namespace) -> Path:
-    from rocm_dl_guide import checkpoints
+    from rocm_dl_guide.training import checkpoints
 
     folder = Path(args.checkpoint_dir or casestudies.get(args.example).default_checkpoint_dir)
     return folder / checkpoints.CHECKPOINT_NAME
@@ -123,7 +123,7 @@ def _checkpoint_path(args: argparse.Namespace) -> Path:
 
 def _saved_position(args: argparse.Namespace) -> str:
     """What the workers left after torchrun stopped them on a signal: the step in ``last.pt``."""
-    from rocm_dl_guide import checkpoints
+    from rocm_dl_guide.training import checkpoints
 
     path = _checkpoint_path(args)
     try:
@@ -158,7 +158,7 @@ def _without_flags(argv: list[str], flags: dict[str, bool]) -> list[str]:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from rocm_dl_guide import distributed, runs
+    from rocm_dl_guide.core import distributed, runs
 
     study = casestudies.get(args.example)
     why_not = _unsupported(study, args)

@@ -753,7 +753,7 @@ def framework_window_table(framework: str):
 
 
 def source_links() -> dict[str, dict[str, str]]:
-    """``{"Source": {source id: url}}``, for :func:`rocm_dl_guide.tables.show`."""
+    """``{"Source": {source id: url}}``, for :func:`rocm_dl_guide.core.tables.show`."""
     return {"Source": {key: src.get("url", "") for key, src in sources().items()}}
 
 

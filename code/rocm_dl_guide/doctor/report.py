@@ -12,7 +12,8 @@ import json
 import textwrap
 from dataclasses import asdict, dataclass
 
-from rocm_dl_guide import __version__, profiles
+from rocm_dl_guide import __version__
+from rocm_dl_guide.core import profiles
 
 from . import compat, diagnose, logs, smi, wsl
 from .diagnose import FAIL, INFO, OK, UNKNOWN, WARN, Check

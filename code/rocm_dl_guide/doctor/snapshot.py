@@ -20,7 +20,8 @@ import platform
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from rocm_dl_guide import __version__, files
+from rocm_dl_guide import __version__
+from rocm_dl_guide.core import files
 
 from . import hostfacts, rocminfo, system
 

@@ -9,8 +9,8 @@ case study: pretraining, held-out perplexity against an untrained model and a
 unigram model, samples before and after).
 """
 
-from rocm_dl_guide.messages import quiet_torchao_notices
+from rocm_dl_guide.core.messages import quiet_torchao_notices
 
 # ``transformers`` imports torchao, which makes PyTorch log notices about its
-# own internals (see :func:`~rocm_dl_guide.messages.quiet_torchao_notices`).
+# own internals (see :func:`~rocm_dl_guide.core.messages.quiet_torchao_notices`).
 quiet_torchao_notices()

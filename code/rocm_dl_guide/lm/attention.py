@@ -177,7 +177,7 @@ def measure(
     that says why. Per length, each backend is called once for its peak memory
     and output, which counts as the first of its ``warmup`` calls (at least that
     one), then timed ``iterations`` times, side by side with the others."""
-    from rocm_dl_guide import timing
+    from rocm_dl_guide.core import timing
 
     device = torch.device(device)
     rows = []

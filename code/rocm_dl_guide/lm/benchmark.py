@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from rocm_dl_guide import device as devices
-from rocm_dl_guide import profiles, provenance
+from rocm_dl_guide.core import device as devices
+from rocm_dl_guide.core import profiles, provenance
 
 PARTS = ("attention", "generation", "quantization", "serving")
 """The lists of the record, in the order they are measured."""

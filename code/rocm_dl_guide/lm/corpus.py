@@ -15,7 +15,7 @@ articles for training, its validation articles held out.
 The tokenizer is a byte-level BPE (the scheme of GPT-2 and Llama 3) trained on
 the training split with Hugging Face ``tokenizers``, and cached as
 ``tokenizer.json`` under the data cache (built by one process at a time, like
-every cached artefact, :func:`rocm_dl_guide.files.prepare_once`).
+every cached artefact, :func:`rocm_dl_guide.core.files.prepare_once`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocm_dl_guide import datasets, files, profiles
+from rocm_dl_guide.core import datasets, files, profiles
 from rocm_dl_guide.lm import hub
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from rocm_dl_guide import profiles
+from rocm_dl_guide.core import profiles
 
 CACHES = ("none", "dynamic", "static")
 """No KV cache (recompute every step), ``transformers``' default growing cache,
@@ -73,7 +73,7 @@ def load(profile: profiles.ProfileLike = None, path: str | os.PathLike | None = 
     a CPU (:func:`rocm_dl_guide.lm.attention.default_dtype`). ``source`` is where
     its weights came from.
     """
-    from rocm_dl_guide import device as devices
+    from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.lm import attention, lora
 
     lm, tokenizer, source = lora.base_model(profile, path)

@@ -30,7 +30,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_dl_guide import archives, datasets, files, profiles
+from rocm_dl_guide.core import archives, datasets, files, profiles
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def fetch(snapshot: Snapshot) -> Path:
     time), then read from the cache.
 
     Raises :class:`HubUnavailableError` (no network, with the ways out) and
-    :class:`rocm_dl_guide.archives.ChecksumError` (a file does not match; nothing
+    :class:`rocm_dl_guide.core.archives.ChecksumError` (a file does not match; nothing
     is kept).
     """
     root = folder(snapshot)

@@ -34,10 +34,11 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from rocm_dl_guide import casestudies, checkpoints, distributed, files, profiles
+from rocm_dl_guide.core import casestudies, distributed, files, profiles
 from rocm_dl_guide.lm import corpus as corpora
 from rocm_dl_guide.lm import hub, pretrain
 from rocm_dl_guide.lm import model as models
+from rocm_dl_guide.training import checkpoints
 
 TOPICS = {
     "formatstrings": "format",
@@ -127,7 +128,7 @@ class TopicPrompts(Dataset):
     answer's tokens have labels; the others are the loop's ignored label."""
 
     def __init__(self, items: list[Example], tokenizer: Any, length: int | None = None) -> None:
-        from rocm_dl_guide.train import IGNORE_INDEX
+        from rocm_dl_guide.training.train import IGNORE_INDEX
 
         prompts = [tokenizer.encode(PROMPT.format(passage=ex.passage)).ids for ex in items]
         answers = [answer_ids(tokenizer, ex.answer) for ex in items]
@@ -151,7 +152,7 @@ class TopicPrompts(Dataset):
     @property
     def mean_tokens(self) -> float:
         """Prompt and answer tokens per example, padding not counted."""
-        from rocm_dl_guide.train import IGNORE_INDEX
+        from rocm_dl_guide.training.train import IGNORE_INDEX
 
         ends = [int((y != IGNORE_INDEX).nonzero().max()) + 2 for _, y in self.rows]
         return sum(ends) / len(ends)
@@ -161,7 +162,7 @@ class TopicPrompts(Dataset):
         """Stack a batch and cut the padding no row of it needs (dynamic padding): the
         inputs end at the last labelled position, since later positions predict
         nothing and, the attention being causal, change nothing before them."""
-        from rocm_dl_guide.train import IGNORE_INDEX
+        from rocm_dl_guide.training.train import IGNORE_INDEX
 
         x, y = torch.stack([r[0] for r in batch]), torch.stack([r[1] for r in batch])
         end = int((y != IGNORE_INDEX).any(dim=0).nonzero().max()) + 1
@@ -223,7 +224,7 @@ def base_weights(
     default folder (``checkpoints/tiny-lm``) where there are some, or else the
     book's ``tiny-lm`` run in the runs folder, pretrained first if missing (after
     waiting for a pretraining run in progress)."""
-    from rocm_dl_guide.runs import runs_dir
+    from rocm_dl_guide.core.runs import runs_dir
 
     prof = profiles.current(profile)
     if path is None and prof.pretrained:
@@ -376,7 +377,7 @@ def qlora_compute_dtype(device: torch.device) -> torch.dtype:
     bfloat16 on a GPU, as QLoRA does, and on a CPU that computes bfloat16 in
     hardware (AVX512-BF16 or AMX); float32 on other CPUs, which emulate
     bfloat16 (the precision page measures what that costs)."""
-    from rocm_dl_guide import device as devices
+    from rocm_dl_guide.core import device as devices
 
     native = torch.device(device).type == "cuda" or devices.cpu_has_native_bf16()
     return torch.bfloat16 if native else torch.float32
@@ -385,7 +386,7 @@ def qlora_compute_dtype(device: torch.device) -> torch.dtype:
 def qlora_support(device: torch.device | str | None = None) -> tuple[bool, str]:
     """Whether QLoRA (bitsandbytes' 4-bit weights) runs on ``device`` (default: the
     guide's device), and why not: a real 4-bit round trip is tried there."""
-    from rocm_dl_guide import device as devices
+    from rocm_dl_guide.core import device as devices
 
     try:
         import bitsandbytes.functional as bnbf
@@ -539,8 +540,8 @@ def train(
     topic task; measure exact match. With ``checkpoint_dir`` the loop checkpoints
     there and rank 0 saves the adapter in its :data:`ADAPTER_DIR`. With ``qlora``
     the frozen base is held in 4 bits (:func:`four_bit`)."""
-    from rocm_dl_guide import device as devices
-    from rocm_dl_guide import train as loop
+    from rocm_dl_guide.core import device as devices
+    from rocm_dl_guide.training import train as loop
 
     prof = profiles.current(profile)
     if qlora and fsdp:

@@ -4,7 +4,7 @@ The text is :func:`rocm_dl_guide.lm.corpus.for_profile`'s (Python's
 documentation offline, WikiText-2 from the Hub on the ``real`` data source),
 tokenized with the corpus's byte-level BPE and cut into blocks of the model's context length; the
 model is :mod:`rocm_dl_guide.lm.model`'s; the loop is the guide's one loop
-(:func:`rocm_dl_guide.train.fit`), with AdamW, warm-up and cosine decay, so it
+(:func:`rocm_dl_guide.training.train.fit`), with AdamW, warm-up and cosine decay, so it
 gets mixed precision, atomic checkpoints, resume, preemption, ``--nproc`` DDP
 and FSDP2 (sharded per transformer block) like the image case studies.
 
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from rocm_dl_guide import distributed, files, profiles
+from rocm_dl_guide.core import distributed, files, profiles
 from rocm_dl_guide.lm import corpus as corpora
 from rocm_dl_guide.lm import model as models
 
@@ -159,7 +159,7 @@ def unigram_perplexity(train_tokens: torch.Tensor, val_tokens: torch.Tensor, voc
 
 def perplexity(model: torch.nn.Module, loader: DataLoader, device: torch.device) -> float:
     """``exp`` of the mean next-token cross-entropy over ``loader``."""
-    from rocm_dl_guide import train
+    from rocm_dl_guide.training import train
 
     loss, _ = train.evaluate(model, loader, device, loss_fn=models.next_token_loss)
     return math.exp(loss)
@@ -211,7 +211,7 @@ class LMRun:
     model: models.CausalLM
     data: LMData
     result: Any
-    """The loop's :class:`rocm_dl_guide.train.TrainResult`."""
+    """The loop's :class:`rocm_dl_guide.training.train.TrainResult`."""
     size: dict[str, Any]
     perplexity_before: float
     perplexity_unigram: float
@@ -275,8 +275,8 @@ def train(
     weights are saved as :data:`WEIGHTS_NAME` next to them; a run of one process
     also saves them as a ``transformers`` model folder (:func:`save_folder`).
     """
-    from rocm_dl_guide import device as devices
-    from rocm_dl_guide import train as loop
+    from rocm_dl_guide.core import device as devices
+    from rocm_dl_guide.training import train as loop
 
     prof = profiles.current(profile)
     n_epochs = prof.epochs(RECIPE["epochs"], epochs, example="tiny-lm")

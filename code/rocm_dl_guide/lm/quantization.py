@@ -29,7 +29,7 @@ quantized copies start from bfloat16 (what torchao's GPU kernels expect), on a
 CPU from float32 (:func:`base_dtype`).
 
 :func:`table` measures every precision in one run: tokens per second of greedy
-generation (the models timed side by side, :mod:`rocm_dl_guide.timing`), the
+generation (the models timed side by side, :mod:`rocm_dl_guide.core.timing`), the
 size of the serialized weights (``torch.save`` of the state dict, torchao's
 tensor subclasses included), and the held-out perplexity on the same blocks of
 text, against float32's. Precisions that cannot run on the device get a row
@@ -47,7 +47,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rocm_dl_guide import profiles, timing
+from rocm_dl_guide.core import profiles, timing
 
 PRECISIONS = ("fp32", "bf16", "int8-weight-only", "int8-dynamic", "int4-weight-only", "fp8")
 """The precisions compared, in the table's order (``fp32`` is the reference)."""
@@ -329,9 +329,9 @@ def table(
     precisions: tuple[str, ...] = PRECISIONS,
 ) -> list[QuantRow]:
     """:func:`measure` on ``profile``'s pretrained model (tiny-lm offline,
-    SmolLM2-135M on real data), on the device :func:`rocm_dl_guide.device.pick`
+    SmolLM2-135M on real data), on the device :func:`rocm_dl_guide.core.device.pick`
     gives, with the profile's sizes unless given."""
-    from rocm_dl_guide import device as devices
+    from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.lm import corpus, lora
 
     prof = profiles.current(profile)

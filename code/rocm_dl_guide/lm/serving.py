@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_dl_guide import ports, profiles
+from rocm_dl_guide.core import ports, profiles
 from rocm_dl_guide.lm import corpus, pretrain
 
 ENGINE = "transformers serve"

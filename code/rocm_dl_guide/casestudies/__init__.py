@@ -1,0 +1,4 @@
+"""The training chapter's case studies, one module per model (MNIST,
+CIFAR-10, Fashion-MNIST, IMDB, Inception v3) and the recipe table. They use
+the core and the training loop; the registry that names them is
+:mod:`rocm_dl_guide.core.casestudies`."""

@@ -1,0 +1,165 @@
+"""The one device picker of the guide.
+
+PyTorch's ROCm build uses the ``cuda`` device name (HIP underneath), so the
+same code runs on AMD and NVIDIA GPUs; :func:`describe` tells which it is.
+Nothing here imports a framework at module import time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+
+
+def _have(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def gpu_available() -> bool:
+    """True when PyTorch is installed and sees at least one GPU."""
+    if not _have("torch"):
+        return False
+    import torch
+
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # a broken driver stack must not crash a page
+        return False
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What PyTorch will compute on."""
+
+    kind: str
+    """``"cuda"`` (a GPU, ROCm or CUDA build) or ``"cpu"``."""
+    name: str
+    """Human-readable device name, e.g. ``AMD Instinct MI210`` or the CPU model."""
+    backend: str
+    """``ROCm/HIP <version>``, ``CUDA <version>`` or ``CPU``."""
+    gfx: str | None = None
+    """The gfx target on ROCm builds (``gcnArchName``), else ``None``."""
+    count: int = 0
+    """Number of visible GPUs."""
+
+    def __str__(self) -> str:
+        if self.kind == "cpu":
+            return f"CPU ({self.name})"
+        arch = f", {self.gfx}" if self.gfx else ""
+        many = f" x{self.count}" if self.count > 1 else ""
+        return f"GPU {self.name}{many} ({self.backend}{arch})"
+
+
+def cpu_name() -> str:
+    """The CPU model name from /proc/cpuinfo, or the platform's processor string."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (``cpuinfo``: its text, read when
+    not given; empty where there is none)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+                cpuinfo = fh.read()
+        except OSError:
+            return set()
+    for line in cpuinfo.splitlines():
+        if line.lower().startswith(("flags", "features")):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_has_native_bf16(flags: set[str] | None = None) -> bool:
+    """Whether the CPU computes bfloat16 in hardware (AVX512-BF16 or AMX-BF16).
+
+    Without either, PyTorch emulates bfloat16 on the CPU, and autocast runs many
+    times slower than float32.
+    """
+    flags = cpu_flags() if flags is None else flags
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def describe() -> DeviceInfo:
+    """Describe the device that :func:`pick` returns, without failing."""
+    cores = os.cpu_count() or 1
+    cpu = DeviceInfo(kind="cpu", name=f"{cpu_name()}, {cores} cores", backend="CPU")
+    if not gpu_available():
+        return cpu
+    import torch
+
+    try:
+        props = torch.cuda.get_device_properties(0)
+        hip = getattr(torch.version, "hip", None)
+        backend = f"ROCm/HIP {hip}" if hip else f"CUDA {torch.version.cuda}"
+        gfx = getattr(props, "gcnArchName", None) if hip else None
+        return DeviceInfo(
+            kind="cuda",
+            name=props.name,
+            backend=backend,
+            gfx=gfx.split(":")[0] if gfx else None,
+            count=torch.cuda.device_count(),
+        )
+    except Exception:
+        return cpu
+
+
+def pick(prefer: str | None = None):
+    """Return a ``torch.device``: the first GPU when present, else the CPU.
+
+    ``prefer="cpu"`` forces the CPU; ``prefer="cuda"`` demands a GPU and
+    raises a clear error when there is none.
+    """
+    import torch
+
+    if prefer == "cpu":
+        return torch.device("cpu")
+    if gpu_available():
+        return torch.device("cuda")
+    if prefer in ("cuda", "gpu"):
+        raise RuntimeError(
+            "a GPU was requested but PyTorch sees none; run "
+            "`python -m rocm_dl_guide doctor` to find out why"
+        )
+    return torch.device("cpu")
+
+
+def import_tensorflow():
+    """Import TensorFlow quietly and return it.
+
+    TensorFlow's native libraries print start-up lines (absl's "All log messages
+    before absl::InitializeLog()", oneDNN notices) straight to file descriptor 2
+    while the module loads, whatever ``TF_CPP_MIN_LOG_LEVEL`` says; in a notebook
+    they land in the page. They are silenced for the import only: Python
+    exceptions still propagate, and later warnings show as usual.
+    """
+    import sys
+
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            try:
+                import tensorflow as tf
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+    return tf

@@ -1,0 +1,101 @@
+"""The C++ example's Python side: its inputs, and a build and run where possible.
+
+``code/cpp`` holds a C++ program that loads the exported Inception v3 with
+MIGraphX's C++ API, runs it on one preprocessed photo and compares its logits
+with PyTorch's. C++ has no torchvision, so :func:`write_cpp_inputs` writes what
+the program reads (``python -m rocm_dl_guide export``), and
+:func:`run_cpp_example` configures, builds and runs it with CMake where
+MIGraphX's development files are installed, and otherwise says what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocm_dl_guide.core import profiles
+from rocm_dl_guide.core.files import atomic_write
+from rocm_dl_guide.optimization import inference
+
+
+def write_cpp_inputs(
+    directory: str | os.PathLike, profile: profiles.ProfileLike = None
+) -> dict[str, Path]:
+    """Write what the C++ example (``code/cpp``) reads: the ONNX model, the
+    preprocessed sample photo as raw float32 (1 x 3 x 299 x 299, C order) and
+    PyTorch's logits for it (1 x 1000 float32), to compare with."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    prepared = inference.export_inception(profile, directory / inference.MODEL_FILE)
+    x = inference.image_batch()
+    logits = inference.torch_logits(prepared.model, x, "cpu")
+    files = {
+        "model": prepared.onnx.path,
+        "input": directory / "input.bin",
+        "expected": directory / "expected.bin",
+    }
+    for key, array in (("input", x), ("expected", logits)):
+        with atomic_write(files[key]) as fh:
+            fh.write(array.astype("<f4").tobytes())
+    return files
+
+
+CPP_SOURCE_DIR = Path(__file__).resolve().parents[2] / "cpp"
+"""``code/cpp`` of a source checkout: the C++ example and its ``CMakeLists.txt``."""
+
+
+@dataclass
+class CppRun:
+    """What :func:`run_cpp_example` did."""
+
+    ran: bool
+    """True when the example was built and run here."""
+    output: str
+    """The program's output, or why it was not built."""
+    returncode: int | None = None
+
+
+def migraphx_cmake_dir() -> Path | None:
+    """The directory of MIGraphX's CMake package (``migraphx-config.cmake``), if any."""
+    for libdir in inference.rocm_lib_dirs():
+        candidate = libdir / "cmake" / "migraphx"
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def run_cpp_example(
+    files: dict[str, Path], build_dir: str | os.PathLike, source_dir: Path = CPP_SOURCE_DIR
+) -> CppRun:
+    """Configure, build and run the C++ example on ``files`` (from
+    :func:`write_cpp_inputs`) where CMake and MIGraphX's development files are
+    installed; elsewhere return, without raising, the reason it was not run."""
+    import shutil
+    import subprocess
+
+    cmake = shutil.which("cmake")
+    missing = []
+    if not (source_dir / "CMakeLists.txt").is_file():
+        missing.append(f"the sources ({source_dir}) are not in this installation")
+    if cmake is None:
+        missing.append("CMake is not installed")
+    if migraphx_cmake_dir() is None:
+        dirs = " or ".join(str(d / "cmake" / "migraphx") for d in inference.rocm_lib_dirs())
+        missing.append(f"MIGraphX's development files are not installed (no {dirs})")
+    if missing:
+        return CppRun(False, "Not built here: " + "; ".join(missing) + ".")
+    build = Path(build_dir)
+    steps = [
+        [cmake, "-S", str(source_dir), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"],
+        [cmake, "--build", str(build), "--parallel"],
+    ]
+    for step in steps:
+        proc = subprocess.run(step, capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
+            return CppRun(False, f"{' '.join(step[1:3])} failed:\n{tail}", proc.returncode)
+    exe = build / "inception_inference"
+    cmd = [str(exe), str(files["model"]), str(files["input"]), str(files["expected"])]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    return CppRun(True, (proc.stdout + proc.stderr).strip(), proc.returncode)

@@ -1,0 +1,1073 @@
+"""The one training loop of the guide's PyTorch case studies.
+
+Every PyTorch page trains through :func:`fit`, so that all of them share the
+same behaviour: the device from :func:`rocm_dl_guide.core.device.pick`, per-epoch
+caps from the run profile, optional mixed precision (``amp``) and
+``channels_last``, models with auxiliary heads (Inception v3), a compact tqdm
+progress bar, and crash-safe checkpoints that a later run resumes from.
+
+The loop, like torchvision's ``references/classification/train.py``, is a few
+plain steps that :func:`fit` calls in order: :func:`setup_loop` (device,
+precision, the DDP or FSDP wrapper), :func:`restore_checkpoint`, then per epoch
+:func:`train_one_epoch` (each batch is one :func:`train_step`),
+:func:`evaluate` and :func:`save_checkpoint`.
+
+Checkpoints
+    With ``checkpoint_dir``, :func:`fit` writes ``checkpoint_dir/last.pt``
+    atomically at the end of every epoch (:mod:`rocm_dl_guide.training.checkpoints`).
+    ``resume=True`` continues from the last complete epoch; because the RNG
+    states are restored, the resumed run draws the same shuffles and dropout
+    masks as an uninterrupted one.
+
+Preemption and long epochs
+    With ``checkpoint_every=N`` it also checkpoints every N optimizer steps
+    inside the epochs, and on ``SIGTERM`` or ``SIGINT`` (a scheduler's
+    preemption, ``scancel``, Ctrl-C) it finishes the step in progress, writes
+    ``last.pt`` with the position inside the epoch and raises
+    :class:`rocm_dl_guide.core.preemption.Preempted` (:mod:`rocm_dl_guide.core.preemption`).
+    The position is the training loader's own state: ``fit`` trains from a
+    ``torchdata`` ``StatefulDataLoader`` (:func:`distributed.resumable_loader`),
+    so a resumed run draws exactly the batches the interrupted epoch had not
+    drawn yet, in the same order, and ends with the same losses.
+
+Mixed precision
+    ``amp=True`` runs forward passes under :func:`torch.autocast`: bfloat16 on
+    GPUs that support it (AMD Instinct MI200/MI300, NVIDIA Ampere and later),
+    else float16 with a gradient scaler. On the CPU it uses bfloat16 autocast
+    too, which is numerically sound but only faster on CPUs with native bf16
+    (AVX512-BF16 / AMX); :func:`fit` says so in its log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from rocm_dl_guide.core import distributed, files, preemption, runs
+from rocm_dl_guide.core.device import cpu_has_native_bf16
+from rocm_dl_guide.training import checkpoints, sharded
+from rocm_dl_guide.training.checkpoints import CheckpointError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
+
+
+@dataclass
+class EpochMetrics:
+    """One row of a training history."""
+
+    epoch: int
+    """1-based epoch number."""
+    train_loss: float
+    """Mean loss of the main output over this epoch's training batches."""
+    train_accuracy: float | None
+    """Accuracy over this epoch's training batches (``None`` if labels are not classes)."""
+    val_loss: float | None
+    val_accuracy: float | None
+    images_per_second: float
+    """Training throughput of this epoch: samples / wall time of the training pass."""
+    seconds: float
+    """Wall time of the whole epoch: training and validation."""
+    lr: float
+    """Learning rate of the first parameter group during the epoch's last step."""
+
+
+@dataclass
+class TrainResult:
+    """What :func:`fit` returns."""
+
+    history: list[EpochMetrics]
+    device: str
+    """``str(torch.device)`` trained on, e.g. ``"cuda"`` (a ROCm or CUDA GPU) or ``"cpu"``."""
+    checkpoint: Path | None
+    """``checkpoint_dir/last.pt`` when checkpointing, else ``None``."""
+    resumed_from_epoch: int = 0
+    """The epoch the run resumed after (``0`` when it started from scratch)."""
+    resumed_from_step: int = 0
+    """The global step (optimizer steps since the first run began) the run continued
+    from: inside an epoch after a mid-epoch checkpoint (``0`` from scratch)."""
+    weights: Path | None = None
+    """The trained model's weights file (``checkpoint_dir/final_weights``), if saved."""
+    world_size: int = 1
+    """How many processes trained together (1 without torchrun)."""
+    backend: str | None = None
+    """The process group's backend (``nccl``, ``gloo``), ``None`` for one process."""
+
+    @property
+    def final(self) -> EpochMetrics | None:
+        """The last epoch's metrics (``None`` for an empty history)."""
+        return self.history[-1] if self.history else None
+
+    def to_frame(self) -> pandas.DataFrame:
+        """The history as a pandas DataFrame, one row per epoch."""
+        import pandas as pd
+
+        columns = [f.name for f in fields(EpochMetrics)]
+        return pd.DataFrame([asdict(m) for m in self.history], columns=columns)
+
+    def plot(self, ax=None, title: str | None = None):
+        """Plot loss (and accuracy) per epoch; returns the matplotlib Figure.
+
+        Without ``ax``: two subplots, loss and accuracy. With ``ax``: loss on
+        ``ax`` and accuracy on a twin axis.
+        """
+        from rocm_dl_guide.core.plots import plot_history
+
+        return plot_history(
+            self.to_frame(),
+            loss=("train_loss", "val_loss"),
+            accuracy=("train_accuracy", "val_accuracy"),
+            ax=ax,
+            title=title,
+        )
+
+
+# --------------------------------------------------------------------------- step helpers
+
+
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``device`` (bfloat16 where supported, else float16), or
+    ``None`` where autocast is unavailable."""
+    if not torch.amp.is_autocast_available(device.type):
+        return None
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "cpu":
+        return torch.bfloat16
+    return torch.float16
+
+
+def _autocast(device: torch.device, dtype: torch.dtype | None):
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the GPU's queued work (a no-op on the CPU), before reading a clock."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def split_batch(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inputs, labels)`` of a batch: a pair, or a dict with image/label keys."""
+    if isinstance(batch, Mapping):
+        for xk, yk in (("image", "label"), ("input", "target"), ("x", "y")):
+            if xk in batch and yk in batch:
+                return batch[xk], batch[yk]
+    elif isinstance(batch, (tuple, list)) and len(batch) >= 2:
+        return batch[0], batch[1]
+    raise TypeError(
+        "a batch must be (inputs, labels) or a dict with image/label keys; "
+        f"got {type(batch).__name__}"
+    )
+
+
+def _split_output(out: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(main logits, auxiliary logits or None) from a model's output.
+
+    Handles a plain tensor, Inception v3's ``InceptionOutputs(logits, aux_logits)``,
+    GoogLeNet's outputs, any ``(logits, aux, ...)`` tuple, and torchvision
+    segmentation dicts ``{"out", "aux"}``.
+    """
+    if isinstance(out, torch.Tensor):
+        return out, None
+    if hasattr(out, "logits"):
+        aux = getattr(out, "aux_logits", None)
+        if aux is None:
+            aux = getattr(out, "aux_logits1", None)
+        return out.logits, aux
+    if isinstance(out, Mapping) and "out" in out:
+        return out["out"], out.get("aux")
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        aux = out[1] if len(out) > 1 and isinstance(out[1], torch.Tensor) else None
+        return out[0], aux
+    raise TypeError(f"cannot find logits in a model output of type {type(out).__name__}")
+
+
+def to_device(x: torch.Tensor, device: torch.device, channels_last: bool) -> torch.Tensor:
+    """``x`` on ``device`` (asynchronously from pinned memory), NHWC if asked for."""
+    x = x.to(device, non_blocking=True)
+    if channels_last and x.dim() == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+IGNORE_INDEX = -100
+"""Labels of this value count in neither the loss nor the accuracy (PyTorch's
+cross-entropy ignores them by default; a prompt's positions when only an answer
+is learnt)."""
+
+
+def _correct(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(number correct, number of labels), 0-d tensors on the device, or None if
+    labels are not classes. Labels equal to :data:`IGNORE_INDEX` are left out."""
+    if y.is_floating_point() or y.is_complex() or logits.dim() != y.dim() + 1:
+        return None
+    valid = y != IGNORE_INDEX
+    return ((logits.argmax(dim=1) == y) & valid).sum(), valid.sum()
+
+
+class _Tally:
+    """Running per-sample loss and accuracy over batches, kept on the device."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        self.correct = torch.zeros((), dtype=torch.int64, device=device)
+        self.samples = 0
+        self.labels = 0
+        self.classify = True  # False once labels turn out not to be class indices
+
+    def add(self, logits: torch.Tensor, y: torch.Tensor, loss: torch.Tensor) -> None:
+        n = y.shape[0]
+        self.loss_sum += loss.double() * n
+        self.samples += n
+        hit = _correct(logits, y) if self.classify else None
+        if hit is None:
+            self.classify = False
+        else:
+            self.correct += hit[0]
+            self.labels += hit[1]
+
+    def loss(self) -> float:
+        return self.loss_sum.item() / self.samples
+
+    def accuracy(self) -> float | None:
+        labels = int(self.labels)
+        return self.correct.item() / labels if self.classify and labels else None
+
+    def state(self) -> dict[str, Any]:
+        """The running sums as plain numbers (for a mid-epoch checkpoint)."""
+        return {
+            "loss_sum": self.loss_sum.item(),
+            "correct": int(self.correct.item()),
+            "samples": self.samples,
+            "labels": int(self.labels),
+            "classify": self.classify,
+        }
+
+    @classmethod
+    def restored(cls, device: torch.device, state: Mapping[str, Any]) -> _Tally:
+        tally = cls(device)
+        tally.loss_sum += state["loss_sum"]
+        tally.correct += state["correct"]
+        tally.samples, tally.labels = state["samples"], state["labels"]
+        tally.classify = state["classify"]
+        return tally
+
+    def sum_over_ranks(self) -> None:
+        """Replace this rank's totals by the totals of all ranks (distributed runs)."""
+        device = self.loss_sum.device
+        totals = distributed.all_reduce_sums(
+            [self.loss_sum.item(), self.correct.item(), self.samples, self.labels], device
+        )
+        self.loss_sum = torch.tensor(totals[0], dtype=torch.float64, device=device)
+        self.correct = torch.tensor(int(totals[1]), dtype=torch.int64, device=device)
+        self.samples, self.labels = int(totals[2]), int(totals[3])
+
+
+def _num_batches(loader: Iterable, cap: int | None) -> int | None:
+    try:
+        n = len(loader)  # type: ignore[arg-type]
+    except TypeError:
+        return cap
+    return n if cap is None else min(n, cap)
+
+
+# --------------------------------------------------------------------------- public loop
+
+
+def evaluate(
+    model: nn.Module,
+    loader: Iterable,
+    device: str | torch.device | None = None,
+    loss_fn: Callable | None = None,
+    max_batches: int | None = None,
+    amp: bool = False,
+    channels_last: bool = False,
+) -> tuple[float, float | None]:
+    """Mean loss and accuracy of ``model`` over ``loader`` (at most ``max_batches`` batches).
+
+    Runs under ``torch.no_grad()`` in eval mode and restores the model's previous
+    mode afterwards. The loss is averaged per sample; accuracy is ``None`` when the
+    labels are not class indices (as in :class:`EpochMetrics`). In a distributed
+    run every rank must call it, and the totals are summed over ranks (each rank
+    passes its own shard, see :func:`rocm_dl_guide.core.distributed.shard_eval_loader`).
+    Raises ``ValueError`` if the loader is empty.
+    """
+    device = torch.device(device) if device is not None else default_device()
+    loss_fn = _loss_on(loss_fn, device)
+    amp_dtype = autocast_dtype(device) if amp else None
+    was_training = model.training
+    model.eval()
+    tally = _Tally(device)
+    try:
+        with torch.no_grad():
+            for i, batch in enumerate(loader):
+                if max_batches is not None and i >= max_batches:
+                    break
+                x, y = split_batch(batch)
+                x, y = to_device(x, device, channels_last), y.to(device, non_blocking=True)
+                with _autocast(device, amp_dtype):
+                    logits, _ = _split_output(model(x))
+                    loss = loss_fn(logits, y)
+                tally.add(logits, y, loss)
+    finally:
+        model.train(was_training)
+    tally.sum_over_ranks()  # in a distributed run: over every rank's shard
+    if tally.samples == 0:
+        raise ValueError("evaluate: the loader produced no batches")
+    return tally.loss(), tally.accuracy()
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """The knobs of :func:`fit` beyond the model, the data and the optimizer.
+
+    Pass them to :func:`fit` as keywords (``fit(..., amp=True)``) or as one
+    object (``fit(..., options=FitOptions(amp=True))``); keywords override the
+    object's fields.
+    """
+
+    max_train_batches: int | None = None
+    """Cap on training batches per epoch (the run profile's ``max_train_batches``)."""
+    max_val_batches: int | None = None
+    """Cap on validation batches per epoch."""
+    checkpoint_dir: str | os.PathLike | None = None
+    """Write ``last.pt`` (and ``best.pt``) here atomically at every epoch end."""
+    resume: bool = False
+    """Continue after the last complete epoch stored in ``checkpoint_dir``."""
+    amp: bool = False
+    """Autocast: bfloat16 where supported, else float16 with a grad scaler."""
+    amp_dtype: str | None = None
+    """With ``amp``: force ``"bfloat16"`` or ``"float16"`` (with a grad scaler)
+    instead of the device's choice (:func:`autocast_dtype`)."""
+    channels_last: bool = False
+    """NHWC memory format for the model and 4-D inputs."""
+    aux_logits_weight: float | None = None
+    """Weight of the auxiliary head's loss for models that have one (Inception v3)."""
+    progress: bool = True
+    """A tqdm bar per epoch (only on a terminal, see :mod:`rocm_dl_guide.core.progress`)."""
+    keep_best: bool = True
+    """Also keep ``best.pt``: the weights of the epoch with the best validation accuracy."""
+    scheduler_interval: str = "epoch"
+    """Step the scheduler once per ``"epoch"`` or after every ``"batch"``."""
+    final_weights: str | None = None
+    """Save the trained weights under this file name in ``checkpoint_dir`` at the end."""
+    fsdp: bool = False
+    """Under torchrun: shard the model with FSDP2 instead of replicating it with DDP,
+    and checkpoint through ``torch.distributed.checkpoint`` (see
+    :mod:`rocm_dl_guide.training.sharded`)."""
+    checkpoint_every: int | None = None
+    """Also write ``last.pt`` every this many optimizer steps inside the epochs
+    (the position in the epoch included), for epochs too long to lose."""
+
+    def __post_init__(self) -> None:
+        if self.scheduler_interval not in ("epoch", "batch"):
+            raise ValueError("scheduler_interval must be 'epoch' or 'batch'")
+        if self.resume and self.checkpoint_dir is None:
+            raise ValueError("resume=True needs a checkpoint_dir")
+        if self.amp_dtype not in (None, "bfloat16", "float16"):
+            raise ValueError("amp_dtype must be None, 'bfloat16' or 'float16'")
+        if self.checkpoint_every is not None:
+            if self.checkpoint_every < 1:
+                raise ValueError(
+                    f"checkpoint_every must be at least 1, got {self.checkpoint_every}"
+                )
+            if self.checkpoint_dir is None:
+                raise ValueError("checkpoint_every needs a checkpoint_dir")
+
+
+@dataclass(kw_only=True)
+class LoopState:
+    """What every step of :func:`fit` needs: the model and its optimisation state.
+
+    Built by :func:`setup_loop`; its fields are keywords."""
+
+    model: nn.Module
+    """What trains: the model, or its DistributedDataParallel wrapper."""
+    optimizer: torch.optim.Optimizer
+    loss_fn: Callable
+    scheduler: Any
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    scaler: torch.amp.GradScaler
+    options: FitOptions
+    say: Callable[[str], Any]
+    ctx: distributed.Context
+    module: nn.Module
+    """The model itself (whose ``state_dict`` is saved and loaded)."""
+    step: int = 0
+    """Optimizer steps so far, counting those of the runs this one resumed."""
+
+
+@dataclass(kw_only=True)
+class EpochPosition:
+    """How far into an epoch a mid-epoch checkpoint was taken: this rank's part."""
+
+    epoch: int
+    batches: int
+    """Batches of ``epoch`` done."""
+    loader: Mapping[str, Any]
+    """The training loader's ``state_dict()`` (a ``StatefulDataLoader``'s)."""
+    tally: Mapping[str, Any]
+    """The epoch's running loss and accuracy sums so far."""
+    rng: Mapping[str, Any]
+    """The RNG states after the last step done."""
+    seconds: float
+    """Training time of the epoch so far."""
+
+
+@dataclass(kw_only=True)
+class StartingPoint:
+    """Where a run starts: from scratch, or after a checkpoint's last epoch."""
+
+    checkpoint: Path | None
+    epoch: int = 0
+    history: list[EpochMetrics] = field(default_factory=list)
+    best_val_accuracy: float | None = None
+    rng: Mapping[str, Any] | None = None
+    lock: Any = None
+    """The checkpoint folder's lock, held by rank 0 until the run ends."""
+    step: int = 0
+    """Optimizer steps already taken (0 from scratch)."""
+    position: EpochPosition | None = None
+    """Where inside epoch ``epoch + 1`` a mid-epoch checkpoint left off."""
+
+
+def _loss_on(loss_fn: Callable | None, device: torch.device) -> Callable:
+    loss_fn = loss_fn if loss_fn is not None else nn.CrossEntropyLoss()
+    if isinstance(loss_fn, nn.Module):
+        loss_fn.to(device)
+    return loss_fn
+
+
+def setup_loop(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    *,
+    ctx: distributed.Context,
+    options: FitOptions,
+    loss_fn: Callable | None = None,
+    scheduler: Any = None,
+    say: Callable[[str], Any] = lambda _msg: None,
+) -> LoopState:
+    """Move the model to the device, wrap it for data parallelism when several
+    processes train together, and pick the precision: the set-up of a run."""
+    device = ctx.device
+    model.to(device)
+    if options.channels_last:
+        model.to(memory_format=torch.channels_last)
+    amp_dtype = autocast_dtype(device) if options.amp else None
+    if amp_dtype is not None and options.amp_dtype is not None:
+        amp_dtype = getattr(torch, options.amp_dtype)
+    if options.amp and amp_dtype is None:
+        say(f"note: autocast is not available on {device}; training in float32")
+    elif options.amp and device.type == "cpu":
+        slow = "" if cpu_has_native_bf16() else "; this CPU has neither, so expect it much slower"
+        say(
+            "note: amp on the CPU uses bfloat16 autocast; it is only faster on CPUs "
+            f"with native bf16 (AVX512-BF16/AMX){slow}"
+        )
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+    loss_fn = _loss_on(loss_fn, device)
+    trained = model
+    if options.fsdp:
+        if not ctx.distributed:
+            raise ValueError(
+                "fsdp=True needs several processes: start the run with torchrun "
+                "(python -m rocm_dl_guide train EXAMPLE --nproc N --fsdp)"
+            )
+        sharded.shard(model, optimizer)
+    elif ctx.distributed:
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [ctx.local_rank] if device.type == "cuda" else None
+        trained = DistributedDataParallel(model, device_ids=ids)
+    return LoopState(
+        model=trained,
+        optimizer=optimizer,
+        loss_fn=loss_fn,
+        scheduler=scheduler,
+        device=device,
+        amp_dtype=amp_dtype,
+        scaler=scaler,
+        options=options,
+        say=say,
+        ctx=ctx,
+        module=model,
+    )
+
+
+def restore_checkpoint(state: LoopState) -> StartingPoint:
+    """Step 1 of :func:`fit`: load ``last.pt`` into the model and optimizer when resuming.
+
+    Removes temporary files left by a run killed while saving. Returns where the
+    run starts; an unusable checkpoint raises :class:`CheckpointError`.
+    """
+    opts, say = state.options, state.say
+    if opts.checkpoint_dir is None:
+        return StartingPoint(checkpoint=None)
+    path = Path(opts.checkpoint_dir) / checkpoints.CHECKPOINT_NAME
+    lock = _take_checkpoint_dir(state, path)
+    resume = opts.resume or distributed.restart_count() > 0  # torchrun restarted the group
+    if not resume:
+        if path.exists():
+            say(f"starting from scratch; {path} will be overwritten (resume=False)")
+        return StartingPoint(checkpoint=path, lock=lock)
+    if not path.exists():
+        say(f"no checkpoint at {path}: starting from scratch")
+        return StartingPoint(checkpoint=path, lock=lock)
+    ckpt = checkpoints.read_checkpoint(path)
+    try:
+        checkpoints.load_model_and_optimizer(
+            ckpt, path, state.module, state.optimizer, state.options.fsdp
+        )
+        if state.scheduler is not None and ckpt.get("scheduler") is not None:
+            state.scheduler.load_state_dict(ckpt["scheduler"])
+        if state.scaler.is_enabled() and ckpt.get("scaler"):
+            state.scaler.load_state_dict(ckpt["scaler"])
+    except (RuntimeError, ValueError, KeyError) as exc:
+        raise CheckpointError(path, f"does not match this model/optimizer: {exc}") from exc
+    try:
+        history = [EpochMetrics(**row) for row in ckpt["history"]]
+    except TypeError as exc:
+        raise CheckpointError(path, f"has an unknown history format: {exc}") from exc
+    state.step = int(ckpt.get("step") or 0)
+    return StartingPoint(
+        checkpoint=path,
+        epoch=ckpt["epoch"],
+        history=history,
+        best_val_accuracy=ckpt.get("best_val_accuracy"),
+        rng=ckpt["rng"],
+        lock=lock,
+        step=state.step,
+        position=_position(ckpt, path, state.ctx),
+    )
+
+
+def _position(
+    ckpt: Mapping[str, Any], path: Path, ctx: distributed.Context
+) -> EpochPosition | None:
+    """This rank's part of a mid-epoch checkpoint's position (``None`` at an epoch end)."""
+    where = ckpt.get("in_epoch")
+    if not where:
+        return None
+    ranks = where["ranks"]
+    if len(ranks) != ctx.world_size:
+        raise CheckpointError(
+            path,
+            f"was saved inside epoch {where['epoch']} by {len(ranks)} process(es), and the "
+            "position in an epoch is per process: resume it with the same number of "
+            f"processes (--nproc {len(ranks)}), not {ctx.world_size}",
+        )
+    part = ranks[ctx.rank]
+    return EpochPosition(
+        epoch=where["epoch"],
+        batches=where["batches"],
+        loader=part["loader"],
+        tally=part["tally"],
+        rng=part["rng"],
+        seconds=part["seconds"],
+    )
+
+
+def _take_checkpoint_dir(state: LoopState, path: Path) -> Any:
+    """Rank 0 locks the checkpoint folder and removes temporary files of a killed
+    save; the other ranks wait for it. Returns the lock (``None`` on other ranks)."""
+    lock = None
+    if state.ctx.is_main:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = distributed.lock_checkpoint_dir(path.parent)
+        best = path.parent / checkpoints.BEST_NAME
+        for stale in files.stale_temp_files(path) + files.stale_temp_files(best):
+            state.say(f"removing {stale.name}, left by a run killed while saving")
+            stale.unlink(missing_ok=True)
+    distributed.barrier()
+    return lock
+
+
+def train_step(
+    state: LoopState, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimisation step; returns (detached main logits, detached main loss)."""
+    state.optimizer.zero_grad(set_to_none=True)
+    with _autocast(state.device, state.amp_dtype):
+        logits, aux = _split_output(state.model(x))
+        loss = state.loss_fn(logits, y)
+        total = loss
+        weight = state.options.aux_logits_weight
+        if aux is not None and weight:
+            total = loss + weight * state.loss_fn(aux, y)
+    state.scaler.scale(total).backward()
+    state.scaler.step(state.optimizer)
+    state.scaler.update()
+    return logits.detach(), loss.detach()
+
+
+def step_function(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable | None = None,
+    device: str | torch.device | None = None,
+    options: FitOptions | None = None,
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """One training step of the shared loop as a function ``step(x, y) -> loss``.
+
+    The same set-up and step as :func:`fit` (model on the device, precision from
+    ``options``, forward, loss, backward, optimizer step), in one process and
+    without epochs, checkpoints or logs: for profilers and micro-benchmarks that
+    want to look at exactly the step that trains the case studies.
+    """
+    device = torch.device(device) if device is not None else default_device()
+    state = setup_loop(
+        model,
+        optimizer,
+        ctx=distributed.Context.single(device),
+        options=options or FitOptions(),
+        loss_fn=loss_fn,
+    )
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = to_device(x, device, state.options.channels_last)
+        return train_step(state, x, y.to(device))[1]
+
+    return step
+
+
+def train_one_epoch(
+    state: LoopState,
+    loader: Iterable,
+    epoch: int,
+    epochs: int,
+    *,
+    position: EpochPosition | None = None,
+    after_step: Callable[[int, _Tally, float], Any] | None = None,
+) -> tuple[_Tally, float, float]:
+    """Step 2 of :func:`fit`: one pass over ``loader`` (capped by ``max_train_batches``).
+
+    With ``position`` (a mid-epoch checkpoint's) the pass continues from there:
+    the loader's state, the running sums and the RNG states are restored.
+    ``after_step(batches_done, tally, seconds)`` runs after every step (the
+    loop's mid-epoch checkpoints and stop signals). Returns the running tally
+    (loss and accuracy), the wall time of the pass and the learning rate of its
+    last step.
+    """
+    from tqdm import tqdm
+
+    from rocm_dl_guide.core.progress import enabled as bars_enabled
+
+    opts, device = state.options, state.device
+    show = bars_enabled(opts.progress) and state.ctx.is_main
+    distributed.set_epoch(loader, epoch)
+    total = _num_batches(loader, opts.max_train_batches)
+    done, tally, seconds_before = 0, _Tally(device), 0.0
+    if position is not None:
+        loader.load_state_dict(position.loader)
+        done, seconds_before = position.batches, position.seconds
+        tally = _Tally.restored(device, position.tally)
+    batches = iter(loader)  # may draw a seed from the RNG: restore the states after it
+    if position is not None:
+        checkpoints.set_rng_state(position.rng, loader)
+    bar = tqdm(
+        total=total,
+        initial=done,
+        desc=f"epoch {epoch}/{epochs}",
+        unit="batch",
+        leave=False,
+        disable=not show,
+        dynamic_ncols=True,
+    )
+    state.model.train()
+    lr = float(state.optimizer.param_groups[0]["lr"])
+    start = time.perf_counter() - seconds_before
+    try:
+        for i, batch in enumerate(batches, start=done):
+            if opts.max_train_batches is not None and i >= opts.max_train_batches:
+                break
+            x, y = split_batch(batch)
+            x, y = to_device(x, device, opts.channels_last), y.to(device, non_blocking=True)
+            lr = float(state.optimizer.param_groups[0]["lr"])
+            logits, loss = train_step(state, x, y)
+            state.step += 1
+            if state.scheduler is not None and opts.scheduler_interval == "batch":
+                state.scheduler.step()
+            tally.add(logits, y, loss)
+            bar.update(1)
+            if show and (i % 10 == 0 or i + 1 == total):
+                rate = tally.samples / max(time.perf_counter() - start, 1e-9)
+                bar.set_postfix(
+                    {"loss": f"{tally.loss():.4f}", "samples/s": f"{rate:.0f}"}, refresh=False
+                )
+            if after_step is not None:
+                after_step(i + 1, tally, time.perf_counter() - start)
+        synchronize(device)
+        seconds = time.perf_counter() - start
+    finally:
+        bar.close()
+    tally.sum_over_ranks()
+    if tally.samples == 0:
+        raise ValueError("fit: the training loader produced no batches")
+    return tally, seconds, lr
+
+
+def _step_scheduler(state: LoopState, val_loss: float | None, train_loss: float) -> None:
+    """The once-per-epoch scheduler step (``ReduceLROnPlateau`` gets a loss)."""
+    if state.scheduler is None or state.options.scheduler_interval != "epoch":
+        return
+    if isinstance(state.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        state.scheduler.step(val_loss if val_loss is not None else train_loss)
+    else:
+        state.scheduler.step()
+
+
+def _run_epoch(
+    state: LoopState,
+    train_loader,
+    val_loader,
+    epoch: int,
+    epochs: int,
+    checkpoint: Path | None,
+    position: EpochPosition | None = None,
+    after_step: Callable[[int, _Tally, float], Any] | None = None,
+) -> EpochMetrics:
+    """Train one epoch, then evaluate and step the scheduler; returns its metrics."""
+    opts = state.options
+    started = time.perf_counter() - (position.seconds if position is not None else 0.0)
+    tally, train_seconds, lr = train_one_epoch(
+        state, train_loader, epoch, epochs, position=position, after_step=after_step
+    )
+    train_loss = tally.loss()
+    if not math.isfinite(train_loss):
+        raise FloatingPointError(
+            f"training loss is {train_loss} in epoch {epoch}; lower the learning rate"
+            + (f" (last good checkpoint: {checkpoint})" if checkpoint and epoch > 1 else "")
+        )
+    val_loss = val_acc = None
+    if val_loader is not None:
+        val_loss, val_acc = evaluate(
+            state.model,
+            val_loader,
+            state.device,
+            state.loss_fn,
+            opts.max_val_batches,
+            opts.amp,
+            opts.channels_last,
+        )
+    _step_scheduler(state, val_loss, train_loss)
+    return EpochMetrics(
+        epoch=epoch,
+        train_loss=train_loss,
+        train_accuracy=tally.accuracy(),
+        val_loss=val_loss,
+        val_accuracy=val_acc,
+        images_per_second=tally.samples / max(train_seconds, 1e-9),
+        seconds=time.perf_counter() - started,
+        lr=lr,
+    )
+
+
+def save_checkpoint(
+    state: LoopState,
+    start: StartingPoint,
+    history: list[EpochMetrics],
+    loader: Any,
+    position: EpochPosition | None = None,
+) -> None:
+    """Step 4 of :func:`fit`: ``best.pt`` if this epoch is the best so far, then ``last.pt``.
+
+    With ``position`` (a checkpoint inside an epoch, collective in a distributed
+    run) ``last.pt`` also records every rank's position in the epoch, and
+    ``best.pt`` is left alone.
+    """
+    if start.checkpoint is None:
+        return
+    is_best = False
+    if position is None:
+        val_acc = history[-1].val_accuracy
+        best = start.best_val_accuracy
+        is_best = (
+            state.options.keep_best and val_acc is not None and (best is None or val_acc > best)
+        )
+        if is_best:
+            start.best_val_accuracy = val_acc
+    folder = start.checkpoint.parent
+    shards = None
+    if state.options.fsdp:  # collective: every rank writes its own shard
+        name = (
+            f"{checkpoints.SHARDED_PREFIX}{history[-1].epoch}"
+            if position is None
+            else f"{checkpoints.SHARDED_STEP_PREFIX}{state.step}"
+        )
+        shards = sharded.save(folder / name, state.module, state.optimizer)
+    best_state = sharded.full_state_dict(state.module) if is_best else None  # collective
+    in_epoch = None
+    if position is not None:
+        parts = distributed.gather(  # collective: each rank's loader, sums and RNG
+            {
+                "loader": position.loader,
+                "tally": position.tally,
+                "rng": position.rng,
+                "seconds": position.seconds,
+            }
+        )
+        in_epoch = {"epoch": position.epoch, "batches": position.batches, "ranks": parts}
+    if state.ctx.is_main:  # one writer; the others wait until the files are complete
+        if is_best:
+            checkpoints.atomic_torch_save(best_state, folder / checkpoints.BEST_NAME)
+        checkpoints.write_checkpoint(
+            start.checkpoint,
+            history=[asdict(m) for m in history],
+            model=state.module,
+            optimizer=state.optimizer,
+            scheduler=state.scheduler,
+            scaler=state.scaler,
+            rng=checkpoints.rng_state(state.device, loader),
+            best_val_accuracy=start.best_val_accuracy,
+            shards=shards,
+            step=state.step,
+            in_epoch=in_epoch,
+        )
+        for old in checkpoints.sharded_folders(folder):
+            if shards is None or old.name != shards.name:
+                shutil.rmtree(old, ignore_errors=True)  # last.pt no longer names it
+    distributed.barrier()
+
+
+class _Interruptions:
+    """Checkpoints inside an epoch: every ``checkpoint_every`` steps, and when a
+    stop signal arrived (then :class:`~rocm_dl_guide.core.preemption.Preempted` is raised).
+
+    Called after every step with the epoch's progress. In a distributed run the
+    ranks agree on whether any of them was signalled (one all-reduce of a flag),
+    so all of them save and stop after the same step.
+    """
+
+    def __init__(
+        self, state: LoopState, start: StartingPoint, loader: Any, request: preemption.StopRequest
+    ) -> None:
+        self.state, self.start, self.loader, self.request = state, start, loader, request
+        self.history: list[EpochMetrics] = list(start.history)
+        self.epoch = start.epoch + 1
+        self.saved = (start.step, start.epoch, start.position.batches if start.position else 0)
+        """(step, epoch, batches) of the checkpoint on disk."""
+        self.stateful = callable(getattr(loader, "state_dict", None))
+        if start.checkpoint is not None and not self.stateful:
+            state.say(
+                f"note: the training loader ({type(loader).__name__}) cannot record its "
+                "position, so checkpoints are taken at epoch ends only"
+            )
+
+    def stop_requested(self) -> bool:
+        watched = self.start.checkpoint is not None
+        return watched and distributed.any_rank(self.request.requested, self.state.device)
+
+    def __call__(self, batches: int, tally: _Tally, seconds: float) -> None:
+        state = self.state
+        every = state.options.checkpoint_every
+        stop = self.stop_requested()
+        if not self.stateful or not (stop or (every and state.step % every == 0)):
+            if stop:
+                self.preempted()
+            return
+        position = EpochPosition(
+            epoch=self.epoch,
+            batches=batches,
+            loader=self.loader.state_dict(),
+            tally=tally.state(),
+            rng=checkpoints.rng_state(state.device, self.loader),
+            seconds=seconds,
+        )
+        save_checkpoint(state, self.start, self.history, self.loader, position)
+        self.saved = (state.step, self.epoch, batches)
+        if stop:
+            self.preempted()
+
+    def epoch_saved(self, history: list[EpochMetrics]) -> None:
+        """After an epoch's checkpoint: stop there if a signal came during the epoch's end."""
+        self.history = list(history)
+        self.epoch = history[-1].epoch + 1
+        self.saved = (self.state.step, history[-1].epoch, 0)
+        if self.stop_requested():
+            self.preempted()
+
+    def preempted(self) -> None:
+        """Raise :class:`~rocm_dl_guide.core.preemption.Preempted` for the checkpoint on disk."""
+        step, epoch, batches = self.saved
+        raise preemption.Preempted(
+            self.request.name or "a signal", step, epoch, batches, self.start.checkpoint
+        )
+
+
+def _finish(state: LoopState, start: StartingPoint, history: list[EpochMetrics]) -> TrainResult:
+    """The run's result; saves the final weights next to the checkpoint if asked to."""
+    ctx = state.ctx
+    result = TrainResult(
+        history=history,
+        device=str(state.device),
+        checkpoint=start.checkpoint,
+        resumed_from_epoch=start.epoch,
+        resumed_from_step=start.step,
+        world_size=ctx.world_size,
+        backend=ctx.backend,
+    )
+    name = state.options.final_weights
+    if name and start.checkpoint is not None:
+        result.weights = start.checkpoint.parent / name
+        weights = sharded.full_state_dict(state.module)  # collective for a sharded model
+        if ctx.is_main:
+            checkpoints.atomic_torch_save(weights, result.weights)
+        distributed.barrier()
+    return result
+
+
+def default_device() -> torch.device:
+    """The device the loop trains on when none is given: the GPU if any."""
+    from rocm_dl_guide.core.device import pick
+
+    return pick()
+
+
+def _epoch_line(m: EpochMetrics, epochs: int) -> str:
+    return (
+        f"epoch {m.epoch}/{epochs}: {runs.losses_text(asdict(m))}"
+        f" | {m.images_per_second:.0f} samples/s, {m.seconds:.1f} s"
+    )
+
+
+def fit(
+    model: nn.Module,
+    train_loader: Iterable,
+    *,
+    epochs: int,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable | None = None,
+    scheduler: Any = None,
+    val_loader: Iterable | None = None,
+    device: str | torch.device | None = None,
+    options: FitOptions | None = None,
+    log: Callable[[str], Any] | None = print,
+    on_epoch_end: Callable[[EpochMetrics], Any] | None = None,
+    **knobs: Any,
+) -> TrainResult:
+    """Train ``model`` for ``epochs`` epochs: the shared loop of every PyTorch case study.
+
+    Works for any classifier and any DataLoader of ``(inputs, labels)``. The
+    model (and ``loss_fn``, default cross-entropy) go to ``device`` (default:
+    :func:`rocm_dl_guide.core.device.pick`, the GPU if any). The knobs are the fields
+    of :class:`FitOptions`, as ``options=`` or as keywords. Each epoch is
+    :func:`train_one_epoch`, :func:`evaluate` on ``val_loader``, a scheduler
+    step (``ReduceLROnPlateau`` gets the validation loss) and
+    :func:`save_checkpoint`; a run with ``resume`` starts with
+    :func:`restore_checkpoint`. ``log`` gets one line per epoch and notes
+    (``None`` silences it); ``on_epoch_end(metrics)`` is called after the
+    epoch's checkpoint is on disk, and returning ``True`` stops training.
+
+    A non-finite training loss raises ``FloatingPointError`` before the epoch's
+    checkpoint is written, so ``last.pt`` stays the last good epoch. A
+    checkpoint already at ``epochs`` returns its history without training.
+    Rank 0 holds a lock on ``checkpoint_dir`` for the whole run, so a second run
+    pointed at the same folder fails at once
+    (:class:`rocm_dl_guide.core.distributed.CheckpointInUseError`).
+
+    Started by ``torchrun``, the same call trains data-parallel (see
+    :mod:`rocm_dl_guide.core.distributed`): each process uses its local GPU (``device``
+    is then ignored) or the CPU with ``gloo``, the model is wrapped in
+    ``DistributedDataParallel``, the loaders are sharded (per-rank batch size
+    unchanged), the metrics are summed over ranks, rank 0 alone logs and writes
+    checkpoints, and after an elastic restart every rank resumes from ``last.pt``.
+    """
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1, got {epochs}")
+    opts = replace(options or FitOptions(), **knobs)
+    ctx = distributed.setup(device)
+    say = log if log is not None and ctx.is_main else (lambda _msg: None)
+    if ctx.distributed:
+        kind = "fully sharded (FSDP2)" if opts.fsdp else "data parallel (DDP)"
+        say(f"{kind}: {ctx.world_size} processes, {ctx.backend} backend")
+        train_loader = distributed.shard_train_loader(train_loader, ctx)
+        if val_loader is not None:
+            val_loader = distributed.shard_eval_loader(val_loader, ctx)
+    else:
+        train_loader = distributed.resumable_loader(train_loader)
+    state = setup_loop(
+        model, optimizer, ctx=ctx, options=opts, loss_fn=loss_fn, scheduler=scheduler, say=say
+    )
+    start = restore_checkpoint(state)
+    # Signals ask for a clean stop only where there is a checkpoint to resume from.
+    watching = preemption.watch() if start.checkpoint is not None else _no_signals()
+    try:
+        with watching as request:
+            interruptions = _Interruptions(state, start, train_loader, request)
+            history = _train_epochs(
+                state, start, train_loader, val_loader, epochs, on_epoch_end, interruptions
+            )
+        return _finish(state, start, history)
+    finally:
+        if start.lock is not None:
+            start.lock.release()
+
+
+@contextlib.contextmanager
+def _no_signals():
+    yield preemption.StopRequest()
+
+
+def _train_epochs(
+    state: LoopState,
+    start: StartingPoint,
+    train_loader,
+    val_loader,
+    epochs: int,
+    on_epoch_end,
+    interruptions: _Interruptions,
+) -> list[EpochMetrics]:
+    """Epochs ``start.epoch + 1`` to ``epochs``, each checkpointed; the whole history."""
+    say = state.say
+    if start.epoch >= epochs:
+        say(
+            f"{start.checkpoint} is already at epoch {start.epoch} (asked for {epochs}): "
+            "not training"
+        )
+        return start.history
+    position = start.position
+    if position is not None:  # its RNG states are restored once the loader is positioned
+        say(
+            f"resuming from {start.checkpoint}: step {start.step}, inside epoch "
+            f"{position.epoch} after {position.batches} batches ({start.epoch} of {epochs} "
+            "epochs done)"
+        )
+    elif start.rng is not None:
+        checkpoints.set_rng_state(start.rng, train_loader)
+        say(f"resuming from {start.checkpoint}: epoch {start.epoch} of {epochs} done")
+    history = list(start.history)
+    for epoch in range(start.epoch + 1, epochs + 1):
+        metrics = _run_epoch(
+            state,
+            train_loader,
+            val_loader,
+            epoch,
+            epochs,
+            start.checkpoint,
+            position=position if position is not None and position.epoch == epoch else None,
+            after_step=interruptions,
+        )
+        history.append(metrics)
+        save_checkpoint(state, start, history, train_loader)
+        say(_epoch_line(metrics, epochs))
+        if on_epoch_end is not None and on_epoch_end(metrics) is True:
+            say(f"stopped after epoch {epoch} by on_epoch_end")
+            break
+        if epoch < epochs:
+            interruptions.epoch_saved(history)
+    return history

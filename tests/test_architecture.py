@@ -74,36 +74,6 @@ CHAPTER_EXCEPTIONS = {
 PARSER_MODULES = frozenset({"cli", "__main__"})
 PARSER_CALLS = frozenset({"add_parser", "add_subparsers", "ArgumentParser"})
 
-# The extra edges the inference chapter may have, beyond the core.
-ALLOWED_EXTRA = {
-    "inference": frozenset({"inception"}),
-    # the C++ example's inputs are the inference chapter's export of Inception v3
-    "cpp_example": frozenset({"inference"}),
-    "graph_views": frozenset({"inference"}),
-    "bench": frozenset({"inception", "inference"}),
-    # precision times Inception v3 and measures agreement on the trained CIFAR-10 network.
-    # Its int8 engines: ONNX Runtime's (ort_int8) and PyTorch's own (pt2e).
-    "precision": frozenset({"inception", "inference", "bench", "cifar10", "ort_int8", "pt2e"}),
-    # ONNX Runtime's int8 quantizes exported models; export --int8 calibrates on
-    # Inception v3's data.
-    "ort_int8": frozenset({"inception", "inference"}),
-    # profiling profiles a CIFAR-10 training step and an Inception v3 forward pass.
-    "profiling": frozenset({"cifar10", "inception", "inference"}),
-    # tuning times Inception v3's convolutions (MIOpen) and one GEMM (TunableOp).
-    "tuning": frozenset({"bench", "inception"}),
-    "tf_distributed": frozenset({"fashion_mnist"}),
-    # selfcheck runs the PyTorch case studies, the inference chapter, a DDP job and
-    # the language-model path (pretraining under bf16, LoRA, attention kernels,
-    # generation).
-    "selfcheck": frozenset(
-        {"mnist", "cifar10", "inception", "inference", "scaling", "profiling", "tuning"}
-        | {"lm.pretrain", "lm.lora", "lm.attention", "lm.generation", "lm.corpus"}
-    ),
-    # recipes lists every case study's full-profile settings.
-    "recipes": frozenset({"mnist", "cifar10", "inception", "fashion_mnist", "imdb"}),
-}
-
-
 # --------------------------------------------------------------------------- the checks
 
 

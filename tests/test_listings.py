@@ -171,7 +171,7 @@ def _defined(tree: ast.Module) -> set[str]:
 @dataclass
 class Package:
     names: dict[str, str]
-    """Function and class name -> the module that defines it (top level)."""
+    """Function and class name -> the module that defines it (its path in the package)."""
     runs: dict[tuple[str, ...], str]
     """Every run of RUN significant lines -> a module that has it."""
     lines: dict[str, set[str]]
@@ -182,15 +182,18 @@ def read_package(package_dir: Path = PACKAGE_DIR) -> Package:
     names: dict[str, str] = {}
     shared: dict[tuple[str, ...], str] = {}
     lines: dict[str, set[str]] = {}
-    for path in sorted(package_dir.glob("*.py")):
+    for path in sorted(package_dir.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        where = path.relative_to(package_dir).as_posix()
         text = path.read_text(encoding="utf-8")
         for name in _defined(ast.parse(text)):
             if "." not in name:
-                names.setdefault(name, path.name)
+                names.setdefault(name, where)
         significant = significant_lines(text)
-        lines[path.name] = set(significant)
+        lines[where] = set(significant)
         for run in runs(significant):
-            shared.setdefault(run, path.name)
+            shared.setdefault(run, where)
     return Package(names, shared, lines)
 
 
@@ -421,14 +424,15 @@ def test_the_checks_catch_a_page_that_copies_package_code():
     problems = text_problems(BAD_PAGE, BOOK / "training" / "copies.md", "copies.md")
     text = "\n".join(problems)
     assert "copies.md:7: a static listing defines 'Net'" in text
-    assert "copies.md:12: a static listing copies these lines of cifar10.py" in text
-    assert "defines 'preprocess', which inception.py defines" in text  # nested in a note
+    assert "copies.md:12: a static listing copies these lines of casestudies/cifar10.py" in text
+    # nested in a note
+    assert "defines 'preprocess', which casestudies/inception.py defines" in text
     assert "copies.md:26" not in text  # the original guide's listing, labelled as such
     assert "copies.md:36" not in text  # imports and a print are nobody's copy
     assert "defines no 'NoSuchNet'" in text
     assert "copies.md:46: ../../code/rocm_dl_guide/casestudies/cifar10.py is package code" in text
     assert "no_such_module.py, which does not exist" in text
-    assert "copies.md:59: a static listing is mostly lines of inception.py" in text
+    assert "copies.md:59: a static listing is mostly lines of casestudies/inception.py" in text
     assert len(problems) == 7, text  # Net.forward (a method) is a valid :pyobject:
 
 

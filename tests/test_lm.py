@@ -79,7 +79,7 @@ def test_the_wrapper_gives_the_loss_transformers_computes(tok):
 
 
 def test_next_token_loss_is_cross_entropy_on_the_class_first_logits():
-    from rocm_dl_guide.training.train import IGNORE_INDEX
+    from rocm_dl_guide.training.metrics import IGNORE_INDEX
 
     gen = torch.Generator().manual_seed(0)
     # (batch, vocab, time) as a view of (batch, time, vocab), as CausalLM returns it

@@ -19,7 +19,7 @@ from rocm_dl_guide.core.runs import runs_dir
 from rocm_dl_guide.lm import lora, pretrain
 from rocm_dl_guide.lm import model as models
 from rocm_dl_guide.training import checkpoints
-from rocm_dl_guide.training.train import IGNORE_INDEX
+from rocm_dl_guide.training.metrics import IGNORE_INDEX
 
 TIMEOUT = 240
 TINY = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)

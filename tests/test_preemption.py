@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from rocm_dl_guide.core import preemption
-from rocm_dl_guide.training import checkpoints, train
+from rocm_dl_guide.training import checkpoints, setup, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,9 +138,9 @@ def test_checkpoint_every_n_steps_is_resumable_from_inside_an_epoch(tmp_path):
 
 def test_checkpoint_every_needs_a_folder_and_a_positive_count():
     with pytest.raises(ValueError, match="checkpoint_dir"):
-        train.FitOptions(checkpoint_every=10)
+        setup.FitOptions(checkpoint_every=10)
     with pytest.raises(ValueError, match="at least 1"):
-        train.FitOptions(checkpoint_every=0, checkpoint_dir="x")
+        setup.FitOptions(checkpoint_every=0, checkpoint_dir="x")
 
 
 def test_watch_catches_repeated_signals_and_restores_the_handlers():

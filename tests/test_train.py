@@ -29,12 +29,8 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from rocm_dl_guide.training import train, training_speed  # noqa: E402
 from rocm_dl_guide.training.checkpoints import CheckpointError, load_weights, save_weights  # noqa: E402
-from rocm_dl_guide.training.train import (  # noqa: E402
-    EpochMetrics,
-    TrainResult,
-    evaluate,
-    fit,
-)
+from rocm_dl_guide.training.metrics import EpochMetrics  # noqa: E402
+from rocm_dl_guide.training.train import TrainResult, evaluate, fit  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SIZE = 16

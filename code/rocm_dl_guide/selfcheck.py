@@ -562,7 +562,7 @@ def check_lm_bf16(ctx: Setup) -> Outcome:
     import math
 
     from rocm_dl_guide.lm import pretrain
-    from rocm_dl_guide.training.train import autocast_dtype
+    from rocm_dl_guide.training.setup import autocast_dtype
 
     run = pretrain.train(
         ctx.profile,

@@ -128,7 +128,7 @@ class TopicPrompts(Dataset):
     answer's tokens have labels; the others are the loop's ignored label."""
 
     def __init__(self, items: list[Example], tokenizer: Any, length: int | None = None) -> None:
-        from rocm_dl_guide.training.train import IGNORE_INDEX
+        from rocm_dl_guide.training.metrics import IGNORE_INDEX
 
         prompts = [tokenizer.encode(PROMPT.format(passage=ex.passage)).ids for ex in items]
         answers = [answer_ids(tokenizer, ex.answer) for ex in items]
@@ -152,7 +152,7 @@ class TopicPrompts(Dataset):
     @property
     def mean_tokens(self) -> float:
         """Prompt and answer tokens per example, padding not counted."""
-        from rocm_dl_guide.training.train import IGNORE_INDEX
+        from rocm_dl_guide.training.metrics import IGNORE_INDEX
 
         ends = [int((y != IGNORE_INDEX).nonzero().max()) + 2 for _, y in self.rows]
         return sum(ends) / len(ends)
@@ -162,7 +162,7 @@ class TopicPrompts(Dataset):
         """Stack a batch and cut the padding no row of it needs (dynamic padding): the
         inputs end at the last labelled position, since later positions predict
         nothing and, the attention being causal, change nothing before them."""
-        from rocm_dl_guide.training.train import IGNORE_INDEX
+        from rocm_dl_guide.training.metrics import IGNORE_INDEX
 
         x, y = torch.stack([r[0] for r in batch]), torch.stack([r[1] for r in batch])
         end = int((y != IGNORE_INDEX).any(dim=0).nonzero().max()) + 1

@@ -101,7 +101,7 @@ def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     log-softmax over the vocabulary as dimension 1 of a ``(batch, vocab, time)``
     view copies and strides, and took a quarter of a training step on two cores.
     """
-    from rocm_dl_guide.training.train import IGNORE_INDEX
+    from rocm_dl_guide.training.metrics import IGNORE_INDEX
 
     rows = logits.transpose(1, 2)
     return nn.functional.cross_entropy(

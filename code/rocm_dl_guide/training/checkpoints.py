@@ -270,7 +270,7 @@ def write_checkpoint(
     ``step`` is the global step (optimizer steps so far). ``in_epoch``, for a
     checkpoint inside an epoch, says where: ``{"epoch", "batches", "ranks"}``,
     with one dict per rank holding its loader state, running sums, RNG states
-    and training seconds (see :func:`rocm_dl_guide.training.train.save_checkpoint`)."""
+    and training seconds (see :func:`rocm_dl_guide.training.resume.save_checkpoint`)."""
     atomic_torch_save(
         {
             "format": FORMAT,

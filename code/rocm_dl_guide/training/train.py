@@ -7,14 +7,16 @@ caps from the run profile, optional mixed precision (``amp``) and
 progress bar, and crash-safe checkpoints that a later run resumes from.
 
 The loop, like torchvision's ``references/classification/train.py``, is a few
-plain steps that :func:`fit` calls in order: :func:`setup_loop` (device,
-precision, the DDP or FSDP wrapper), :func:`restore_checkpoint`, then per epoch
-:func:`train_one_epoch` (each batch is one :func:`train_step`),
-:func:`evaluate` and :func:`save_checkpoint`.
+plain steps that :func:`fit` calls in order:
+:func:`~rocm_dl_guide.training.setup.setup_loop` (device, precision, the DDP or
+FSDP wrapper), :func:`~rocm_dl_guide.training.resume.restore_checkpoint`, then
+per epoch :func:`train_one_epoch` (each batch is one :func:`train_step`),
+:func:`evaluate` and :func:`~rocm_dl_guide.training.resume.save_checkpoint`.
 
 Checkpoints
     With ``checkpoint_dir``, :func:`fit` writes ``checkpoint_dir/last.pt``
-    atomically at the end of every epoch (:mod:`rocm_dl_guide.training.checkpoints`).
+    atomically at the end of every epoch (:mod:`rocm_dl_guide.training.resume`,
+    :mod:`rocm_dl_guide.training.checkpoints`).
     ``resume=True`` continues from the last complete epoch; because the RNG
     states are restored, the resumed run draws the same shuffles and dropout
     masks as an uninterrupted one.
@@ -42,44 +44,35 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from rocm_dl_guide.core import distributed, files, preemption, runs
-from rocm_dl_guide.core.device import cpu_has_native_bf16
+from rocm_dl_guide.core import distributed, preemption, runs
 from rocm_dl_guide.training import checkpoints, sharded
-from rocm_dl_guide.training.checkpoints import CheckpointError
+from rocm_dl_guide.training.metrics import EpochMetrics, Tally
+from rocm_dl_guide.training.resume import (
+    EpochPosition,
+    Interruptions,
+    StartingPoint,
+    restore_checkpoint,
+    save_checkpoint,
+)
+from rocm_dl_guide.training.setup import (
+    FitOptions,
+    LoopState,
+    autocast_dtype,
+    loss_on,
+    setup_loop,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
-
-
-@dataclass
-class EpochMetrics:
-    """One row of a training history."""
-
-    epoch: int
-    """1-based epoch number."""
-    train_loss: float
-    """Mean loss of the main output over this epoch's training batches."""
-    train_accuracy: float | None
-    """Accuracy over this epoch's training batches (``None`` if labels are not classes)."""
-    val_loss: float | None
-    val_accuracy: float | None
-    images_per_second: float
-    """Training throughput of this epoch: samples / wall time of the training pass."""
-    seconds: float
-    """Wall time of the whole epoch: training and validation."""
-    lr: float
-    """Learning rate of the first parameter group during the epoch's last step."""
 
 
 @dataclass
@@ -133,18 +126,6 @@ class TrainResult:
 
 
 # --------------------------------------------------------------------------- step helpers
-
-
-def autocast_dtype(device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for ``device`` (bfloat16 where supported, else float16), or
-    ``None`` where autocast is unavailable."""
-    if not torch.amp.is_autocast_available(device.type):
-        return None
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    if device.type == "cpu":
-        return torch.bfloat16
-    return torch.float16
 
 
 def _autocast(device: torch.device, dtype: torch.dtype | None):
@@ -203,79 +184,6 @@ def to_device(x: torch.Tensor, device: torch.device, channels_last: bool) -> tor
     return x
 
 
-IGNORE_INDEX = -100
-"""Labels of this value count in neither the loss nor the accuracy (PyTorch's
-cross-entropy ignores them by default; a prompt's positions when only an answer
-is learnt)."""
-
-
-def _correct(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(number correct, number of labels), 0-d tensors on the device, or None if
-    labels are not classes. Labels equal to :data:`IGNORE_INDEX` are left out."""
-    if y.is_floating_point() or y.is_complex() or logits.dim() != y.dim() + 1:
-        return None
-    valid = y != IGNORE_INDEX
-    return ((logits.argmax(dim=1) == y) & valid).sum(), valid.sum()
-
-
-class _Tally:
-    """Running per-sample loss and accuracy over batches, kept on the device."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-        self.correct = torch.zeros((), dtype=torch.int64, device=device)
-        self.samples = 0
-        self.labels = 0
-        self.classify = True  # False once labels turn out not to be class indices
-
-    def add(self, logits: torch.Tensor, y: torch.Tensor, loss: torch.Tensor) -> None:
-        n = y.shape[0]
-        self.loss_sum += loss.double() * n
-        self.samples += n
-        hit = _correct(logits, y) if self.classify else None
-        if hit is None:
-            self.classify = False
-        else:
-            self.correct += hit[0]
-            self.labels += hit[1]
-
-    def loss(self) -> float:
-        return self.loss_sum.item() / self.samples
-
-    def accuracy(self) -> float | None:
-        labels = int(self.labels)
-        return self.correct.item() / labels if self.classify and labels else None
-
-    def state(self) -> dict[str, Any]:
-        """The running sums as plain numbers (for a mid-epoch checkpoint)."""
-        return {
-            "loss_sum": self.loss_sum.item(),
-            "correct": int(self.correct.item()),
-            "samples": self.samples,
-            "labels": int(self.labels),
-            "classify": self.classify,
-        }
-
-    @classmethod
-    def restored(cls, device: torch.device, state: Mapping[str, Any]) -> _Tally:
-        tally = cls(device)
-        tally.loss_sum += state["loss_sum"]
-        tally.correct += state["correct"]
-        tally.samples, tally.labels = state["samples"], state["labels"]
-        tally.classify = state["classify"]
-        return tally
-
-    def sum_over_ranks(self) -> None:
-        """Replace this rank's totals by the totals of all ranks (distributed runs)."""
-        device = self.loss_sum.device
-        totals = distributed.all_reduce_sums(
-            [self.loss_sum.item(), self.correct.item(), self.samples, self.labels], device
-        )
-        self.loss_sum = torch.tensor(totals[0], dtype=torch.float64, device=device)
-        self.correct = torch.tensor(int(totals[1]), dtype=torch.int64, device=device)
-        self.samples, self.labels = int(totals[2]), int(totals[3])
-
-
 def _num_batches(loader: Iterable, cap: int | None) -> int | None:
     try:
         n = len(loader)  # type: ignore[arg-type]
@@ -300,17 +208,18 @@ def evaluate(
 
     Runs under ``torch.no_grad()`` in eval mode and restores the model's previous
     mode afterwards. The loss is averaged per sample; accuracy is ``None`` when the
-    labels are not class indices (as in :class:`EpochMetrics`). In a distributed
-    run every rank must call it, and the totals are summed over ranks (each rank
+    labels are not class indices (as in
+    :class:`~rocm_dl_guide.training.metrics.EpochMetrics`). In a distributed run
+    every rank must call it, and the totals are summed over ranks (each rank
     passes its own shard, see :func:`rocm_dl_guide.core.distributed.shard_eval_loader`).
     Raises ``ValueError`` if the loader is empty.
     """
     device = torch.device(device) if device is not None else default_device()
-    loss_fn = _loss_on(loss_fn, device)
+    loss_fn = loss_on(loss_fn, device)
     amp_dtype = autocast_dtype(device) if amp else None
     was_training = model.training
     model.eval()
-    tally = _Tally(device)
+    tally = Tally(device)
     try:
         with torch.no_grad():
             for i, batch in enumerate(loader):
@@ -328,273 +237,6 @@ def evaluate(
     if tally.samples == 0:
         raise ValueError("evaluate: the loader produced no batches")
     return tally.loss(), tally.accuracy()
-
-
-@dataclass(frozen=True)
-class FitOptions:
-    """The knobs of :func:`fit` beyond the model, the data and the optimizer.
-
-    Pass them to :func:`fit` as keywords (``fit(..., amp=True)``) or as one
-    object (``fit(..., options=FitOptions(amp=True))``); keywords override the
-    object's fields.
-    """
-
-    max_train_batches: int | None = None
-    """Cap on training batches per epoch (the run profile's ``max_train_batches``)."""
-    max_val_batches: int | None = None
-    """Cap on validation batches per epoch."""
-    checkpoint_dir: str | os.PathLike | None = None
-    """Write ``last.pt`` (and ``best.pt``) here atomically at every epoch end."""
-    resume: bool = False
-    """Continue after the last complete epoch stored in ``checkpoint_dir``."""
-    amp: bool = False
-    """Autocast: bfloat16 where supported, else float16 with a grad scaler."""
-    amp_dtype: str | None = None
-    """With ``amp``: force ``"bfloat16"`` or ``"float16"`` (with a grad scaler)
-    instead of the device's choice (:func:`autocast_dtype`)."""
-    channels_last: bool = False
-    """NHWC memory format for the model and 4-D inputs."""
-    aux_logits_weight: float | None = None
-    """Weight of the auxiliary head's loss for models that have one (Inception v3)."""
-    progress: bool = True
-    """A tqdm bar per epoch (only on a terminal, see :mod:`rocm_dl_guide.core.progress`)."""
-    keep_best: bool = True
-    """Also keep ``best.pt``: the weights of the epoch with the best validation accuracy."""
-    scheduler_interval: str = "epoch"
-    """Step the scheduler once per ``"epoch"`` or after every ``"batch"``."""
-    final_weights: str | None = None
-    """Save the trained weights under this file name in ``checkpoint_dir`` at the end."""
-    fsdp: bool = False
-    """Under torchrun: shard the model with FSDP2 instead of replicating it with DDP,
-    and checkpoint through ``torch.distributed.checkpoint`` (see
-    :mod:`rocm_dl_guide.training.sharded`)."""
-    checkpoint_every: int | None = None
-    """Also write ``last.pt`` every this many optimizer steps inside the epochs
-    (the position in the epoch included), for epochs too long to lose."""
-
-    def __post_init__(self) -> None:
-        if self.scheduler_interval not in ("epoch", "batch"):
-            raise ValueError("scheduler_interval must be 'epoch' or 'batch'")
-        if self.resume and self.checkpoint_dir is None:
-            raise ValueError("resume=True needs a checkpoint_dir")
-        if self.amp_dtype not in (None, "bfloat16", "float16"):
-            raise ValueError("amp_dtype must be None, 'bfloat16' or 'float16'")
-        if self.checkpoint_every is not None:
-            if self.checkpoint_every < 1:
-                raise ValueError(
-                    f"checkpoint_every must be at least 1, got {self.checkpoint_every}"
-                )
-            if self.checkpoint_dir is None:
-                raise ValueError("checkpoint_every needs a checkpoint_dir")
-
-
-@dataclass(kw_only=True)
-class LoopState:
-    """What every step of :func:`fit` needs: the model and its optimisation state.
-
-    Built by :func:`setup_loop`; its fields are keywords."""
-
-    model: nn.Module
-    """What trains: the model, or its DistributedDataParallel wrapper."""
-    optimizer: torch.optim.Optimizer
-    loss_fn: Callable
-    scheduler: Any
-    device: torch.device
-    amp_dtype: torch.dtype | None
-    scaler: torch.amp.GradScaler
-    options: FitOptions
-    say: Callable[[str], Any]
-    ctx: distributed.Context
-    module: nn.Module
-    """The model itself (whose ``state_dict`` is saved and loaded)."""
-    step: int = 0
-    """Optimizer steps so far, counting those of the runs this one resumed."""
-
-
-@dataclass(kw_only=True)
-class EpochPosition:
-    """How far into an epoch a mid-epoch checkpoint was taken: this rank's part."""
-
-    epoch: int
-    batches: int
-    """Batches of ``epoch`` done."""
-    loader: Mapping[str, Any]
-    """The training loader's ``state_dict()`` (a ``StatefulDataLoader``'s)."""
-    tally: Mapping[str, Any]
-    """The epoch's running loss and accuracy sums so far."""
-    rng: Mapping[str, Any]
-    """The RNG states after the last step done."""
-    seconds: float
-    """Training time of the epoch so far."""
-
-
-@dataclass(kw_only=True)
-class StartingPoint:
-    """Where a run starts: from scratch, or after a checkpoint's last epoch."""
-
-    checkpoint: Path | None
-    epoch: int = 0
-    history: list[EpochMetrics] = field(default_factory=list)
-    best_val_accuracy: float | None = None
-    rng: Mapping[str, Any] | None = None
-    lock: Any = None
-    """The checkpoint folder's lock, held by rank 0 until the run ends."""
-    step: int = 0
-    """Optimizer steps already taken (0 from scratch)."""
-    position: EpochPosition | None = None
-    """Where inside epoch ``epoch + 1`` a mid-epoch checkpoint left off."""
-
-
-def _loss_on(loss_fn: Callable | None, device: torch.device) -> Callable:
-    loss_fn = loss_fn if loss_fn is not None else nn.CrossEntropyLoss()
-    if isinstance(loss_fn, nn.Module):
-        loss_fn.to(device)
-    return loss_fn
-
-
-def setup_loop(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    *,
-    ctx: distributed.Context,
-    options: FitOptions,
-    loss_fn: Callable | None = None,
-    scheduler: Any = None,
-    say: Callable[[str], Any] = lambda _msg: None,
-) -> LoopState:
-    """Move the model to the device, wrap it for data parallelism when several
-    processes train together, and pick the precision: the set-up of a run."""
-    device = ctx.device
-    model.to(device)
-    if options.channels_last:
-        model.to(memory_format=torch.channels_last)
-    amp_dtype = autocast_dtype(device) if options.amp else None
-    if amp_dtype is not None and options.amp_dtype is not None:
-        amp_dtype = getattr(torch, options.amp_dtype)
-    if options.amp and amp_dtype is None:
-        say(f"note: autocast is not available on {device}; training in float32")
-    elif options.amp and device.type == "cpu":
-        slow = "" if cpu_has_native_bf16() else "; this CPU has neither, so expect it much slower"
-        say(
-            "note: amp on the CPU uses bfloat16 autocast; it is only faster on CPUs "
-            f"with native bf16 (AVX512-BF16/AMX){slow}"
-        )
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    loss_fn = _loss_on(loss_fn, device)
-    trained = model
-    if options.fsdp:
-        if not ctx.distributed:
-            raise ValueError(
-                "fsdp=True needs several processes: start the run with torchrun "
-                "(python -m rocm_dl_guide train EXAMPLE --nproc N --fsdp)"
-            )
-        sharded.shard(model, optimizer)
-    elif ctx.distributed:
-        from torch.nn.parallel import DistributedDataParallel
-
-        ids = [ctx.local_rank] if device.type == "cuda" else None
-        trained = DistributedDataParallel(model, device_ids=ids)
-    return LoopState(
-        model=trained,
-        optimizer=optimizer,
-        loss_fn=loss_fn,
-        scheduler=scheduler,
-        device=device,
-        amp_dtype=amp_dtype,
-        scaler=scaler,
-        options=options,
-        say=say,
-        ctx=ctx,
-        module=model,
-    )
-
-
-def restore_checkpoint(state: LoopState) -> StartingPoint:
-    """Step 1 of :func:`fit`: load ``last.pt`` into the model and optimizer when resuming.
-
-    Removes temporary files left by a run killed while saving. Returns where the
-    run starts; an unusable checkpoint raises :class:`CheckpointError`.
-    """
-    opts, say = state.options, state.say
-    if opts.checkpoint_dir is None:
-        return StartingPoint(checkpoint=None)
-    path = Path(opts.checkpoint_dir) / checkpoints.CHECKPOINT_NAME
-    lock = _take_checkpoint_dir(state, path)
-    resume = opts.resume or distributed.restart_count() > 0  # torchrun restarted the group
-    if not resume:
-        if path.exists():
-            say(f"starting from scratch; {path} will be overwritten (resume=False)")
-        return StartingPoint(checkpoint=path, lock=lock)
-    if not path.exists():
-        say(f"no checkpoint at {path}: starting from scratch")
-        return StartingPoint(checkpoint=path, lock=lock)
-    ckpt = checkpoints.read_checkpoint(path)
-    try:
-        checkpoints.load_model_and_optimizer(
-            ckpt, path, state.module, state.optimizer, state.options.fsdp
-        )
-        if state.scheduler is not None and ckpt.get("scheduler") is not None:
-            state.scheduler.load_state_dict(ckpt["scheduler"])
-        if state.scaler.is_enabled() and ckpt.get("scaler"):
-            state.scaler.load_state_dict(ckpt["scaler"])
-    except (RuntimeError, ValueError, KeyError) as exc:
-        raise CheckpointError(path, f"does not match this model/optimizer: {exc}") from exc
-    try:
-        history = [EpochMetrics(**row) for row in ckpt["history"]]
-    except TypeError as exc:
-        raise CheckpointError(path, f"has an unknown history format: {exc}") from exc
-    state.step = int(ckpt.get("step") or 0)
-    return StartingPoint(
-        checkpoint=path,
-        epoch=ckpt["epoch"],
-        history=history,
-        best_val_accuracy=ckpt.get("best_val_accuracy"),
-        rng=ckpt["rng"],
-        lock=lock,
-        step=state.step,
-        position=_position(ckpt, path, state.ctx),
-    )
-
-
-def _position(
-    ckpt: Mapping[str, Any], path: Path, ctx: distributed.Context
-) -> EpochPosition | None:
-    """This rank's part of a mid-epoch checkpoint's position (``None`` at an epoch end)."""
-    where = ckpt.get("in_epoch")
-    if not where:
-        return None
-    ranks = where["ranks"]
-    if len(ranks) != ctx.world_size:
-        raise CheckpointError(
-            path,
-            f"was saved inside epoch {where['epoch']} by {len(ranks)} process(es), and the "
-            "position in an epoch is per process: resume it with the same number of "
-            f"processes (--nproc {len(ranks)}), not {ctx.world_size}",
-        )
-    part = ranks[ctx.rank]
-    return EpochPosition(
-        epoch=where["epoch"],
-        batches=where["batches"],
-        loader=part["loader"],
-        tally=part["tally"],
-        rng=part["rng"],
-        seconds=part["seconds"],
-    )
-
-
-def _take_checkpoint_dir(state: LoopState, path: Path) -> Any:
-    """Rank 0 locks the checkpoint folder and removes temporary files of a killed
-    save; the other ranks wait for it. Returns the lock (``None`` on other ranks)."""
-    lock = None
-    if state.ctx.is_main:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = distributed.lock_checkpoint_dir(path.parent)
-        best = path.parent / checkpoints.BEST_NAME
-        for stale in files.stale_temp_files(path) + files.stale_temp_files(best):
-            state.say(f"removing {stale.name}, left by a run killed while saving")
-            stale.unlink(missing_ok=True)
-    distributed.barrier()
-    return lock
 
 
 def train_step(
@@ -652,8 +294,8 @@ def train_one_epoch(
     epochs: int,
     *,
     position: EpochPosition | None = None,
-    after_step: Callable[[int, _Tally, float], Any] | None = None,
-) -> tuple[_Tally, float, float]:
+    after_step: Callable[[int, Tally, float], Any] | None = None,
+) -> tuple[Tally, float, float]:
     """Step 2 of :func:`fit`: one pass over ``loader`` (capped by ``max_train_batches``).
 
     With ``position`` (a mid-epoch checkpoint's) the pass continues from there:
@@ -671,11 +313,11 @@ def train_one_epoch(
     show = bars_enabled(opts.progress) and state.ctx.is_main
     distributed.set_epoch(loader, epoch)
     total = _num_batches(loader, opts.max_train_batches)
-    done, tally, seconds_before = 0, _Tally(device), 0.0
+    done, tally, seconds_before = 0, Tally(device), 0.0
     if position is not None:
         loader.load_state_dict(position.loader)
         done, seconds_before = position.batches, position.seconds
-        tally = _Tally.restored(device, position.tally)
+        tally = Tally.restored(device, position.tally)
     batches = iter(loader)  # may draw a seed from the RNG: restore the states after it
     if position is not None:
         checkpoints.set_rng_state(position.rng, loader)
@@ -739,7 +381,7 @@ def _run_epoch(
     epochs: int,
     checkpoint: Path | None,
     position: EpochPosition | None = None,
-    after_step: Callable[[int, _Tally, float], Any] | None = None,
+    after_step: Callable[[int, Tally, float], Any] | None = None,
 ) -> EpochMetrics:
     """Train one epoch, then evaluate and step the scheduler; returns its metrics."""
     opts = state.options
@@ -775,138 +417,6 @@ def _run_epoch(
         seconds=time.perf_counter() - started,
         lr=lr,
     )
-
-
-def save_checkpoint(
-    state: LoopState,
-    start: StartingPoint,
-    history: list[EpochMetrics],
-    loader: Any,
-    position: EpochPosition | None = None,
-) -> None:
-    """Step 4 of :func:`fit`: ``best.pt`` if this epoch is the best so far, then ``last.pt``.
-
-    With ``position`` (a checkpoint inside an epoch, collective in a distributed
-    run) ``last.pt`` also records every rank's position in the epoch, and
-    ``best.pt`` is left alone.
-    """
-    if start.checkpoint is None:
-        return
-    is_best = False
-    if position is None:
-        val_acc = history[-1].val_accuracy
-        best = start.best_val_accuracy
-        is_best = (
-            state.options.keep_best and val_acc is not None and (best is None or val_acc > best)
-        )
-        if is_best:
-            start.best_val_accuracy = val_acc
-    folder = start.checkpoint.parent
-    shards = None
-    if state.options.fsdp:  # collective: every rank writes its own shard
-        name = (
-            f"{checkpoints.SHARDED_PREFIX}{history[-1].epoch}"
-            if position is None
-            else f"{checkpoints.SHARDED_STEP_PREFIX}{state.step}"
-        )
-        shards = sharded.save(folder / name, state.module, state.optimizer)
-    best_state = sharded.full_state_dict(state.module) if is_best else None  # collective
-    in_epoch = None
-    if position is not None:
-        parts = distributed.gather(  # collective: each rank's loader, sums and RNG
-            {
-                "loader": position.loader,
-                "tally": position.tally,
-                "rng": position.rng,
-                "seconds": position.seconds,
-            }
-        )
-        in_epoch = {"epoch": position.epoch, "batches": position.batches, "ranks": parts}
-    if state.ctx.is_main:  # one writer; the others wait until the files are complete
-        if is_best:
-            checkpoints.atomic_torch_save(best_state, folder / checkpoints.BEST_NAME)
-        checkpoints.write_checkpoint(
-            start.checkpoint,
-            history=[asdict(m) for m in history],
-            model=state.module,
-            optimizer=state.optimizer,
-            scheduler=state.scheduler,
-            scaler=state.scaler,
-            rng=checkpoints.rng_state(state.device, loader),
-            best_val_accuracy=start.best_val_accuracy,
-            shards=shards,
-            step=state.step,
-            in_epoch=in_epoch,
-        )
-        for old in checkpoints.sharded_folders(folder):
-            if shards is None or old.name != shards.name:
-                shutil.rmtree(old, ignore_errors=True)  # last.pt no longer names it
-    distributed.barrier()
-
-
-class _Interruptions:
-    """Checkpoints inside an epoch: every ``checkpoint_every`` steps, and when a
-    stop signal arrived (then :class:`~rocm_dl_guide.core.preemption.Preempted` is raised).
-
-    Called after every step with the epoch's progress. In a distributed run the
-    ranks agree on whether any of them was signalled (one all-reduce of a flag),
-    so all of them save and stop after the same step.
-    """
-
-    def __init__(
-        self, state: LoopState, start: StartingPoint, loader: Any, request: preemption.StopRequest
-    ) -> None:
-        self.state, self.start, self.loader, self.request = state, start, loader, request
-        self.history: list[EpochMetrics] = list(start.history)
-        self.epoch = start.epoch + 1
-        self.saved = (start.step, start.epoch, start.position.batches if start.position else 0)
-        """(step, epoch, batches) of the checkpoint on disk."""
-        self.stateful = callable(getattr(loader, "state_dict", None))
-        if start.checkpoint is not None and not self.stateful:
-            state.say(
-                f"note: the training loader ({type(loader).__name__}) cannot record its "
-                "position, so checkpoints are taken at epoch ends only"
-            )
-
-    def stop_requested(self) -> bool:
-        watched = self.start.checkpoint is not None
-        return watched and distributed.any_rank(self.request.requested, self.state.device)
-
-    def __call__(self, batches: int, tally: _Tally, seconds: float) -> None:
-        state = self.state
-        every = state.options.checkpoint_every
-        stop = self.stop_requested()
-        if not self.stateful or not (stop or (every and state.step % every == 0)):
-            if stop:
-                self.preempted()
-            return
-        position = EpochPosition(
-            epoch=self.epoch,
-            batches=batches,
-            loader=self.loader.state_dict(),
-            tally=tally.state(),
-            rng=checkpoints.rng_state(state.device, self.loader),
-            seconds=seconds,
-        )
-        save_checkpoint(state, self.start, self.history, self.loader, position)
-        self.saved = (state.step, self.epoch, batches)
-        if stop:
-            self.preempted()
-
-    def epoch_saved(self, history: list[EpochMetrics]) -> None:
-        """After an epoch's checkpoint: stop there if a signal came during the epoch's end."""
-        self.history = list(history)
-        self.epoch = history[-1].epoch + 1
-        self.saved = (self.state.step, history[-1].epoch, 0)
-        if self.stop_requested():
-            self.preempted()
-
-    def preempted(self) -> None:
-        """Raise :class:`~rocm_dl_guide.core.preemption.Preempted` for the checkpoint on disk."""
-        step, epoch, batches = self.saved
-        raise preemption.Preempted(
-            self.request.name or "a signal", step, epoch, batches, self.start.checkpoint
-        )
 
 
 def _finish(state: LoopState, start: StartingPoint, history: list[EpochMetrics]) -> TrainResult:
@@ -964,14 +474,15 @@ def fit(
 
     Works for any classifier and any DataLoader of ``(inputs, labels)``. The
     model (and ``loss_fn``, default cross-entropy) go to ``device`` (default:
-    :func:`rocm_dl_guide.core.device.pick`, the GPU if any). The knobs are the fields
-    of :class:`FitOptions`, as ``options=`` or as keywords. Each epoch is
-    :func:`train_one_epoch`, :func:`evaluate` on ``val_loader``, a scheduler
-    step (``ReduceLROnPlateau`` gets the validation loss) and
-    :func:`save_checkpoint`; a run with ``resume`` starts with
-    :func:`restore_checkpoint`. ``log`` gets one line per epoch and notes
-    (``None`` silences it); ``on_epoch_end(metrics)`` is called after the
-    epoch's checkpoint is on disk, and returning ``True`` stops training.
+    :func:`rocm_dl_guide.core.device.pick`, the GPU if any). The knobs are the
+    fields of :class:`~rocm_dl_guide.training.setup.FitOptions`, as ``options=``
+    or as keywords. Each epoch is :func:`train_one_epoch`, :func:`evaluate` on
+    ``val_loader``, a scheduler step (``ReduceLROnPlateau`` gets the validation
+    loss) and :func:`~rocm_dl_guide.training.resume.save_checkpoint`; a run with
+    ``resume`` starts with :func:`~rocm_dl_guide.training.resume.restore_checkpoint`.
+    ``log`` gets one line per epoch and notes (``None`` silences it);
+    ``on_epoch_end(metrics)`` is called after the epoch's checkpoint is on disk,
+    and returning ``True`` stops training.
 
     A non-finite training loss raises ``FloatingPointError`` before the epoch's
     checkpoint is written, so ``last.pt`` stays the last good epoch. A
@@ -1008,7 +519,7 @@ def fit(
     watching = preemption.watch() if start.checkpoint is not None else _no_signals()
     try:
         with watching as request:
-            interruptions = _Interruptions(state, start, train_loader, request)
+            interruptions = Interruptions(state, start, train_loader, request)
             history = _train_epochs(
                 state, start, train_loader, val_loader, epochs, on_epoch_end, interruptions
             )
@@ -1030,7 +541,7 @@ def _train_epochs(
     val_loader,
     epochs: int,
     on_epoch_end,
-    interruptions: _Interruptions,
+    interruptions: Interruptions,
 ) -> list[EpochMetrics]:
     """Epochs ``start.epoch + 1`` to ``epochs``, each checkpointed; the whole history."""
     say = state.say

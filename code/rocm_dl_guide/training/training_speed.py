@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from rocm_dl_guide.core.device import cpu_has_native_bf16
-from rocm_dl_guide.training import train
+from rocm_dl_guide.training import setup, train
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -107,7 +107,7 @@ def _variant_dtype(device: torch.device, amp: str | None) -> tuple[torch.dtype |
     """The autocast dtype of a variant on ``device``, or ``(None, why not)``."""
     if amp is None:
         return None, ""
-    auto = train.autocast_dtype(device)
+    auto = setup.autocast_dtype(device)
     if auto is None:
         return None, f"skipped: autocast is not available on {device.type}"
     if amp == "auto":
@@ -144,7 +144,7 @@ def _measure_variant(
     try:
         torch.manual_seed(0)
         model = model_fn()
-        opts = train.FitOptions(
+        opts = setup.FitOptions(
             amp=dtype is not None,
             amp_dtype=None if dtype is None else str(dtype).replace("torch.", ""),
             channels_last=cl,

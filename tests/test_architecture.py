@@ -308,8 +308,6 @@ def test_no_private_names_across_modules():
 
 OVER_600 = frozenset(
     {
-        "core/datasets.py",
-        "core/fixtures.py",
         "distributed/tf_distributed.py",
         "casestudies/inception.py",
         "doctor/compat.py",

@@ -35,7 +35,7 @@ WORKER = textwrap.dedent(
     from pathlib import Path
 
     start, mode, source = float(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
-    from rocm_dl_guide.core import archives, datasets
+    from rocm_dl_guide.core import archives, dataset_registry, datasets
 
     if mode == "fetch":  # the real-download path, served from a local file
         log = source.parent / "downloads.log"
@@ -46,10 +46,10 @@ WORKER = textwrap.dedent(
             with open(log, "a") as fh:
                 fh.write(url + "\\n")
 
-        spec = datasets.REGISTRY["cifar10"]
+        spec = dataset_registry.REGISTRY["cifar10"]
         digest = source.with_suffix(".sha256").read_text()
         rf = dataclasses.replace(spec.files[0], sha256=digest, md5=None)
-        datasets.REGISTRY["cifar10"] = dataclasses.replace(spec, files=(rf,))
+        dataset_registry.REGISTRY["cifar10"] = dataclasses.replace(spec, files=(rf,))
         datasets._DOWNLOADER = downloader
 
     while time.time() < start:

@@ -19,7 +19,17 @@ import pytest
 import requests
 
 from rocm_dl_guide import cli
-from rocm_dl_guide.core import archives, datasets, files, fixtures, profiles
+from rocm_dl_guide.core import (
+    archives,
+    dataset_registry,
+    datasets,
+    files,
+    fixture_formats,
+    fixture_images,
+    fixtures,
+    loaders,
+    profiles,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -61,9 +71,9 @@ def serve(monkeypatch: pytest.MonkeyPatch, files: dict[str, bytes]) -> list[str]
 
 def with_hashes(monkeypatch: pytest.MonkeyPatch, name: str, hashes: dict[str, str]) -> None:
     """Replace the registry's SHA-256 of ``name``'s files (by file name)."""
-    spec = datasets.REGISTRY[name]
+    spec = dataset_registry.REGISTRY[name]
     files = tuple(dataclasses.replace(f, sha256=hashes[f.filename], md5=None) for f in spec.files)
-    monkeypatch.setitem(datasets.REGISTRY, name, dataclasses.replace(spec, files=files))
+    monkeypatch.setitem(dataset_registry.REGISTRY, name, dataclasses.replace(spec, files=files))
 
 
 def sha256(path: Path) -> str:
@@ -84,14 +94,14 @@ def listing(path: Path) -> list[tuple[str, bytes | None]]:
 
 
 def test_registry_is_complete_and_well_formed() -> None:
-    assert set(datasets.REGISTRY) == {
+    assert set(dataset_registry.REGISTRY) == {
         "mnist",
         "fashion-mnist",
         "cifar10",
         "imdb",
         "tiny-imagenet-200",
     }
-    for name, spec in datasets.REGISTRY.items():
+    for name, spec in dataset_registry.REGISTRY.items():
         assert spec.name == name and spec.description and spec.layout and spec.top
         assert spec.download_size and spec.download_size > 0
         for f in spec.files:
@@ -101,24 +111,25 @@ def test_registry_is_complete_and_well_formed() -> None:
             assert f.md5 is None or re.fullmatch(r"[0-9a-f]{32}", f.md5)
             assert f.known_hash == f"sha256:{f.sha256}"
             assert f.checksum_source
-    assert len(datasets.REGISTRY["mnist"].files) == 4
-    assert len(datasets.REGISTRY["fashion-mnist"].files) == 4
-    assert datasets.REGISTRY["cifar10"].files[0].filename == "cifar-10-python.tar.gz"
-    assert datasets.REGISTRY["imdb"].files[0].filename == "aclImdb_v1.tar.gz"
-    assert datasets.REGISTRY["tiny-imagenet-200"].files[0].filename == "tiny-imagenet-200.zip"
+    registry = dataset_registry.REGISTRY
+    assert len(registry["mnist"].files) == 4
+    assert len(registry["fashion-mnist"].files) == 4
+    assert registry["cifar10"].files[0].filename == "cifar-10-python.tar.gz"
+    assert registry["imdb"].files[0].filename == "aclImdb_v1.tar.gz"
+    assert registry["tiny-imagenet-200"].files[0].filename == "tiny-imagenet-200.zip"
 
 
 def test_known_hash_falls_back_to_md5() -> None:
-    f = datasets.RemoteFile("x.gz", ("https://example.invalid/x.gz",), 1, md5="0" * 32)
+    f = dataset_registry.RemoteFile("x.gz", ("https://example.invalid/x.gz",), 1, md5="0" * 32)
     assert f.known_hash == "md5:" + "0" * 32
-    assert datasets.RemoteFile("y", ("https://example.invalid/y",), None).known_hash is None
+    assert dataset_registry.RemoteFile("y", ("https://example.invalid/y",), None).known_hash is None
 
 
 def test_info_aliases_and_unknown_name() -> None:
-    assert datasets.info("Fashion_MNIST").name == "fashion-mnist"
-    assert datasets.info("tiny-imagenet").name == "tiny-imagenet-200"
-    with pytest.raises(datasets.UnknownDatasetError, match="choose one of"):
-        datasets.info("svhn")
+    assert dataset_registry.info("Fashion_MNIST").name == "fashion-mnist"
+    assert dataset_registry.info("tiny-imagenet").name == "tiny-imagenet-200"
+    with pytest.raises(dataset_registry.UnknownDatasetError, match="choose one of"):
+        dataset_registry.info("svhn")
 
 
 def test_cache_dir(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
@@ -241,7 +252,7 @@ def test_extract_good_tar_gz_and_zip(tmp_path: Path) -> None:
     names = sorted(p.name for p in (dest / "cifar-10-batches-py").iterdir())
     assert "data_batch_5" in names and "batches.meta" in names and "stale" not in names
     assert (dest / "unrelated.txt").read_text() == "stays"
-    reference = fixtures.write_cifar10(tmp_path / "ref", n_train=10, n_test=10)
+    reference = fixture_images.write_cifar10(tmp_path / "ref", n_train=10, n_test=10)
     assert listing(dest / "cifar-10-batches-py") == listing(reference / "cifar-10-batches-py")
 
     zipped = fixtures.write_archive(
@@ -249,7 +260,9 @@ def test_extract_good_tar_gz_and_zip(tmp_path: Path) -> None:
     )
     dest = tmp_path / "tiny"  # does not exist yet
     archives.extract_archive(zipped, dest)
-    reference = fixtures.write_tiny_imagenet(tmp_path / "tref", num_classes=2, n_train_per_class=2)
+    reference = fixture_images.write_tiny_imagenet(
+        tmp_path / "tref", num_classes=2, n_train_per_class=2
+    )
     assert listing(dest) == listing(reference)
 
     plain = tmp_path / "plain.tar"  # uncompressed tar, with an internal symlink (allowed)
@@ -319,7 +332,7 @@ def test_corrupted_download_is_rejected_by_pooch_and_not_kept(
     with pytest.raises(archives.ChecksumError) as err:
         datasets.fetch("cifar10")
     message = str(err.value)
-    expected = datasets.REGISTRY["cifar10"].files[0].sha256
+    expected = dataset_registry.REGISTRY["cifar10"].files[0].sha256
     assert "cifar-10-python.tar.gz" in message
     assert expected in message
     assert hashlib.sha256(b"not the CIFAR-10 archive").hexdigest() in message
@@ -406,9 +419,9 @@ def test_fetch_real_archive_through_pooch(monkeypatch: pytest.MonkeyPatch, tmp_p
 def test_fetch_real_idx_files_through_pooch(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    src = fixtures.write_fashion_mnist(tmp_path / "src", n_train=30, n_test=10)
+    src = fixture_images.write_fashion_mnist(tmp_path / "src", n_train=30, n_test=10)
     raw = src / "FashionMNIST" / "raw"
-    files = {f"{stem}.gz": (raw / f"{stem}.gz").read_bytes() for stem in fixtures.IDX_FILES}
+    files = {f"{stem}.gz": (raw / f"{stem}.gz").read_bytes() for stem in fixture_formats.IDX_FILES}
     with_hashes(
         monkeypatch, "fashion-mnist", {k: hashlib.sha256(v).hexdigest() for k, v in files.items()}
     )
@@ -416,10 +429,10 @@ def test_fetch_real_idx_files_through_pooch(
     root = datasets.fetch("fashion-mnist")
     assert len(served) == 4
     got = root / "FashionMNIST" / "raw"
-    for stem in fixtures.IDX_FILES:
+    for stem in fixture_formats.IDX_FILES:
         assert (got / stem).read_bytes() == (raw / stem).read_bytes()
         assert (got / f"{stem}.gz").is_file()
-    (x_train, y_train), (x_test, _), prepared = datasets.mnist_arrays("fashion-mnist", "gpu")
+    (x_train, y_train), (x_test, _), prepared = loaders.mnist_arrays("fashion-mnist", "gpu")
     assert (
         prepared.kind == "real" and x_train.shape == (30, 28, 28) and x_test.shape == (10, 28, 28)
     )
@@ -484,13 +497,13 @@ def test_import_idx_from_directory_and_archive(
 def test_load_idx_roundtrip_and_errors(tmp_path: Path) -> None:
     arr = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
     plain = tmp_path / "a-idx3-ubyte"
-    plain.write_bytes(fixtures.idx_bytes(arr))
+    plain.write_bytes(fixture_formats.idx_bytes(arr))
     assert np.array_equal(archives.load_idx(plain), arr)
     gz = tmp_path / "a-idx3-ubyte.gz"
-    gz.write_bytes(fixtures._gzip_bytes(fixtures.idx_bytes(arr)))
+    gz.write_bytes(fixture_formats.gzip_bytes(fixture_formats.idx_bytes(arr)))
     assert np.array_equal(archives.load_idx(gz), arr)
     ints = np.array([1, -2, 300], dtype=np.int32)
-    (tmp_path / "i").write_bytes(fixtures.idx_bytes(ints))
+    (tmp_path / "i").write_bytes(fixture_formats.idx_bytes(ints))
     assert archives.load_idx(tmp_path / "i").tolist() == [1, -2, 300]
 
     bad_magic = tmp_path / "bad-magic"
@@ -498,7 +511,7 @@ def test_load_idx_roundtrip_and_errors(tmp_path: Path) -> None:
     with pytest.raises(archives.IdxFormatError, match="bad-magic.*magic"):
         archives.load_idx(bad_magic)
     short = tmp_path / "short"
-    short.write_bytes(fixtures.idx_bytes(arr)[:-5])
+    short.write_bytes(fixture_formats.idx_bytes(arr)[:-5])
     with pytest.raises(archives.IdxFormatError, match="short.*bytes of data"):
         archives.load_idx(short)
     bad_type = tmp_path / "bad-type"

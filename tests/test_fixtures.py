@@ -12,7 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rocm_dl_guide.core import archives, datasets, fixtures
+from rocm_dl_guide.core import (
+    archives,
+    dataset_registry,
+    datasets,
+    fixture_formats,
+    fixture_images,
+    fixtures,
+    loaders,
+)
 
 
 def smoke(name: str) -> datasets.PreparedData:
@@ -43,7 +51,7 @@ def test_mnist_family_reads_with_torchvision(name: str, cls_name: str, folder: s
 
     prepared = smoke(name)
     raw = prepared.root / folder / "raw"
-    for stem in fixtures.IDX_FILES:
+    for stem in fixture_formats.IDX_FILES:
         assert (raw / stem).is_file() and (raw / f"{stem}.gz").is_file()
     cls = getattr(tvd, cls_name)
     train = cls(str(prepared.root), train=True)
@@ -72,7 +80,7 @@ def test_idx_headers_are_upstream() -> None:
 
 
 def test_mnist_arrays_and_learnability() -> None:
-    (x_train, y_train), (x_test, y_test), prepared = datasets.mnist_arrays("mnist", "smoke")
+    (x_train, y_train), (x_test, y_test), prepared = loaders.mnist_arrays("mnist", "smoke")
     assert prepared.kind == "fixture"
     assert x_train.shape == (2000, 28, 28) and x_train.dtype == np.uint8
     assert x_test.shape == (500, 28, 28) and y_test.dtype == np.uint8
@@ -87,7 +95,7 @@ def test_mnist_arrays_and_learnability() -> None:
 
 
 def test_fashion_mnist_logistic_regression_learns() -> None:
-    (x_train, y_train), (x_test, y_test), _ = datasets.mnist_arrays("fashion-mnist", "smoke")
+    (x_train, y_train), (x_test, y_test), _ = loaders.mnist_arrays("fashion-mnist", "smoke")
     xtr = x_train.reshape(len(x_train), -1) / 255.0
     xte = x_test.reshape(len(x_test), -1) / 255.0
     w = np.zeros((xtr.shape[1], 10))
@@ -107,11 +115,11 @@ def test_fashion_mnist_logistic_regression_learns() -> None:
 def test_keras_fashion_mnist_load_data_reads_the_fixture() -> None:
     keras = pytest.importorskip("keras")
 
-    home = datasets.keras_home_for_fashion_mnist(profile="smoke")
+    home = loaders.keras_home_for_fashion_mnist(profile="smoke")
     assert sorted(p.name for p in (home / "datasets" / "fashion-mnist").iterdir()) == sorted(
-        f"{stem}.gz" for stem in fixtures.IDX_FILES
+        f"{stem}.gz" for stem in fixture_formats.IDX_FILES
     )
-    with datasets.use_keras_home(home):
+    with loaders.use_keras_home(home):
         (x_train, y_train), (x_test, y_test) = keras.datasets.fashion_mnist.load_data()
     assert x_train.shape == (2000, 28, 28) and x_train.dtype == np.uint8
     assert x_test.shape == (500, 28, 28) and y_test.shape == (500,)
@@ -123,11 +131,11 @@ def test_keras_fashion_mnist_load_data_reads_the_fixture() -> None:
 
 def test_cifar10_reads_with_registry_subclass() -> None:
     prepared = smoke("cifar10")
-    train = datasets.cifar10_dataset(prepared.root, train=True)
-    test = datasets.cifar10_dataset(prepared.root, train=False)
+    train = loaders.cifar10_dataset(prepared.root, train=True)
+    test = loaders.cifar10_dataset(prepared.root, train=False)
     assert len(train) == 1000 and len(test) == 2000
     assert train.data.shape == (1000, 32, 32, 3) and train.data.dtype == np.uint8
-    assert train.classes == list(fixtures.CIFAR10_CLASSES)
+    assert train.classes == list(dataset_registry.CIFAR10_CLASSES)
     assert sorted(set(train.targets)) == list(range(10))
     image, label = train[0]
     assert image.size == (32, 32) and image.mode == "RGB" and 0 <= label < 10
@@ -146,7 +154,7 @@ def test_cifar10_plain_torchvision_refuses_fixture_but_ours_checks_it(tmp_path: 
     data[-10] ^= 0xFF
     batch.write_bytes(bytes(data))
     with pytest.raises(archives.ChecksumError, match="data_batch_3"):
-        datasets.cifar10_dataset(copy, train=True)
+        loaders.cifar10_dataset(copy, train=True)
 
 
 def test_cifar10_pickles_are_python2_style() -> None:
@@ -295,14 +303,14 @@ def test_tiny_imagenet_layout_and_imagefolder(private_data_cache) -> None:
 
 
 def test_tiny_imagenet_num_classes_parameter(tmp_path: Path) -> None:
-    fixtures.write_tiny_imagenet(
+    fixture_images.write_tiny_imagenet(
         tmp_path, num_classes=3, n_train_per_class=2, n_val_per_class=1, n_test=2
     )
     root = tmp_path / "tiny-imagenet-200"
     assert len((root / "wnids.txt").read_text().split()) == 3
     assert len(list((root / "train").iterdir())) == 3
     with pytest.raises(ValueError, match="num_classes"):
-        fixtures.write_tiny_imagenet(tmp_path / "x", num_classes=10_000)
+        fixture_images.write_tiny_imagenet(tmp_path / "x", num_classes=10_000)
 
 
 # --------------------------------------------------------------------------- determinism

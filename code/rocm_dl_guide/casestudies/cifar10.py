@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rocm_dl_guide.core import datasets, profiles
+from rocm_dl_guide.core import datasets, loaders, profiles
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -116,8 +116,8 @@ def load(
 
     prepared = datasets.prepare("cifar10", profile=profile)
     tf = transform()
-    train_set = datasets.cifar10_dataset(prepared.root, train=True, transform=tf)
-    test_set = datasets.cifar10_dataset(prepared.root, train=False, transform=tf)
+    train_set = loaders.cifar10_dataset(prepared.root, train=True, transform=tf)
+    test_set = loaders.cifar10_dataset(prepared.root, train=False, transform=tf)
     dev = device if device is not None else devices.pick()
     extra = {"num_workers": 2, "pin_memory": True} if dev.type == "cuda" else {}
     generator = torch.Generator().manual_seed(seed)

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rocm_dl_guide.core import datasets, fixtures, profiles
+from rocm_dl_guide.core import dataset_registry, datasets, loaders, profiles
 from rocm_dl_guide.core.runs import ClassifierRun
 
-CLASS_NAMES: tuple[str, ...] = fixtures.FASHION_MNIST_CLASSES
+CLASS_NAMES: tuple[str, ...] = dataset_registry.FASHION_MNIST_CLASSES
 """Label ``i`` is ``CLASS_NAMES[i]``; the data set itself stores only the numbers."""
 FULL_EPOCHS = 10
 """The guide's number of epochs (the ``full`` profile)."""
@@ -71,9 +71,9 @@ def load_data(
     # A profile that wanted real data but fell back to the fixture: take the fixture
     # again without a second download attempt.
     source = "smoke" if prepared.kind == "fixture" else prof.name
-    home = datasets.keras_home_for_fashion_mnist(source)
+    home = loaders.keras_home_for_fashion_mnist(source)
     keras = _keras()
-    with datasets.use_keras_home(home):
+    with loaders.use_keras_home(home):
         train, test = keras.datasets.fashion_mnist.load_data()
     return train, test, prepared
 

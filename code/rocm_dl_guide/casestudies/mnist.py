@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocm_dl_guide.core import datasets, profiles
+from rocm_dl_guide.core import datasets, loaders, profiles
 from rocm_dl_guide.core.runs import ClassifierRun
 
 # The guide's hyperparameters (PyTorch's MNIST example): batch 64, Adadelta with
@@ -175,7 +175,7 @@ def train_keras(
 
     prof = profiles.current(profile)
     n_epochs = prof.epochs(FULL_EPOCHS_KERAS, epochs, example="mnist-tensorflow")
-    (x_train, y_train), (x_test, y_test), data = datasets.mnist_arrays("mnist", profile=prof)
+    (x_train, y_train), (x_test, y_test), data = loaders.mnist_arrays("mnist", profile=prof)
     devices.import_tensorflow()
     import keras
 

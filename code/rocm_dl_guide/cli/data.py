@@ -14,24 +14,24 @@ from rocm_dl_guide.core.messages import one_line
 
 
 def _cmd_data_list(args: argparse.Namespace) -> int:
-    from rocm_dl_guide.core import datasets
+    from rocm_dl_guide.core import dataset_registry, datasets
 
     entries = datasets.cached()
     print(f"Data cache: {datasets.cache_dir()}  (set ${datasets.ENV_VAR} to move it)")
     if entries:
         print(f"{'NAME':<18} {'KIND':<8} {'SIZE':>9}  PATH")
         for e in entries:
-            size = datasets.human_size(e["size"])
+            size = dataset_registry.human_size(e["size"])
             print(f"{e['name']:<18} {e['kind']:<8} {size:>9}  {e['path']}")
     else:
         print("Nothing cached yet.")
     have_real = {e["name"] for e in entries if e["kind"] == "real"}
-    missing = [n for n in datasets.REGISTRY if n not in have_real]
+    missing = [n for n in dataset_registry.REGISTRY if n not in have_real]
     if missing:
         print("\nReal data not downloaded (python -m rocm_dl_guide data fetch NAME):")
         for n in missing:
-            spec = datasets.REGISTRY[n]
-            print(f"  {n:<18} {datasets.human_size(spec.download_size):>9}  {spec.title}")
+            spec = dataset_registry.REGISTRY[n]
+            print(f"  {n:<18} {dataset_registry.human_size(spec.download_size):>9}  {spec.title}")
     return 0
 
 
@@ -42,11 +42,11 @@ def _data_command(command: str, action, expected: tuple[type[BaseException], ...
     ``expected`` errors exit 1, anything else exit 1 with its type named; always
     one line on stderr, never a traceback.
     """
-    from rocm_dl_guide.core import datasets
+    from rocm_dl_guide.core import dataset_registry
 
     try:
         root = action()
-    except datasets.UnknownDatasetError as exc:
+    except dataset_registry.UnknownDatasetError as exc:
         return fail(command, exc, 2)
     except expected as exc:
         return fail(command, exc)
@@ -84,11 +84,11 @@ def _cmd_data_import(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     """``data {list,fetch,import}``: errors are one line on stderr (exit 1, or 2 for an
     unknown data-set name); ``data`` alone prints its help and exits 2."""
-    from rocm_dl_guide.core import datasets
+    from rocm_dl_guide.core import dataset_registry, datasets
     from rocm_dl_guide.lm import hub
 
-    names = ", ".join(datasets.REGISTRY)
-    fetchable = ", ".join([*datasets.REGISTRY, *hub.SNAPSHOTS])
+    names = ", ".join(dataset_registry.REGISTRY)
+    fetchable = ", ".join([*dataset_registry.REGISTRY, *hub.SNAPSHOTS])
     parser = sub.add_parser(
         "data",
         help="list, download or import the guide's data sets",

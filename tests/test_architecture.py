@@ -346,7 +346,6 @@ OVER_600 = frozenset(
         "doctor/diagnose.py",
         "doctor/rocminfo.py",
         "doctor/system.py",
-        "lm/lora.py",
         "optimization/inference.py",
         "optimization/precision.py",
         "selfcheck.py",

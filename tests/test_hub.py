@@ -19,7 +19,7 @@ import torch
 
 from rocm_dl_guide.core import archives, profiles
 from rocm_dl_guide.lm import corpus as corpora
-from rocm_dl_guide.lm import hub, lora, pretrain
+from rocm_dl_guide.lm import hub, lora, pretrain, topic_task
 from rocm_dl_guide.lm import model as models
 
 REAL_SMOKE = profiles.with_data_source(profiles.get("smoke"), "real")
@@ -223,10 +223,10 @@ def test_a_model_folder_that_is_not_one_gets_one_clear_error(tmp_path):
 def test_answers_of_several_tokens_are_labelled_and_matched_whole(tmp_path):
     data = pretrain.load("smoke")
     word = "supercalifragilistic"
-    answer = lora.answer_ids(data.tokenizer, word)
+    answer = topic_task.answer_ids(data.tokenizer, word)
     assert len(answer) > 1
-    item = lora.Example("Some passage about nothing in particular.", word)
-    ((x, y),) = lora.TopicPrompts([item], data.tokenizer)
+    item = topic_task.Example("Some passage about nothing in particular.", word)
+    ((x, y),) = topic_task.TopicPrompts([item], data.tokenizer)
     labelled = (y != -100).nonzero().flatten().tolist()
     assert y[labelled].tolist() == answer and x[[i + 1 for i in labelled]].tolist() == answer
 
@@ -239,14 +239,14 @@ def test_answers_of_several_tokens_are_labelled_and_matched_whole(tmp_path):
             self.wrong_at = wrong_at
 
         def forward(self, ids):
-            prompt = len(data.tokenizer.encode(lora.PROMPT.format(passage=item.passage)).ids)
+            prompt = len(data.tokenizer.encode(topic_task.PROMPT.format(passage=item.passage)).ids)
             k = ids.shape[1] - prompt
             logits = torch.zeros(1, data.tokenizer.get_vocab_size(), ids.shape[1])
             logits[0, answer[k] + (1 if k == self.wrong_at else 0), -1] = 1.0
             return logits
 
-    assert lora.exact_match(Oracle(), data.tokenizer, [item]) == 1.0
-    assert lora.exact_match(Oracle(wrong_at=len(answer) - 1), data.tokenizer, [item]) == 0.0
+    assert topic_task.exact_match(Oracle(), data.tokenizer, [item]) == 1.0
+    assert topic_task.exact_match(Oracle(wrong_at=len(answer) - 1), data.tokenizer, [item]) == 0.0
 
 
 @pytest.mark.timeout(180)

@@ -16,7 +16,7 @@ import torch
 from conftest import guide_cli
 from rocm_dl_guide.core import distributed, preemption
 from rocm_dl_guide.core.runs import runs_dir
-from rocm_dl_guide.lm import lora, pretrain
+from rocm_dl_guide.lm import lora, pretrain, qlora, topic_task
 from rocm_dl_guide.lm import model as models
 from rocm_dl_guide.training import checkpoints
 from rocm_dl_guide.training.metrics import IGNORE_INDEX
@@ -45,36 +45,36 @@ def tiny(data, seed=0, size=TINY):
 
 
 def test_held_out_passages_share_no_text_with_training_ones():
-    train, test = lora.examples()
-    assert {e.answer for e in train} == {e.answer for e in test} == set(lora.TOPICS.values())
+    train, test = topic_task.examples()
+    assert {e.answer for e in train} == {e.answer for e in test} == set(topic_task.TOPICS.values())
     assert len(train) > 3 * len(test) > 100
     assert not {e.passage for e in train} & {e.passage for e in test}
-    n = lora.WORDS_PER_PASSAGE
+    n = topic_task.WORDS_PER_PASSAGE
     for words in (1161, 1770, 5000):
-        starts, held_out = lora.spans(words)
+        starts, held_out = topic_task.spans(words)
         assert len(held_out) >= 9 and len(starts) == 4 * 3 * len(held_out) - 3 * len(held_out)
         for s in starts:
-            assert s + n <= min(words, lora.BLOCKS_PER_TOPIC * n)
+            assert s + n <= min(words, topic_task.BLOCKS_PER_TOPIC * n)
             assert all(s + n <= h or h + n <= s for h in held_out), (s, held_out)
 
 
 def test_only_the_answer_position_is_labelled(data):
-    train, _ = lora.examples()
-    rows = lora.TopicPrompts(train[:20], data.tokenizer)
+    train, _ = topic_task.examples()
+    rows = topic_task.TopicPrompts(train[:20], data.tokenizer)
     for (x, y), ex in zip(rows, train[:20], strict=True):
         labelled = (y != IGNORE_INDEX).nonzero().flatten().tolist()
         assert len(labelled) == 1  # tiny-lm's vocabulary has each answer as one token
-        answer = lora.answer_ids(data.tokenizer, ex.answer)
+        answer = topic_task.answer_ids(data.tokenizer, ex.answer)
         assert y[labelled].tolist() == answer and x[[labelled[0] + 1]].tolist() == answer
-        prompt = data.tokenizer.encode(lora.PROMPT.format(passage=ex.passage)).ids
+        prompt = data.tokenizer.encode(topic_task.PROMPT.format(passage=ex.passage)).ids
         assert x[: len(prompt)].tolist() == prompt
 
 
 def test_dynamic_padding_cuts_only_what_changes_nothing(data):
-    train, _ = lora.examples()
-    prompts = lora.TopicPrompts(train[:6], data.tokenizer)
+    train, _ = topic_task.examples()
+    prompts = topic_task.TopicPrompts(train[:6], data.tokenizer)
     x, y = torch.stack([r[0] for r in prompts]), torch.stack([r[1] for r in prompts])
-    cx, cy = lora.TopicPrompts.collate(list(prompts))
+    cx, cy = topic_task.TopicPrompts.collate(list(prompts))
     assert cx.shape[1] < x.shape[1] and torch.equal(cx, x[:, : cx.shape[1]])
     assert (cy != IGNORE_INDEX).sum() == (y != IGNORE_INDEX).sum()  # no label is lost
     lm = tiny(data).eval()
@@ -141,13 +141,13 @@ def test_a_bad_base_model_path_gets_one_clear_error(tmp_path):
 
 def test_the_optimizer_state_of_lora_is_a_small_part_of_full_fine_tuning(base):
     lm, tokenizer, _ = lora.base_model("smoke", base)
-    train, _ = lora.examples()
+    train, _ = topic_task.examples()
     full = lora._full_optimizer_bytes(lm, tokenizer, train)
     # AdamW: two fp32 moments per weight and a step counter per tensor
     assert full == 2 * 4 * models.parameter_count(lm) + 4 * len(list(lm.parameters()))
     lora.add_lora(lm)
     opt = torch.optim.AdamW([p for p in lm.parameters() if p.requires_grad])
-    x, y = lora.TopicPrompts(train[:2], tokenizer)[0]
+    x, y = topic_task.TopicPrompts(train[:2], tokenizer)[0]
     torch.nn.functional.cross_entropy(lm(x[None]), y[None]).backward()
     opt.step()
     n_train, _ = lora.trainable(lm)
@@ -165,7 +165,7 @@ def test_a_lora_checkpoint_resumes_exactly(base, tmp_path, monkeypatch):
     batches = -(-straight.train_size // lora.RECIPE["batch_size"])  # steps per epoch
     fetched = {"n": 0}
     at = (batches + 3) * lora.RECIPE["batch_size"] + 5  # while batch 4 of epoch 2 is drawn
-    original = lora.TopicPrompts.__getitem__
+    original = topic_task.TopicPrompts.__getitem__
 
     def signalling(self, i):
         fetched["n"] += 1
@@ -173,11 +173,11 @@ def test_a_lora_checkpoint_resumes_exactly(base, tmp_path, monkeypatch):
             os.kill(os.getpid(), signal.SIGTERM)
         return original(self, i)
 
-    monkeypatch.setattr(lora.TopicPrompts, "__getitem__", signalling)
+    monkeypatch.setattr(topic_task.TopicPrompts, "__getitem__", signalling)
     with pytest.raises(preemption.Preempted) as stopped:
         lora.train("smoke", epochs=2, checkpoint_dir=tmp_path / "b", base=base, progress=False)
     assert (stopped.value.epoch, stopped.value.batch) == (2, 4)
-    monkeypatch.setattr(lora.TopicPrompts, "__getitem__", original)
+    monkeypatch.setattr(topic_task.TopicPrompts, "__getitem__", original)
     resumed = lora.train(
         "smoke", epochs=2, checkpoint_dir=tmp_path / "b", base=base, resume=True, progress=False
     )
@@ -200,15 +200,15 @@ DDP_WORKER = textwrap.dedent(
     from torch.utils.data import DataLoader
     from rocm_dl_guide.core import distributed
     from rocm_dl_guide.training import train
-    from rocm_dl_guide.lm import lora, pretrain
+    from rocm_dl_guide.lm import lora, pretrain, topic_task
     from rocm_dl_guide.lm import model as models
 
     batch, seed, lr, out = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
     data = pretrain.load("smoke")
     size = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)
     lm = lora.add_lora(models.build(size, data.vocab_size, data.eos_id, seed=seed))
-    items = lora.examples()[0][:32]
-    loader = DataLoader(lora.TopicPrompts(items, data.tokenizer), batch_size=batch)
+    items = topic_task.examples()[0][:32]
+    loader = DataLoader(topic_task.TopicPrompts(items, data.tokenizer), batch_size=batch)
     opt = torch.optim.SGD([p for p in lm.parameters() if p.requires_grad], lr=lr)
     train.fit(lm, loader, epochs=2, optimizer=opt, device="cpu", progress=False, log=None)
     if distributed.setup("cpu").is_main:
@@ -295,11 +295,11 @@ def test_train_lora_json_records_accuracy_and_trainable_fraction(base, tmp_path)
 
 
 def test_qlora_support_tries_the_kernels_and_says_why_not(monkeypatch):
-    ok, why = lora.qlora_support("cpu")
+    ok, why = qlora.qlora_support("cpu")
     assert ok, why  # bitsandbytes' wheel has CPU kernels
     assert "NF4 round trip" in why
     monkeypatch.setitem(sys.modules, "bitsandbytes.functional", None)  # as if not installed
-    ok, why = lora.qlora_support("cpu")
+    ok, why = qlora.qlora_support("cpu")
     assert not ok and "bitsandbytes is not installed" in why
 
 
@@ -307,7 +307,7 @@ def test_qlora_holds_the_base_in_4_bits_and_trains_only_the_adapters(data):
     import bitsandbytes as bnb
 
     full = tiny(data, seed=2, size=TINY_4BIT)
-    four = lora.four_bit(tiny(data, seed=2, size=TINY_4BIT))
+    four = qlora.four_bit(tiny(data, seed=2, size=TINY_4BIT))
     linears = [m for m in four.modules() if isinstance(m, bnb.nn.Linear4bit)]
     assert len(linears) == 7 * TINY_4BIT.layers  # q, k, v, o, gate, up, down per block
     assert lora.weight_bytes(four) < lora.weight_bytes(full)
@@ -352,8 +352,8 @@ def test_qlora_fine_tuning_learns_to_answer(base, tmp_path):
 def test_qlora_computes_in_bfloat16_where_the_hardware_does(monkeypatch):
     from rocm_dl_guide.core import device as devices
 
-    assert lora.qlora_compute_dtype(torch.device("cuda")) == torch.bfloat16
+    assert qlora.qlora_compute_dtype(torch.device("cuda")) == torch.bfloat16
     monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda flags=None: False)
-    assert lora.qlora_compute_dtype(torch.device("cpu")) == torch.float32
+    assert qlora.qlora_compute_dtype(torch.device("cpu")) == torch.float32
     monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda flags=None: True)
-    assert lora.qlora_compute_dtype(torch.device("cpu")) == torch.bfloat16
+    assert qlora.qlora_compute_dtype(torch.device("cpu")) == torch.bfloat16

@@ -349,13 +349,13 @@ def test_wheelhouse_serves_every_python_offline(tmp_path):
 
 
 def test_the_language_model_checks_are_listed_and_fsdp_needs_two_gpus(tmp_path, monkeypatch):
-    from rocm_dl_guide.lm import lora
+    from rocm_dl_guide.lm import qlora
 
     assert {"lm:bf16", "lm:lora", "lm:qlora", "lm:fsdp"} <= set(selfcheck.CHECK_NAMES)
     report = selfcheck.run(False, tmp_path, steps=1, only=["lm:fsdp"], log=lambda _l: None)
     (check,) = report.checks
     assert check.status == "skip" and "two or more" in check.detail
-    monkeypatch.setattr(lora, "qlora_support", lambda device: (False, "no 4-bit kernels"))
+    monkeypatch.setattr(qlora, "qlora_support", lambda device: (False, "no 4-bit kernels"))
     report = selfcheck.run(False, tmp_path, steps=1, only=["lm:qlora"], log=lambda _l: None)
     (check,) = report.checks
     assert (check.status, check.detail) == ("skip", "no 4-bit kernels")

@@ -14,7 +14,7 @@ import matplotlib
 import pytest
 
 from rocm_dl_guide.core.ports import free_ports
-from rocm_dl_guide.distributed import tf_distributed
+from rocm_dl_guide.distributed import tf_distributed, tf_tasks
 
 matplotlib.use("Agg")
 
@@ -57,10 +57,10 @@ def test_short_error_leaves_out_the_printed_tensors():
         ", numpy=\narray([[[0.1, 0.2]]])>\n}) with an unsupported type "
         "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor."
     )
-    short = tf_distributed.short_error(text)
+    short = tf_tasks.short_error(text)
     assert short.startswith("ValueError: " + tf_distributed.PER_REPLICA_ERROR + ":{...})")
     assert "numpy" not in short and short.endswith("to a Tensor.")
-    assert tf_distributed.short_error("x" * 50, limit=10) == "x" * 10 + " ..."
+    assert tf_tasks.short_error("x" * 50, limit=10) == "x" * 10 + " ..."
 
 
 def test_mirrored_fit_on_two_replicas_beats_chance():

@@ -628,9 +628,9 @@ def check_lm_qlora(ctx: Setup) -> Outcome:
     """One epoch of QLoRA (the frozen base in bitsandbytes' 4 bits) where bitsandbytes
     has kernels for the device; skipped with the reason elsewhere."""
     from rocm_dl_guide.core import files
-    from rocm_dl_guide.lm import lora
+    from rocm_dl_guide.lm import qlora
 
-    ok, why = lora.qlora_support(ctx.device)
+    ok, why = qlora.qlora_support(ctx.device)
     if not ok:
         return Outcome("lm:qlora", "skip", why)
     run = _one_lora_epoch(ctx, "qlora", qlora=True)

@@ -6,13 +6,10 @@ weight matrices W, a low-rank update B A (rank r), so the layer computes
 parameters, and of the optimizer's memory. PEFT's ``get_peft_model`` adds the
 adapters to a ``transformers`` model; the guide's one loop trains it.
 
-The task has a right answer: name the topic of a passage of the Python
-documentation, one of four, with one word (``... Topic: exceptions``). Exact
-match is measured on held-out passages before and after fine-tuning: the
-greedy continuation must be the whole answer word. The loss counts only the
-answer's tokens (the prompt's labels are ``-100``, which PyTorch's
-cross-entropy ignores), so the model learns to answer, not to re-predict the
-passage.
+The task (:mod:`rocm_dl_guide.lm.topic_task`) has a right answer: name the topic
+of a passage of the Python documentation with one word; exact match is measured
+on held-out passages before and after fine-tuning. With ``qlora`` the frozen
+base is held in 4 bits (:mod:`rocm_dl_guide.lm.qlora`).
 
 The base model is the one ``tiny-lm`` pretrained (the ``fixtures`` data
 source, offline), or SmolLM2-135M from the Hugging Face Hub, pinned by
@@ -32,31 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from rocm_dl_guide.core import casestudies, distributed, files, profiles
-from rocm_dl_guide.lm import corpus as corpora
-from rocm_dl_guide.lm import hub, pretrain
+from rocm_dl_guide.lm import hub, pretrain, topic_task
 from rocm_dl_guide.lm import model as models
+from rocm_dl_guide.lm import qlora as qlora_mod  # (``qlora`` is a parameter below)
 from rocm_dl_guide.training import checkpoints
 
-TOPICS = {
-    "formatstrings": "format",
-    "typesmapping": "dictionaries",
-    "import": "import",
-    "try": "exceptions",
-}
-"""Documentation topic -> the answer word the model must give (one token in
-tiny-lm's vocabulary; SmolLM2's may split a word into several)."""
-WORDS_PER_PASSAGE = 32
-BLOCKS_PER_TOPIC = 48
-"""Each topic's text is cut into blocks of 32 words; the first 48 count."""
-TEST_EVERY = 4
-"""Every fourth block of a topic is held out for the exact-match test."""
-STRIDE = 8
-"""Training passages slide over the other blocks 8 words at a time (four per
-block), never reaching into a held-out block."""
-PROMPT = "{passage}\nTopic:"
 RECIPE = {
     "method": "LoRA (PEFT)",
     "rank": 8,
@@ -83,118 +63,6 @@ data source): lower than the small model's, within the range PEFT's examples use
 (2e-4 to 1e-3); not tuned here, since no GPU ran it when this was written."""
 ADAPTER_DIR = "adapter"
 """The saved adapter (PEFT's ``save_pretrained``), next to the run's checkpoints."""
-
-
-@dataclass(frozen=True)
-class Example:
-    passage: str
-    answer: str
-
-
-def spans(words: int) -> tuple[list[int], list[int]]:
-    """Start offsets (in words) of the training and the held-out passages of a topic
-    of ``words`` words: held-out passages are whole blocks; training passages slide
-    over the other blocks and never reach into a held-out one."""
-    n = WORDS_PER_PASSAGE
-    blocks = min(BLOCKS_PER_TOPIC, words // n)
-    held_out = [b * n for b in range(blocks) if b % TEST_EVERY == TEST_EVERY - 1]
-    train = [
-        start
-        for b in range(blocks)
-        if b % TEST_EVERY != TEST_EVERY - 1
-        for start in range(b * n, (b + 1) * n, STRIDE)
-        if (start + n - 1) // n < blocks and ((start + n - 1) // n) % TEST_EVERY != TEST_EVERY - 1
-    ]
-    return train, held_out
-
-
-def examples() -> tuple[list[Example], list[Example]]:
-    """(train, test) passages of the four topics, with their answers (see :func:`spans`)."""
-    from pydoc_data.topics import topics
-
-    train, test = [], []
-    for topic, answer in TOPICS.items():
-        words = topics[topic].split()
-        starts, held_out = spans(len(words))
-        n = WORDS_PER_PASSAGE
-        train += [Example(" ".join(words[s : s + n]), answer) for s in starts]
-        test += [Example(" ".join(words[s : s + n]), answer) for s in held_out]
-    return train, test
-
-
-class TopicPrompts(Dataset):
-    """Prompt + answer tokens, padded to ``length`` (by default the longest prompt's
-    and answer's): ``(inputs, labels)`` where only the positions that predict the
-    answer's tokens have labels; the others are the loop's ignored label."""
-
-    def __init__(self, items: list[Example], tokenizer: Any, length: int | None = None) -> None:
-        from rocm_dl_guide.training.metrics import IGNORE_INDEX
-
-        prompts = [tokenizer.encode(PROMPT.format(passage=ex.passage)).ids for ex in items]
-        answers = [answer_ids(tokenizer, ex.answer) for ex in items]
-        length = length or max(len(p) for p in prompts) + max(len(a) for a in answers)
-        pad = tokenizer.token_to_id(corpora.END_OF_TEXT) or 0  # never labelled, never attended
-        self.rows = []
-        for prompt, answer in zip(prompts, answers, strict=True):
-            prompt = prompt[-(length - len(answer)) :]
-            ids = prompt + answer + [pad] * (length - len(prompt) - len(answer))
-            y = torch.full((length,), IGNORE_INDEX)
-            start = len(prompt) - 1  # the position that predicts the answer's first token
-            y[start : start + len(answer)] = torch.tensor(answer)
-            self.rows.append((torch.tensor(ids), y))
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.rows[i]
-
-    @property
-    def mean_tokens(self) -> float:
-        """Prompt and answer tokens per example, padding not counted."""
-        from rocm_dl_guide.training.metrics import IGNORE_INDEX
-
-        ends = [int((y != IGNORE_INDEX).nonzero().max()) + 2 for _, y in self.rows]
-        return sum(ends) / len(ends)
-
-    @staticmethod
-    def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, ...]:
-        """Stack a batch and cut the padding no row of it needs (dynamic padding): the
-        inputs end at the last labelled position, since later positions predict
-        nothing and, the attention being causal, change nothing before them."""
-        from rocm_dl_guide.training.metrics import IGNORE_INDEX
-
-        x, y = torch.stack([r[0] for r in batch]), torch.stack([r[1] for r in batch])
-        end = int((y != IGNORE_INDEX).any(dim=0).nonzero().max()) + 1
-        return x[:, :end], y[:, :end]
-
-
-def answer_ids(tokenizer: Any, word: str) -> list[int]:
-    """The tokens of the answer ``word`` as it follows ``Topic:`` (with its space)."""
-    return tokenizer.encode(" " + word, add_special_tokens=False).ids
-
-
-def exact_match(model: models.CausalLM, tokenizer: Any, items: list[Example]) -> float:
-    """Share of ``items`` whose greedy continuation of the prompt is the whole answer."""
-    device = next(model.parameters()).device
-    hits = 0
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for ex in items:
-                ids = torch.tensor([tokenizer.encode(PROMPT.format(passage=ex.passage)).ids])
-                ids = ids.to(device)
-                for want in answer_ids(tokenizer, ex.answer):
-                    guess = model(ids)[0, :, -1].argmax()
-                    if guess.item() != want:
-                        break
-                    ids = torch.cat([ids, guess.view(1, 1)], dim=1)
-                else:
-                    hits += 1
-    finally:
-        model.train(was_training)
-    return hits / len(items)
 
 
 def base_model(profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None):
@@ -367,76 +235,6 @@ def merged(lm: models.CausalLM) -> models.CausalLM:
     return models.CausalLM(lm.model.merge_and_unload())
 
 
-QLORA = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True}
-"""QLoRA's quantization (Dettmers et al., 2023): NF4 weights, their scales quantized
-again (double quantization); the products' type is :func:`qlora_compute_dtype`'s."""
-
-
-def qlora_compute_dtype(device: torch.device) -> torch.dtype:
-    """The type the 4-bit weights are dequantized to for the matrix products:
-    bfloat16 on a GPU, as QLoRA does, and on a CPU that computes bfloat16 in
-    hardware (AVX512-BF16 or AMX); float32 on other CPUs, which emulate
-    bfloat16 (the precision page measures what that costs)."""
-    from rocm_dl_guide.core import device as devices
-
-    native = torch.device(device).type == "cuda" or devices.cpu_has_native_bf16()
-    return torch.bfloat16 if native else torch.float32
-
-
-def qlora_support(device: torch.device | str | None = None) -> tuple[bool, str]:
-    """Whether QLoRA (bitsandbytes' 4-bit weights) runs on ``device`` (default: the
-    guide's device), and why not: a real 4-bit round trip is tried there."""
-    from rocm_dl_guide.core import device as devices
-
-    try:
-        import bitsandbytes.functional as bnbf
-    except ImportError as exc:
-        return False, f"bitsandbytes is not installed ({exc}); pip install bitsandbytes"
-    dev = torch.device(device) if device is not None else devices.pick()
-    w = torch.randn(4, 64, generator=torch.Generator().manual_seed(0))  # NF4 suits normal weights
-    try:
-        packed, state = bnbf.quantize_4bit(w.to(dev, torch.bfloat16), quant_type="nf4")
-        back = bnbf.dequantize_4bit(packed, state, quant_type="nf4").float().cpu()
-    except Exception as exc:  # noqa: BLE001 - bitsandbytes raises many kinds per backend
-        return False, f"bitsandbytes has no 4-bit kernels for {dev.type} here ({exc})"
-    err = ((back - w).abs().mean() / w.abs().mean()).item()
-    if not err < 0.2:  # NaN included
-        return False, f"bitsandbytes' 4-bit round trip on {dev.type} is wrong (error {err:.0%})"
-    return True, (
-        f"bitsandbytes' 4-bit kernels run on {dev.type} (NF4 round trip of normal weights: "
-        f"mean error {err:.1%} of their mean size)"
-    )
-
-
-def four_bit(lm: models.CausalLM) -> models.CausalLM:
-    """QLoRA's base model: ``lm``'s weights reloaded with bitsandbytes' 4-bit linear
-    layers (:data:`QLORA`) on ``lm``'s device, prepared with PEFT's
-    ``prepare_model_for_kbit_training`` (the rest in float32, weights frozen).
-    Gradient checkpointing, which QLoRA uses to fit large models, is left off:
-    this model is small, and it would only slow the steps down."""
-    import tempfile
-
-    from peft import prepare_model_for_kbit_training
-    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
-    from transformers.utils import logging as hf_logging
-
-    device = next(lm.parameters()).device
-    ok, why = qlora_support(device)
-    if not ok:
-        raise RuntimeError(f"QLoRA cannot run here: {why}")
-    config = {**QLORA, "bnb_4bit_compute_dtype": qlora_compute_dtype(device)}
-    hf_logging.disable_progress_bar()  # a round trip through a temporary folder: no news
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            lm.decoder().save_pretrained(tmp)
-            hf = AutoModelForCausalLM.from_pretrained(
-                tmp, quantization_config=BitsAndBytesConfig(**config), device_map={"": device}
-            )
-    finally:
-        hf_logging.enable_progress_bar()
-    return models.CausalLM(prepare_model_for_kbit_training(hf, use_gradient_checkpointing=False))
-
-
 def weight_bytes(lm: models.CausalLM) -> int:
     """Bytes of the model's weights and buffers as stored (4-bit ones packed)."""
     return lm.decoder().get_memory_footprint()
@@ -539,7 +337,7 @@ def train(
     """Fine-tune the pretrained model (:func:`base_model` of ``base``) with LoRA on the
     topic task; measure exact match. With ``checkpoint_dir`` the loop checkpoints
     there and rank 0 saves the adapter in its :data:`ADAPTER_DIR`. With ``qlora``
-    the frozen base is held in 4 bits (:func:`four_bit`)."""
+    the frozen base is held in 4 bits (:func:`rocm_dl_guide.lm.qlora.four_bit`)."""
     from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.training import train as loop
 
@@ -549,13 +347,13 @@ def train(
     n_epochs = prof.epochs(RECIPE["epochs"], epochs, example="lora")
     dev = devices.pick()
     lm, tokenizer, base_path = base_model(prof, base)
-    train_items, test_items = examples()
+    train_items, test_items = topic_task.examples()
     lm, base = _base_facts(lm.to(dev), tokenizer, train_items, test_items, qlora)
     torch.manual_seed(seed)
     add_lora(lm).to(dev)
     lr = PRETRAINED_LR if base_path.is_dir() else RECIPE["lr"]  # a folder: a Hub model
     optimizer = models.optimizer([p for p in lm.parameters() if p.requires_grad], lr=lr)
-    prompts = TopicPrompts(train_items, tokenizer)
+    prompts = topic_task.TopicPrompts(train_items, tokenizer)
     shuffle = torch.Generator().manual_seed(seed)
     loader = DataLoader(
         prompts, RECIPE["batch_size"], shuffle=True, generator=shuffle, collate_fn=prompts.collate
@@ -577,7 +375,7 @@ def train(
         fsdp=fsdp,
         progress=progress,
     )
-    after = exact_match(lm, tokenizer, test_items)
+    after = topic_task.exact_match(lm, tokenizer, test_items)
     adapter, size = _export(lm, checkpoint_dir, fsdp)
     trained = trainable(lm)[0]
     return LoraRun(
@@ -586,7 +384,7 @@ def train(
         result=result,
         accuracy_before=base["before"],
         accuracy=after,
-        majority=_majority(test_items),
+        majority=topic_task.majority(test_items),
         trainable_parameters=trained,
         parameters=base["parameters"] + trained,
         optimizer_bytes=optimizer_state_bytes(optimizer),
@@ -606,7 +404,11 @@ def train(
 
 
 def _base_facts(
-    lm: models.CausalLM, tokenizer: Any, train: list[Example], test: list[Example], qlora: bool
+    lm: models.CausalLM,
+    tokenizer: Any,
+    train: list[topic_task.Example],
+    test: list[topic_task.Example],
+    qlora: bool,
 ) -> tuple[models.CausalLM, dict[str, Any]]:
     """The model to add adapters to (4-bit with ``qlora``) and its facts before
     training: parameters (counted before 4-bit packing), full fine-tuning's AdamW
@@ -615,17 +417,23 @@ def _base_facts(
         "parameters": models.parameter_count(lm),
         "full_optimizer_bytes": _full_optimizer_bytes(lm, tokenizer, train),
     }
-    lm = four_bit(lm) if qlora else lm
-    return lm, {**facts, "before": exact_match(lm, tokenizer, test), "bytes": weight_bytes(lm)}
+    lm = qlora_mod.four_bit(lm) if qlora else lm
+    return lm, {
+        **facts,
+        "before": topic_task.exact_match(lm, tokenizer, test),
+        "bytes": weight_bytes(lm),
+    }
 
 
-def _full_optimizer_bytes(lm: models.CausalLM, tokenizer: Any, items: list[Example]) -> int:
+def _full_optimizer_bytes(
+    lm: models.CausalLM, tokenizer: Any, items: list[topic_task.Example]
+) -> int:
     """The AdamW state of fine-tuning every parameter, measured after one step on a copy."""
     import copy
 
     full = copy.deepcopy(lm)
     opt = torch.optim.AdamW(full.parameters(), lr=0.0)
-    x, y = next(iter(DataLoader(TopicPrompts(items[:2], tokenizer), batch_size=2)))
+    x, y = next(iter(DataLoader(topic_task.TopicPrompts(items[:2], tokenizer), batch_size=2)))
     device = next(full.parameters()).device
     models.next_token_loss(full(x.to(device)), y.to(device)).backward()
     opt.step()
@@ -648,9 +456,3 @@ def _export(
             adapter = save_adapter(lm, Path(checkpoint_dir) / ADAPTER_DIR)
             size = sum(p.stat().st_size for p in adapter.rglob("*") if p.is_file())
     return adapter, size
-
-
-def _majority(items: list[Example]) -> float:
-    """The share of the most common answer: what always giving it would score."""
-    answers = [ex.answer for ex in items]
-    return max(answers.count(a) for a in set(answers)) / len(answers)

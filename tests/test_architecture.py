@@ -349,7 +349,6 @@ OVER_600 = frozenset(
         "lm/lora.py",
         "optimization/inference.py",
         "optimization/precision.py",
-        "selfcheck.py",
         "training/train.py",
     }
 )

@@ -94,7 +94,7 @@ test-rocm:
 	$(MAKE) test VENV=.venv-rocm REQUIREMENTS=requirements-rocm.txt VENV_FLAGS=--system-site-packages INHERIT_SITE=1 REMOVE_AFTER_INSTALL= ROCM_DL_GUIDE_PROFILE=$${ROCM_DL_GUIDE_PROFILE:-gpu} BROWSER_TESTS=0 PYTEST_ARGS='-m "not browser"' 
 
 # `make gpu-check`: the book's PyTorch path on this machine's GPU, offline, in one
-# command (python -m rocm_dl_guide selfcheck --gpu; see code/rocm_dl_guide/selfcheck.py).
+# command (python -m rocm_dl_guide selfcheck --gpu; see code/rocm_dl_guide/selfcheck/).
 # It needs only a Python that has PyTorch and torchvision (AMD's rocm/pytorch or
 # NVIDIA's PyTorch container): the rest comes from $(WHEELHOUSE)/ when it is there
 # (no network; `make wheelhouse` prepares it on a machine with the package

@@ -172,7 +172,7 @@ def test_provenance_table_is_built_from_every_pages_record(build):
 def test_gpu_stamp_on_the_home_page_and_the_pytorch_case_studies(build):
     """The stamp comes from the tracked verification record (or says there is
     none yet); the PyTorch case studies show that run's figures for themselves."""
-    from rocm_dl_guide import selfcheck
+    from rocm_dl_guide.selfcheck import record
 
     pages = {
         "book/index": None,
@@ -184,13 +184,13 @@ def test_gpu_stamp_on_the_home_page_and_the_pytorch_case_studies(build):
     for page, example in pages.items():
         body = (HTML / f"{page}.html").read_text(encoding="utf-8")
         assert "guide-gpu-stamp" in body, page
-        expected = re.sub(r"[*`]", "", selfcheck.stamp(example))
+        expected = re.sub(r"[*`]", "", record.stamp(example))
         text = re.sub(r"\s+", " ", " ".join(parse(page).text))
         assert expected.split(":")[0] in text, page  # "Last verified on a GPU"
-        if selfcheck.latest_record() is None:
+        if record.latest_record() is None:
             assert "not yet" in text, page
         else:
-            assert selfcheck.latest_record()["date"] in text, page
+            assert record.latest_record()["date"] in text, page
 
 
 def test_no_page_contains_a_traceback(build):

@@ -15,10 +15,10 @@ import re
 import pytest
 
 from conftest import ROOT
-from rocm_dl_guide import selfcheck
 from rocm_dl_guide.casestudies import recipes
 from rocm_dl_guide.cli import build_parser
 from rocm_dl_guide.core import casestudies, profiles
+from rocm_dl_guide.selfcheck import report, runner
 
 PACKAGE_DIR = ROOT / "code" / "rocm_dl_guide"
 STUDIES = list(casestudies.REGISTRY.values())
@@ -56,9 +56,9 @@ def test_selfcheck_and_recipes_read_the_registry():
     # selfcheck trains every PyTorch case study but the language models, whose
     # GPU check (bf16 steps, LoRA, FSDP) is still to come
     lms = {"tiny-lm", "lora"}
-    assert set(selfcheck.EXAMPLES) == set(casestudies.names(framework="pytorch")) - lms
-    assert set(selfcheck.EXAMPLES) == {cs.name for cs in STUDIES if cs.workload}
-    assert all(f"train:{name}" in selfcheck.CHECK_NAMES for name in selfcheck.EXAMPLES)
+    assert set(report.EXAMPLES) == set(casestudies.names(framework="pytorch")) - lms
+    assert set(report.EXAMPLES) == {cs.name for cs in STUDIES if cs.workload}
+    assert all(f"train:{name}" in runner.CHECK_NAMES for name in report.EXAMPLES)
     assert list(recipes.names()) == [cs.name for cs in STUDIES if cs.recipe_attr]
 
 

@@ -436,9 +436,9 @@ def test_a_report_on_a_full_disk(tmp_path: Path) -> None:
     got = child_error(
         """
         import sys
-        from rocm_dl_guide import selfcheck
-        check = selfcheck.Outcome("train:mnist", "pass", "x" * 5000, 1.0)
-        report = selfcheck.Report("cpu", {}, {}, "smoke", "fixtures", 1, "now", [check])
+        from rocm_dl_guide.selfcheck.report import Outcome, Report
+        check = Outcome("train:mnist", "pass", "x" * 5000, 1.0)
+        report = Report("cpu", {}, {}, "smoke", "fixtures", 1, "now", [check])
         report.write(sys.argv[1])
         """,
         2000,

@@ -14,20 +14,20 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rocm_dl_guide.casestudies import inception  # noqa: E402
+from rocm_dl_guide.casestudies import inception, inception_pretrained, tiny_imagenet  # noqa: E402
 from rocm_dl_guide.core import casestudies, datasets, profiles  # noqa: E402
 
 # --------------------------------------------------------------------------- evaluation
 
 
 def test_categories_come_from_the_weights_metadata():
-    cats = inception.categories()
+    cats = inception_pretrained.categories()
     assert len(cats) == 1000
-    assert cats[0] == "tench" and cats[652] == inception.SAMPLE_PHOTO_CLASS
+    assert cats[0] == "tench" and cats[652] == inception_pretrained.SAMPLE_PHOTO_CLASS
 
 
 def test_smoke_profile_uses_random_weights_and_says_so():
-    loaded = inception.load_pretrained("smoke")
+    loaded = inception_pretrained.load_pretrained("smoke")
     assert not loaded.pretrained
     assert loaded.note.startswith("RANDOM weights") and "smoke" in loaded.note
     assert not loaded.model.training
@@ -41,13 +41,13 @@ def test_offline_weights_are_an_error_not_random_weights(monkeypatch):
 
     monkeypatch.setattr(api, "load_state_dict_from_url", offline)
     for call in (
-        lambda: inception.load_pretrained("smoke", pretrained=True),
-        lambda: inception.load_pretrained("gpu"),
+        lambda: inception_pretrained.load_pretrained("smoke", pretrained=True),
+        lambda: inception_pretrained.load_pretrained("gpu"),
     ):
         with pytest.raises(datasets.DataUnavailableError) as err:
             call()
         message = str(err.value)
-        assert "name resolution" in message and inception.weights_enum().url in message
+        assert "name resolution" in message and inception_pretrained.weights_enum().url in message
         assert "Two ways out" in message and "--data-source fixtures" in message
 
 
@@ -59,17 +59,17 @@ def test_a_corrupt_weights_file_is_not_hidden(monkeypatch):
 
     monkeypatch.setattr(api, "load_state_dict_from_url", corrupt)
     with pytest.raises(RuntimeError, match="invalid hash"):
-        inception.load_pretrained("smoke", pretrained=True)
+        inception_pretrained.load_pretrained("smoke", pretrained=True)
 
 
 def test_preprocess_and_top5_on_the_photo():
-    photo = inception.open_image(inception.sample_photo())
-    x = inception.preprocess(photo)
+    photo = inception_pretrained.open_image(inception_pretrained.sample_photo())
+    x = inception_pretrained.preprocess(photo)
     assert x.shape == (3, 299, 299) and x.dtype == torch.float32
     # normalised: roughly zero-centred, not in [0, 1]
     assert float(x.min()) < 0 < float(x.max())
-    loaded = inception.load_pretrained("smoke")
-    prediction = inception.classify(loaded.model, photo, loaded.categories, device="cpu")
+    loaded = inception_pretrained.load_pretrained("smoke")
+    prediction = inception_pretrained.classify(loaded.model, photo, loaded.categories, device="cpu")
     assert prediction.device == "cpu"
     top = prediction.frame
     assert list(top["rank"]) == [1, 2, 3, 4, 5]
@@ -79,28 +79,30 @@ def test_preprocess_and_top5_on_the_photo():
         loaded.categories[i] == c for i, c in zip(top["index"], top["category"], strict=True)
     )
     with pytest.raises(ValueError, match="3 x H x W"):
-        inception.classify(loaded.model, torch.zeros(1, 299, 299), loaded.categories)
+        inception_pretrained.classify(loaded.model, torch.zeros(1, 299, 299), loaded.categories)
 
 
 def test_not_an_image_gives_one_clear_error(tmp_path):
     bad = tmp_path / "photo.jpg"
     bad.write_text("this is not a JPEG")
-    with pytest.raises(inception.ImageError, match="not a readable image"):
-        inception.open_image(bad)
-    with pytest.raises(inception.ImageError, match="no such file"):
-        inception.open_image(tmp_path / "missing.jpg")
+    with pytest.raises(inception_pretrained.ImageError, match="not a readable image"):
+        inception_pretrained.open_image(bad)
+    with pytest.raises(inception_pretrained.ImageError, match="no such file"):
+        inception_pretrained.open_image(tmp_path / "missing.jpg")
 
 
 @pytest.mark.skipif(
     profiles.current().name != "gpu", reason="needs the gpu profile (pretrained weights)"
 )
 def test_gpu_profile_pretrained_top1_is_right():
-    loaded = inception.load_pretrained("gpu")
+    loaded = inception_pretrained.load_pretrained("gpu")
     assert loaded.pretrained, loaded.note
-    top = inception.classify(
-        loaded.model, inception.open_image(inception.sample_photo()), loaded.categories
+    top = inception_pretrained.classify(
+        loaded.model,
+        inception_pretrained.open_image(inception_pretrained.sample_photo()),
+        loaded.categories,
     )
-    assert top.top1 == inception.SAMPLE_PHOTO_CLASS, top.frame.to_string()
+    assert top.top1 == inception_pretrained.SAMPLE_PHOTO_CLASS, top.frame.to_string()
 
 
 # --------------------------------------------------------------------------- reorganisation
@@ -113,7 +115,7 @@ def tiny(tmp_path) -> Path:
     dest = tmp_path / "tiny-imagenet-200"
     shutil.copytree(src, dest, ignore=shutil.ignore_patterns("*.JPEG"), dirs_exist_ok=True)
     # the fixture in the cache may already be reorganised: rebuild the original layout
-    annotations = inception._read_annotations(src / "val" / "val_annotations.txt")
+    annotations = tiny_imagenet._read_annotations(src / "val" / "val_annotations.txt")
     for d in (dest / "val").iterdir():
         if d.is_dir():
             shutil.rmtree(d)
@@ -139,9 +141,9 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 
 
 def test_reorganisation_is_correct_and_idempotent(tiny):
-    annotations = inception._read_annotations(tiny / "val" / "val_annotations.txt")
+    annotations = tiny_imagenet._read_annotations(tiny / "val" / "val_annotations.txt")
     originals = {n: (tiny / "val" / "images" / n).read_bytes() for n in annotations}
-    moved = inception.reorganize_val(tiny)
+    moved = tiny_imagenet.reorganize_val(tiny)
     assert moved == len(annotations) > 0
     assert not (tiny / "val" / "images").exists()
     for name, wnid in annotations.items():
@@ -151,14 +153,14 @@ def test_reorganisation_is_correct_and_idempotent(tiny):
     assert not any(p.name.startswith(".val-") for p in tiny.iterdir())  # no leftovers
 
     before = _snapshot(tiny)
-    assert inception.reorganize_val(tiny) == 0  # second run: nothing to do
+    assert tiny_imagenet.reorganize_val(tiny) == 0  # second run: nothing to do
     assert _snapshot(tiny) == before
 
 
 def test_interrupted_while_building_leaves_the_original_untouched(tiny, monkeypatch):
     before = _snapshot(tiny)
     calls = {"n": 0}
-    real = inception._link_or_copy
+    real = tiny_imagenet._link_or_copy
 
     def dies_halfway(src, dst):
         calls["n"] += 1
@@ -166,17 +168,17 @@ def test_interrupted_while_building_leaves_the_original_untouched(tiny, monkeypa
             raise KeyboardInterrupt  # Ctrl-C in the middle of the work
         real(src, dst)
 
-    monkeypatch.setattr(inception, "_link_or_copy", dies_halfway)
+    monkeypatch.setattr(tiny_imagenet, "_link_or_copy", dies_halfway)
     with pytest.raises(KeyboardInterrupt):
-        inception.reorganize_val(tiny)
+        tiny_imagenet.reorganize_val(tiny)
     assert _snapshot(tiny) == before
     assert not (tiny / ".val-reorganizing").exists()
-    monkeypatch.setattr(inception, "_link_or_copy", real)
-    assert inception.reorganize_val(tiny) > 0
+    monkeypatch.setattr(tiny_imagenet, "_link_or_copy", real)
+    assert tiny_imagenet.reorganize_val(tiny) > 0
 
 
 def test_killed_between_the_two_renames_is_repaired(tiny, monkeypatch):
-    annotations = inception._read_annotations(tiny / "val" / "val_annotations.txt")
+    annotations = tiny_imagenet._read_annotations(tiny / "val" / "val_annotations.txt")
     real_replace = os.replace
     calls = {"n": 0}
 
@@ -186,12 +188,12 @@ def test_killed_between_the_two_renames_is_repaired(tiny, monkeypatch):
             raise SystemExit("killed")  # stands in for a killed process
         real_replace(src, dst)
 
-    monkeypatch.setattr(inception.os, "replace", dies_after_first_rename)
+    monkeypatch.setattr(tiny_imagenet.os, "replace", dies_after_first_rename)
     with pytest.raises(SystemExit):
-        inception.reorganize_val(tiny)
+        tiny_imagenet.reorganize_val(tiny)
     assert not (tiny / "val").exists()  # the moment a kill would leave behind
-    monkeypatch.setattr(inception.os, "replace", real_replace)
-    assert inception.reorganize_val(tiny) == 0  # repaired: the finished tree is put in place
+    monkeypatch.setattr(tiny_imagenet.os, "replace", real_replace)
+    assert tiny_imagenet.reorganize_val(tiny) == 0  # repaired: the finished tree is put in place
     for name, wnid in annotations.items():
         assert (tiny / "val" / wnid / "images" / name).is_file()
     assert not any(p.name.startswith(".val-") for p in tiny.iterdir())
@@ -201,12 +203,12 @@ def test_unlisted_image_refuses_and_moves_nothing(tiny):
     (tiny / "val" / "images" / "stray.JPEG").write_bytes(b"x")
     before = _snapshot(tiny)
     with pytest.raises(ValueError, match="not in val_annotations.txt.*nothing was moved"):
-        inception.reorganize_val(tiny)
+        tiny_imagenet.reorganize_val(tiny)
     assert _snapshot(tiny) == before
 
 
 def test_transforms_follow_the_guide():
-    train_tf, val_tf = inception.transforms_for(299)
+    train_tf, val_tf = tiny_imagenet.transforms_for(299)
     from PIL import Image
 
     img = Image.new("RGB", (64, 64), (120, 30, 200))
@@ -215,7 +217,7 @@ def test_transforms_follow_the_guide():
     resize = [t for t in val_tf.transforms if type(t).__name__ == "Resize"][0]
     assert resize.size == [342]
     with pytest.raises(ValueError, match="at least 75"):
-        inception.transforms_for(64)
+        tiny_imagenet.transforms_for(64)
 
 
 # --------------------------------------------------------------------------- fine-tuning

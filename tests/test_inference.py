@@ -24,7 +24,7 @@ torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
 from conftest import guide_cli  # noqa: E402
-from rocm_dl_guide.casestudies import inception  # noqa: E402
+from rocm_dl_guide.casestudies import inception_pretrained  # noqa: E402
 from rocm_dl_guide.optimization import bench, cpp_example, inference  # noqa: E402
 from rocm_dl_guide.optimization.graph_views import graph_views  # noqa: E402
 
@@ -555,7 +555,7 @@ def test_cli_infer_classifies_the_photo(prepared):
         "--model",
         str(prepared.onnx.path),
         "--image",
-        str(inception.sample_photo()),
+        str(inception_pretrained.sample_photo()),
         "--backend",
         "onnxruntime",
         "--json",
@@ -616,7 +616,7 @@ def test_cli_export_writes_what_the_cpp_example_reads(tmp_path):
 )
 def test_cli_bad_input_is_one_line_without_traceback(case, prepared, tmp_path):
     model = str(prepared.onnx.path)
-    image = str(inception.sample_photo())
+    image = str(inception_pretrained.sample_photo())
     extra: list[str] = []
     if case == "truncated-model":
         model = str(tmp_path / "truncated.onnx")

@@ -426,7 +426,7 @@ def test_the_checks_catch_a_page_that_copies_package_code():
     assert "copies.md:7: a static listing defines 'Net'" in text
     assert "copies.md:12: a static listing copies these lines of casestudies/cifar10.py" in text
     # nested in a note
-    assert "defines 'preprocess', which casestudies/inception.py defines" in text
+    assert "defines 'preprocess', which casestudies/inception_pretrained.py defines" in text
     assert "copies.md:26" not in text  # the original guide's listing, labelled as such
     assert "copies.md:36" not in text  # imports and a print are nobody's copy
     assert "defines no 'NoSuchNet'" in text

@@ -15,7 +15,19 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rocm_dl_guide import selfcheck  # noqa: E402
+from rocm_dl_guide.selfcheck.record import (  # noqa: E402
+    RecordError,
+    latest_record,
+    stamp,
+    write_record,
+)
+from rocm_dl_guide.selfcheck.report import (  # noqa: E402
+    Outcome,
+    Report,
+    load_report,
+    peak_throughput,
+)
+from rocm_dl_guide.selfcheck.runner import CHECK_NAMES, run  # noqa: E402
 from rocm_dl_guide.training import training_speed  # noqa: E402
 
 NO_GPU = not torch.cuda.is_available()
@@ -131,7 +143,7 @@ def test_cpu_run_passes_and_reports_the_gpu_parts_as_skipped(tmp_path):
     assert figs["float32_img_per_s"] > 0 and figs["amp-float16_img_per_s"] is None
     assert "amp-float16" in checks["speed:cifar10"]["detail"]  # skipped, with the reason
     # the written report reads back; the text report says the same
-    report = selfcheck.load_report(tmp_path / "report" / "selfcheck.json")
+    report = load_report(tmp_path / "report" / "selfcheck.json")
     assert report.passed and [c.name for c in report.checks] == only
     text = (tmp_path / "report" / "selfcheck.txt").read_text()
     assert "PASSED" in text and "[skip] ddp" in text
@@ -166,23 +178,23 @@ def test_a_failing_check_fails_the_run_and_is_reported(tmp_path, monkeypatch):
     def broken(ctx):
         raise RuntimeError("HIP error: invalid device function")
 
-    monkeypatch.setattr(selfcheck, "check_loader", broken)
-    report = selfcheck.run(False, tmp_path, steps=1, only=["dataloader"], log=lambda _l: None)
+    monkeypatch.setattr("rocm_dl_guide.selfcheck.checks.check_loader", broken)
+    report = run(False, tmp_path, steps=1, only=["dataloader"], log=lambda _l: None)
     assert not report.passed
     (check,) = report.checks
     assert check.status == "fail" and "invalid device function" in check.detail
     with pytest.raises(ValueError, match="unknown check"):
-        selfcheck.run(False, tmp_path, only=["train:alexnet"], log=lambda _l: None)
+        run(False, tmp_path, only=["train:alexnet"], log=lambda _l: None)
 
 
-def _gpu_report(status: str = "pass") -> selfcheck.Report:
-    checks = [selfcheck.Outcome(n, status, "ok", 1.0) for n in selfcheck.CHECK_NAMES[:6]]
+def _gpu_report(status: str = "pass") -> Report:
+    checks = [Outcome(n, status, "ok", 1.0) for n in CHECK_NAMES[:6]]
     checks[3].figures = {
         "float32_img_per_s": 1000.0,
         "amp+channels_last_img_per_s": 2500.0,
         "amp_speedup": 2.5,
     }
-    return selfcheck.Report(
+    return Report(
         mode="gpu",
         device={
             "type": "cuda",
@@ -203,37 +215,31 @@ def _gpu_report(status: str = "pass") -> selfcheck.Report:
 
 def test_only_a_passed_gpu_run_writes_the_record(tmp_path):
     path = tmp_path / "record.json"
-    assert "not yet" in selfcheck.stamp(path=path)
-    cpu = selfcheck.run(False, tmp_path, steps=1, only=["ddp"], log=lambda _l: None)
-    with pytest.raises(selfcheck.RecordError, match="only from `selfcheck --gpu` on a GPU"):
-        selfcheck.write_record(cpu, path)
-    with pytest.raises(selfcheck.RecordError, match="failed run"):
-        selfcheck.write_record(_gpu_report("fail"), path)
+    assert "not yet" in stamp(path=path)
+    cpu = run(False, tmp_path, steps=1, only=["ddp"], log=lambda _l: None)
+    with pytest.raises(RecordError, match="only from `selfcheck --gpu` on a GPU"):
+        write_record(cpu, path)
+    with pytest.raises(RecordError, match="failed run"):
+        write_record(_gpu_report("fail"), path)
     partial = _gpu_report()
     partial.checks = partial.checks[:2]
-    with pytest.raises(selfcheck.RecordError, match="partial run"):
-        selfcheck.write_record(partial, path)
+    with pytest.raises(RecordError, match="partial run"):
+        write_record(partial, path)
     assert not path.exists()
-    selfcheck.write_record(_gpu_report(), path)
-    record = selfcheck.latest_record(path)
+    write_record(_gpu_report(), path)
+    record = latest_record(path)
     assert record["device"]["name"] == "AMD Instinct MI300X" and record["commit"]
-    text = selfcheck.stamp("mnist-pytorch", path=path)
+    text = stamp("mnist-pytorch", path=path)
     assert "2026-11-23 10:00 UTC on AMD Instinct MI300X (ROCm/HIP 7.0, gfx942)" in text
     assert "amp+channels_last 2,500 img/s" in text and "amp speedup 2.50x" in text
 
 
 def test_language_model_figures_go_into_the_summary():
     report = _gpu_report()
+    report.checks.append(Outcome("lm:bf16", "pass", "ok", 1.0, figures={"tokens_per_s": 15000.0}))
+    report.checks.append(Outcome("lm:lora", "fail", "broke", 1.0, figures={"tokens_per_s": 9.0}))
     report.checks.append(
-        selfcheck.Outcome("lm:bf16", "pass", "ok", 1.0, figures={"tokens_per_s": 15000.0})
-    )
-    report.checks.append(
-        selfcheck.Outcome("lm:lora", "fail", "broke", 1.0, figures={"tokens_per_s": 9.0})
-    )
-    report.checks.append(
-        selfcheck.Outcome(
-            "lm:attention", "pass", "ok", 1.0, figures={"picked": "flash", "flash_ms": 0.458}
-        )
+        Outcome("lm:attention", "pass", "ok", 1.0, figures={"picked": "flash", "flash_ms": 0.458})
     )
     figures = report.figures()
     assert figures["lm:bf16"] == {"tokens_per_s": 15000.0}
@@ -246,11 +252,11 @@ def test_language_model_figures_go_into_the_summary():
 
 
 def test_the_tracked_record_if_any_is_a_gpu_runs():
-    record = selfcheck.latest_record()
+    record = latest_record()
     if record is None:
         pytest.skip("no GPU run has written the verification record yet")
     assert record["device"]["type"] == "cuda"
-    assert all(record["checks"][n] == "pass" for n in selfcheck.CHECK_NAMES[:6])
+    assert all(record["checks"][n] == "pass" for n in CHECK_NAMES[:6])
 
 
 @pytest.mark.parametrize("content", ["", "{not json", '{"format": 99, "checks": []}', "[]"])
@@ -258,15 +264,15 @@ def test_an_unreadable_report_is_one_clear_error(tmp_path, content):
     path = tmp_path / "selfcheck.json"
     path.write_text(content)
     with pytest.raises(ValueError, match="not a selfcheck report") as err:
-        selfcheck.load_report(path)
+        load_report(path)
     assert "\n" not in str(err.value)
 
 
 def test_peak_throughput_table():
-    assert selfcheck.peak_throughput("AMD Instinct MI300X")["bf16_tflops"] == 1307.4
-    assert selfcheck.peak_throughput("NVIDIA H100 PCIe")["bf16_tflops"] == 756.5
-    assert selfcheck.peak_throughput("NVIDIA H100 80GB HBM3")["name"] == "NVIDIA H100 SXM"
-    assert selfcheck.peak_throughput("Radeon RX 7900 XTX") is None
+    assert peak_throughput("AMD Instinct MI300X")["bf16_tflops"] == 1307.4
+    assert peak_throughput("NVIDIA H100 PCIe")["bf16_tflops"] == 756.5
+    assert peak_throughput("NVIDIA H100 80GB HBM3")["name"] == "NVIDIA H100 SXM"
+    assert peak_throughput("Radeon RX 7900 XTX") is None
 
 
 def test_training_speed_fixed_dtypes_and_unknown_variants():
@@ -351,11 +357,11 @@ def test_wheelhouse_serves_every_python_offline(tmp_path):
 def test_the_language_model_checks_are_listed_and_fsdp_needs_two_gpus(tmp_path, monkeypatch):
     from rocm_dl_guide.lm import qlora
 
-    assert {"lm:bf16", "lm:lora", "lm:qlora", "lm:fsdp"} <= set(selfcheck.CHECK_NAMES)
-    report = selfcheck.run(False, tmp_path, steps=1, only=["lm:fsdp"], log=lambda _l: None)
+    assert {"lm:bf16", "lm:lora", "lm:qlora", "lm:fsdp"} <= set(CHECK_NAMES)
+    report = run(False, tmp_path, steps=1, only=["lm:fsdp"], log=lambda _l: None)
     (check,) = report.checks
     assert check.status == "skip" and "two or more" in check.detail
     monkeypatch.setattr(qlora, "qlora_support", lambda device: (False, "no 4-bit kernels"))
-    report = selfcheck.run(False, tmp_path, steps=1, only=["lm:qlora"], log=lambda _l: None)
+    report = run(False, tmp_path, steps=1, only=["lm:qlora"], log=lambda _l: None)
     (check,) = report.checks
     assert (check.status, check.detail) == ("skip", "no 4-bit kernels")

@@ -14,7 +14,7 @@ from sphinx.util.docutils import SphinxDirective
 class GpuStampDirective(SphinxDirective):
     """``{guide-gpu-stamp} [example]``: when the PyTorch path last passed
     ``make gpu-check`` on a GPU, from the tracked verification record
-    (``rocm_dl_guide.selfcheck.stamp``), with that run's figures for ``example``
+    (``rocm_dl_guide.selfcheck.record.stamp``), with that run's figures for ``example``
     (``mnist``, ``cifar10`` or ``inception``)."""
 
     optional_arguments = 1
@@ -23,15 +23,15 @@ class GpuStampDirective(SphinxDirective):
     def run(self):
         from docutils.statemachine import StringList
 
-        from rocm_dl_guide import selfcheck
+        from rocm_dl_guide.selfcheck import record, report
 
         example = self.arguments[0] if self.arguments else None
-        if example is not None and example not in selfcheck.EXAMPLES:
-            raise self.error(f"unknown example {example!r}: one of {selfcheck.EXAMPLES}")
-        if selfcheck.RECORD_FILE.is_file():
-            self.env.note_dependency(str(selfcheck.RECORD_FILE))
+        if example is not None and example not in report.EXAMPLES:
+            raise self.error(f"unknown example {example!r}: one of {report.EXAMPLES}")
+        if record.RECORD_FILE.is_file():
+            self.env.note_dependency(str(record.RECORD_FILE))
         node = nodes.container(classes=["guide-gpu-stamp"])
-        text = selfcheck.stamp(example)
+        text = record.stamp(example)
         self.state.nested_parse(StringList(text.splitlines()), self.content_offset, node)
         return [node]
 

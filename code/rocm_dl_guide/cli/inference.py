@@ -11,7 +11,7 @@ from rocm_dl_guide.cli.common import add_profile_args, fail, positive_int, run_p
 
 
 def _cmd_infer(args: argparse.Namespace) -> int:
-    from rocm_dl_guide.casestudies import inception
+    from rocm_dl_guide.casestudies import inception_pretrained
     from rocm_dl_guide.optimization import inference
 
     try:
@@ -22,7 +22,12 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         compiled, table = inference.classify(
             args.model, args.image, backend, args.top, args.size, args.threads
         )
-    except (inference.InferenceError, inception.ImageError, OSError, RuntimeError) as exc:
+    except (
+        inference.InferenceError,
+        inception_pretrained.ImageError,
+        OSError,
+        RuntimeError,
+    ) as exc:
         return fail("infer", exc)
     if args.json:
         record = {

@@ -12,8 +12,8 @@ from rocm_dl_guide.cli.common import fail
 def _cmd_selfcheck(args: argparse.Namespace) -> int:
     """Exit 0: every check passed (or was skipped with a reason); 1: a check failed
     or the record was refused; 2: a usage error; 3: --gpu and PyTorch sees no GPU."""
-    from rocm_dl_guide import selfcheck
     from rocm_dl_guide.core import preflight
+    from rocm_dl_guide.selfcheck import record, runner
 
     only = [name.strip() for name in args.only.split(",")] if args.only else None
     if args.record and not args.gpu:
@@ -21,7 +21,7 @@ def _cmd_selfcheck(args: argparse.Namespace) -> int:
     if args.preflight:
         return preflight.main(["--gpu"] if args.gpu else [])
     try:
-        report = selfcheck.run(
+        report = runner.run(
             args.gpu,
             args.report,
             steps=args.steps,
@@ -37,8 +37,8 @@ def _cmd_selfcheck(args: argparse.Namespace) -> int:
     print(f"report: {json_path} and {text_path}", file=sys.stderr)
     if args.record:
         try:
-            path = selfcheck.write_record(report)
-        except selfcheck.RecordError as exc:
+            path = record.write_record(report)
+        except record.RecordError as exc:
             return fail("selfcheck --record", exc)
         print(f"verification record written to {path}", file=sys.stderr)
     return 0 if report.passed else 1
@@ -46,7 +46,7 @@ def _cmd_selfcheck(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     """``selfcheck``."""
-    from rocm_dl_guide import selfcheck
+    from rocm_dl_guide.selfcheck import runner
 
     p = sub.add_parser(
         "selfcheck",
@@ -64,7 +64,7 @@ def register(sub) -> None:
     )
     p.add_argument("--steps", type=int, default=20, help="training batches per epoch (default 20)")
     p.add_argument(
-        "--only", metavar="CHECKS", help="comma-separated: " + ", ".join(selfcheck.CHECK_NAMES)
+        "--only", metavar="CHECKS", help="comma-separated: " + ", ".join(runner.CHECK_NAMES)
     )
     p.add_argument(
         "--report", default="selfcheck-report", metavar="DIR", help="where the report goes"

@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas
     from torch import nn
 
-    from rocm_dl_guide.casestudies.inception import LoadedModel
+    from rocm_dl_guide.casestudies.inception_pretrained import LoadedModel
 
 BACKENDS = ("migraphx", "onnxruntime")
 BACKEND_CHOICES = ("auto", *BACKENDS)
@@ -473,10 +473,10 @@ def export_inception(
     The file always holds the weights of the PyTorch model it is compared with:
     it is exported again whenever they differ (:func:`export_once`).
     """
-    from rocm_dl_guide.casestudies import inception
+    from rocm_dl_guide.casestudies import inception_pretrained
 
     prof = profiles.current(profile)
-    loaded = inception.load_pretrained(prof)
+    loaded = inception_pretrained.load_pretrained(prof)
     target = Path(path) if path is not None else models_dir() / MODEL_FILE
     onnx_model = export_once(loaded.model, target)
     onnx_model.weights_note = loaded.note
@@ -883,10 +883,12 @@ def torch_logits(model, x: np.ndarray, device=None) -> np.ndarray:
 def image_batch(path: str | os.PathLike | None = None, batch_size: int = 1, size: int = 299):
     """A batch of ``batch_size`` copies of one preprocessed photo (default: the
     sample photo), as a float32 NumPy array N x 3 x size x size."""
-    from rocm_dl_guide.casestudies import inception
+    from rocm_dl_guide.casestudies import inception_pretrained
 
-    photo = inception.open_image(path if path is not None else inception.sample_photo())
-    x = inception.preprocess(photo, size=size).numpy()
+    photo = inception_pretrained.open_image(
+        path if path is not None else inception_pretrained.sample_photo()
+    )
+    x = inception_pretrained.preprocess(photo, size=size).numpy()
     return np.ascontiguousarray(np.repeat(x[None], batch_size, axis=0), dtype=np.float32)
 
 
@@ -964,10 +966,10 @@ def classify(
     ``size`` defaults to the model's input size (299 if that is symbolic).
     Returns ``(compiled, table)``: the :class:`CompiledModel` and the top
     ``top`` classes as :func:`top_classes` gives them. Raises
-    :class:`InferenceError`, :class:`rocm_dl_guide.casestudies.inception.ImageError`,
+    :class:`InferenceError`, :class:`rocm_dl_guide.casestudies.inception_pretrained.ImageError`,
     :class:`OSError` or :class:`RuntimeError`.
     """
-    from rocm_dl_guide.casestudies import inception
+    from rocm_dl_guide.casestudies import inception_pretrained
 
     path = Path(model)
     if path.suffix == ".mxr":
@@ -979,4 +981,4 @@ def classify(
         size = dims[-1] if dims and isinstance(dims[-1], int) and dims[-1] > 0 else 299
     x = image_batch(image, 1, size)
     logits = compiled.run(x)
-    return compiled, top_classes(logits[0], inception.categories(), top)
+    return compiled, top_classes(logits[0], inception_pretrained.categories(), top)

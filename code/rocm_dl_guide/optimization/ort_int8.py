@@ -188,10 +188,10 @@ def export_int8(
     (:func:`chosen_int8`), calibrated on ``calibration`` batches of the profile's
     tiny-imagenet-200 at 299 pixels; writes ``<stem>.int8.onnx`` beside it and
     returns ``(file, setting, why)``."""
-    from rocm_dl_guide.casestudies import inception
+    from rocm_dl_guide.casestudies import tiny_imagenet
 
     config, why = chosen_int8()
-    tiny = inception.tiny_imagenet_loaders(profile, image_size=299, batch_size=8)
+    tiny = tiny_imagenet.tiny_imagenet_loaders(profile, image_size=299, batch_size=8)
     path = Path(path)
     out = path.with_name(f"{path.stem}.int8.onnx")
     quantize_onnx_int8(path, out, calibration_batches(tiny.val_loader, calibration), config=config)

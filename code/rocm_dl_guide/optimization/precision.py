@@ -695,7 +695,7 @@ def run(
     in :attr:`PrecisionBench.skipped` (``emulated`` runs bf16 and fp16 on a CPU
     without instructions for them too).
     """
-    from rocm_dl_guide.casestudies import inception
+    from rocm_dl_guide.casestudies import tiny_imagenet
     from rocm_dl_guide.optimization import bench
 
     prof = profiles.current(profile)
@@ -714,7 +714,7 @@ def run(
         )
         bar.update(1)
         prepared = inference.export_inception(prof)
-        tiny = inception.tiny_imagenet_loaders(prof, image_size=299, batch_size=8)
+        tiny = tiny_imagenet.tiny_imagenet_loaders(prof, image_size=299, batch_size=8)
         # With random weights (smoke) the int8 model is timed, never judged by
         # its answers: one batch gives it its scales (calibrating Inception v3
         # costs about 3 s a batch on two CPU cores).

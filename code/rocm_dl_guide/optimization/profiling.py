@@ -197,10 +197,10 @@ def _training_step(prof, device) -> tuple[Callable[[], Any], str, str]:
 def _inference_step(prof, device) -> tuple[Callable[[], Any], str, str]:
     import torch
 
-    from rocm_dl_guide.casestudies import inception
+    from rocm_dl_guide.casestudies import inception_pretrained
     from rocm_dl_guide.optimization import inference
 
-    loaded = inception.load_pretrained(prof)
+    loaded = inception_pretrained.load_pretrained(prof)
     model = loaded.model.to(device).eval()
     x = torch.from_numpy(inference.image_batch(batch_size=1)).to(device)
 

@@ -149,7 +149,7 @@ def conv_workload(
     untimed passes and the median of ``iterations`` timed ones."""
     import torch
 
-    from rocm_dl_guide.casestudies import inception
+    from rocm_dl_guide.casestudies import inception_pretrained
     from rocm_dl_guide.core import device as devices
 
     prof = profiles.current(profile)
@@ -166,8 +166,10 @@ def conv_workload(
     on_gpu = dev.type == "cuda"
     miopen_used = on_gpu and torch.version.hip is not None
     torch.manual_seed(0)
-    model = inception.random_inception().to(dev).eval()
-    x = torch.randn(batch, 3, inception.EVAL_SIZE, inception.EVAL_SIZE, device=dev)
+    model = inception_pretrained.random_inception().to(dev).eval()
+    x = torch.randn(
+        batch, 3, inception_pretrained.EVAL_SIZE, inception_pretrained.EVAL_SIZE, device=dev
+    )
 
     def forward() -> None:
         with torch.inference_mode():
@@ -185,7 +187,7 @@ def conv_workload(
         device=str(devices.describe()) if device is None else str(dev),
         miopen_used=miopen_used,
         batch=batch,
-        image_size=inception.EVAL_SIZE,
+        image_size=inception_pretrained.EVAL_SIZE,
         first_ms=first_ms,
         timing=timing,
         miopen_env={k: environ[k] for k in MIOPEN_VARS if k in environ},

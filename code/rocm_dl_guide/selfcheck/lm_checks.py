@@ -1,0 +1,182 @@
+"""The selfcheck's language-model checks: the book's language-model chapters on this device.
+
+``tiny-lm`` pretraining under bfloat16 autocast, LoRA and QLoRA on the decoder it
+trained, FSDP over the local GPUs, the attention kernels against the math
+reference, and generation with the KV cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rocm_dl_guide.selfcheck.checks import Setup, on_gpu_detail, on_local_gpus, peak_mib
+from rocm_dl_guide.selfcheck.report import Outcome
+
+
+def _lm_folder(ctx: Setup) -> Path:
+    return ctx.out_dir / "checkpoints" / "tiny-lm"
+
+
+def check_lm_bf16(ctx: Setup) -> Outcome:
+    """One epoch of ``tiny-lm`` pretraining at the profile's size under autocast
+    (bfloat16 where the device has it): the loss must be finite and the held-out
+    perplexity below the untrained model's."""
+    import math
+
+    from rocm_dl_guide.lm import pretrain
+    from rocm_dl_guide.training.setup import autocast_dtype
+
+    run = pretrain.train(
+        ctx.profile,
+        epochs=1,
+        checkpoint_dir=_lm_folder(ctx),
+        amp=True,
+        progress=False,
+        samples=False,
+    )
+    if not math.isfinite(run.result.final.train_loss) or not run.perplexity < run.perplexity_before:
+        raise AssertionError(
+            f"loss {run.result.final.train_loss}, perplexity {run.perplexity} "
+            f"(untrained {run.perplexity_before})"
+        )
+    dtype = str(autocast_dtype(ctx.device)).replace("torch.", "")
+    return Outcome(
+        "lm:bf16",
+        "pass",
+        f"{run.size['parameters'] / 1e6:.1f}M-parameter decoder, 1 epoch under {dtype} "
+        f"autocast {on_gpu_detail(ctx, run.result)}; perplexity {run.perplexity_before:.0f} "
+        f"-> {run.perplexity:.0f}; {run.tokens_per_s:,.0f} tokens/s",
+        figures={
+            "tokens_per_s": round(run.tokens_per_s, 1),
+            "perplexity": round(run.perplexity, 2),
+            "peak_memory_mib": peak_mib(ctx.device),
+        },
+    )
+
+
+def _one_lora_epoch(ctx: Setup, folder: str, **options: Any):
+    """One epoch of ``lora.train`` on the decoder ``lm:bf16`` trained (or the cached
+    ``tiny-lm``), checkpointed under ``checkpoints/FOLDER``."""
+    from rocm_dl_guide.lm import lora, pretrain
+
+    weights = _lm_folder(ctx) / pretrain.WEIGHTS_NAME
+    return lora.train(
+        ctx.profile,
+        epochs=1,
+        checkpoint_dir=ctx.out_dir / "checkpoints" / folder,
+        progress=False,
+        base=weights if weights.is_file() else None,
+        **options,
+    )
+
+
+def check_lm_lora(ctx: Setup) -> Outcome:
+    """One epoch of LoRA (PEFT) on the decoder ``lm:bf16`` trained (or the cached
+    ``tiny-lm``): only the adapters train, and they are exported."""
+    run = _one_lora_epoch(ctx, "lora", amp=True)
+    if not 0 < run.trainable_fraction < 0.05 or run.adapter is None:
+        raise AssertionError(f"trainable {run.trainable_fraction:.2%}, adapter {run.adapter}")
+    return Outcome(
+        "lm:lora",
+        "pass",
+        f"{run.trainable_fraction:.2%} of the parameters trained "
+        f"{on_gpu_detail(ctx, run.result)}; exact match {run.accuracy_before:.0%} -> "
+        f"{run.accuracy:.0%} after 1 epoch; adapter {run.adapter_bytes / 1024:.0f} KiB",
+        figures={"tokens_per_s": round(run.tokens_per_s, 1), "accuracy": run.accuracy},
+    )
+
+
+def check_lm_qlora(ctx: Setup) -> Outcome:
+    """One epoch of QLoRA (the frozen base in bitsandbytes' 4 bits) where bitsandbytes
+    has kernels for the device; skipped with the reason elsewhere."""
+    from rocm_dl_guide.core import files
+    from rocm_dl_guide.lm import qlora
+
+    ok, why = qlora.qlora_support(ctx.device)
+    if not ok:
+        return Outcome("lm:qlora", "skip", why)
+    run = _one_lora_epoch(ctx, "qlora", qlora=True)
+    if not run.qlora or run.adapter is None:
+        raise AssertionError(f"qlora {run.qlora}, adapter {run.adapter}")
+    return Outcome(
+        "lm:qlora",
+        "pass",
+        f"4-bit base of {files.human_bytes(run.base_bytes)} {on_gpu_detail(ctx, run.result)}; "
+        f"exact match {run.accuracy_before:.0%} -> {run.accuracy:.0%} after 1 epoch",
+        figures={"tokens_per_s": round(run.tokens_per_s, 1), "accuracy": run.accuracy},
+    )
+
+
+def check_lm_fsdp(ctx: Setup) -> Outcome:
+    """``train tiny-lm --nproc N --fsdp`` over all local GPUs (one shard per block)."""
+    record = on_local_gpus(ctx, "lm:fsdp", "tiny-lm", "--fsdp")
+    if isinstance(record, Outcome):
+        return record
+    return Outcome(
+        "lm:fsdp",
+        "pass",
+        f"{record['world_size']} ranks, backend {record['backend']}, perplexity "
+        f"{record['perplexity']:.0f}, {record['tokens_per_s']:,.0f} tokens/s",
+        figures={"tokens_per_s": record["tokens_per_s"]},
+    )
+
+
+def check_lm_attention(ctx: Setup) -> Outcome:
+    """Every SDPA kernel that runs on the device agrees with the math reference
+    (bfloat16 on a GPU), and the fused one takes less peak memory at the longest
+    length; names the kernel SDPA picks by itself."""
+    from rocm_dl_guide.lm import attention
+
+    dtype = attention.default_dtype(ctx.device)
+    lengths = (2048, 8192) if ctx.device.type == "cuda" else (256, 1024)
+    rows = attention.measure(lengths, ctx.device, dtype, iterations=3)
+    if not attention.agree(rows, dtype):
+        raise AssertionError(f"a kernel disagrees with math: {[r.to_dict() for r in rows]}")
+    at = {r.backend: r for r in rows if r.seq_len == max(lengths) and r.ms is not None}
+    fused = min((b for b in at if b != "math"), key=lambda b: at[b].peak_mb, default=None)
+    if fused is None or not at[fused].peak_mb < at["math"].peak_mb:
+        raise AssertionError(f"no fused kernel used less memory than math: {at}")
+    picked = attention.default_backend(ctx.device, dtype)
+    return Outcome(
+        "lm:attention",
+        "pass",
+        f"{', '.join(sorted(at))} agree in {str(dtype).replace('torch.', '')}; at "
+        f"{max(lengths)} tokens {fused} {at[fused].ms:.1f} ms / {at[fused].peak_mb:.0f} MB, "
+        f"math {at['math'].ms:.1f} ms / {at['math'].peak_mb:.0f} MB; SDPA picks {picked}",
+        figures={"picked": picked, **{f"{b}_ms": round(r.ms, 3) for b, r in at.items()}},
+    )
+
+
+def check_lm_generate(ctx: Setup) -> Outcome:
+    """Generation on the decoder ``lm:bf16`` trained (or the cached ``tiny-lm``):
+    cached and recomputed next-token logits agree, the KV cache is faster than
+    recomputing at 256 new tokens, and the compiled static cache generates."""
+    import torch
+
+    from rocm_dl_guide.lm import corpus, generation, pretrain
+
+    weights = _lm_folder(ctx) / pretrain.WEIGHTS_NAME
+    model, tokenizer, _ = generation.load(ctx.profile, weights if weights.is_file() else None)
+    prompt = torch.tensor([tokenizer.encode(corpus.PROMPT).ids], device=ctx.device)
+    cached, full, _ = generation.step_logits(model, prompt, 16)
+    spread = max(float(f.max() - f.min()) for f in full)
+    worst = max(float((a - b).abs().max()) for a, b in zip(cached, full, strict=True))
+    if not worst <= 0.02 * spread:
+        raise AssertionError(f"cached logits differ by {worst:.3g} (spread {spread:.3g})")
+    rows = generation.curve(model, prompt, (64, 256))
+    speedup = generation.speedup(rows, 256)
+    if not speedup > 1:
+        raise AssertionError(f"the KV cache was not faster at 256 new tokens ({speedup:.2f}x)")
+    compiled = generation.timed(model, prompt, 256, "static", compiled=True, iterations=3)
+    return Outcome(
+        "lm:generate",
+        "pass",
+        f"cached logits within {worst:.2g} of recomputed ({model.dtype}); KV cache "
+        f"{speedup:.1f}x faster at 256 new tokens; static cache compiled "
+        f"{compiled.tokens_per_s:,.0f} tokens/s",
+        figures={
+            "kv_speedup_256": round(speedup, 2),
+            "compiled_tokens_per_s": compiled.tokens_per_s,
+        },
+    )

@@ -1,0 +1,89 @@
+"""The verification record: the book's "Last verified on a GPU", from a passed GPU run.
+
+Only ``selfcheck --gpu --record`` on a GPU, with every check passed, writes the
+tracked record (:func:`write_record`); the book shows it through :func:`stamp`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from rocm_dl_guide.core.files import atomic_write
+from rocm_dl_guide.selfcheck.report import REPORT_FORMAT, Report, figure_line
+from rocm_dl_guide.selfcheck.runner import CHECK_NAMES
+
+RECORD_FILE = Path(__file__).parents[1] / "data" / "gpu-verification.json"
+"""The tracked verification record: written only by ``selfcheck --gpu --record``."""
+
+
+class RecordError(RuntimeError):
+    """A verification record asked for from a run that cannot vouch for a GPU."""
+
+
+def write_record(report: Report, path: str | os.PathLike = RECORD_FILE) -> Path:
+    """Write the "last verified on a GPU" record from a passed GPU run.
+
+    Refuses (:class:`RecordError`) a CPU run, a run with a failed check, or one
+    that skipped a case study: the record vouches for the book's GPU path.
+    """
+    if report.mode != "gpu" or report.device.get("type") != "cuda":
+        raise RecordError("a verification record comes only from `selfcheck --gpu` on a GPU")
+    if not report.passed:
+        failed = [c.name for c in report.checks if c.status == "fail"]
+        raise RecordError(f"not recording a failed run (failed: {', '.join(failed)})")
+    required = [n for n in CHECK_NAMES if n.startswith(("train:", "speed:"))]
+    missing = [n for n in required if not (c := report.check(n)) or c.status != "pass"]
+    if missing:
+        raise RecordError(f"not recording a partial run (did not pass: {', '.join(missing)})")
+    record = {
+        "format": REPORT_FORMAT,
+        "date": report.started,
+        "commit": report.commit,
+        "device": report.device,
+        "versions": report.versions,
+        "figures": report.figures(),
+        "checks": {c.name: c.status for c in report.checks},
+    }
+    with atomic_write(Path(path), "w") as f:
+        json.dump(record, f, indent=1, default=str)
+        f.write("\n")
+    return Path(path)
+
+
+def latest_record(path: str | os.PathLike = RECORD_FILE) -> dict[str, Any] | None:
+    """The tracked verification record, or ``None`` when no GPU run has written one."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if record.get("format") != REPORT_FORMAT or "device" not in record:
+        raise ValueError(f"{path}: not a verification record of format {REPORT_FORMAT}")
+    return record
+
+
+def stamp(example: str | None = None, path: str | os.PathLike = RECORD_FILE) -> str:
+    """Markdown for the book: when the PyTorch path last passed ``selfcheck --gpu``,
+    on what, and (for ``example``) the figures of that run."""
+    record = latest_record(path)
+    if record is None:
+        return (
+            "**Last verified on a GPU:** not yet. Every example here has run on the CPU; "
+            "`make gpu-check` on a GPU machine runs the GPU path and writes the record "
+            "shown here."
+        )
+    dev = record["device"]
+    arch = f", {dev['arch']}" if dev.get("arch") else ""
+    commit = (record.get("commit") or "")[:10]
+    ver = record.get("versions", {})
+    text = (
+        f"**Last verified on a GPU:** {record['date']} on {dev.get('name')} ({dev.get('runtime')}"
+        f"{arch}), PyTorch {ver.get('PyTorch')}, commit `{commit or 'unknown'}`, "
+        "by `make gpu-check`."
+    )
+    figs = record.get("figures", {}).get(example) if example else None
+    if figs:
+        text += f" {example}: " + figure_line(figs) + "."
+    return text

@@ -8,8 +8,10 @@ modules, from the bottom up:
   real outputs (``samples/rocminfo/`` at the package root)
 - :mod:`~rocm_dl_guide.doctor.hostfacts`  device nodes, groups, containers,
   GPU-selection variables and other host facts, read from files
-- :mod:`~rocm_dl_guide.doctor.compat`     the sourced compatibility data
-  (``data/compatibility.json`` at the package root) and verdicts built on it
+- :mod:`~rocm_dl_guide.doctor.compat_data` the sourced compatibility data
+  (``data/compatibility.json`` at the package root), its lookups and version rules
+- :mod:`~rocm_dl_guide.doctor.compat`     plain-language verdicts and the setup
+  chapter's tables, built on that data
 - :mod:`~rocm_dl_guide.doctor.workload`   a real workload (elementwise, matmul,
   conv2d) on every visible GPU, in child processes, against the CPU
 - :mod:`~rocm_dl_guide.doctor.system`     what this machine has: ROCm, the

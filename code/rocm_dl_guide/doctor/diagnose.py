@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from . import compat, workload
+from . import compat_data, workload
 
 if TYPE_CHECKING:  # pragma: no cover
     from .rocminfo import Agent
@@ -149,7 +149,7 @@ def is_integrated(agent: Agent) -> bool:
     target is an APU target (the compatibility data's or :data:`IGPU_TARGETS`)."""
     if "APU" in (agent.extra.get("Memory Properties") or "").upper():
         return True
-    apu_targets = {a["gfx"] for a in compat.apus()} | IGPU_TARGETS
+    apu_targets = {a["gfx"] for a in compat_data.apus()} | IGPU_TARGETS
     return (agent.gfx or "") in apu_targets
 
 
@@ -218,10 +218,10 @@ def known_targets(sysrep: SystemReport) -> tuple[list[str], str, tuple[str, ...]
     if built:
         return built, "this PyTorch build", cite("get-arch-list")
     version = sysrep.rocm.version if sysrep.rocm else None
-    res = compat.resolve(version, "gfx") if version else None
+    res = compat_data.resolve(version, "gfx") if version else None
     if not res or res.unknown or not res.rel.get("gfx"):
         return [], "", ()
-    urls = tuple(compat.sources().get(k, {}).get("url", k) for k in res.sources)
+    urls = tuple(compat_data.sources().get(k, {}).get("url", k) for k in res.sources)
     basis = f"ROCm {version}'s supported targets (no PyTorch arch list)"
     return sorted(res.rel["gfx"]), basis, urls
 
@@ -558,7 +558,7 @@ def device_access_check(sysrep: SystemReport) -> list[Check]:
 
 def _rocm_index_hint(sysrep: SystemReport) -> str:
     ver = sysrep.rocm.version
-    mm = ".".join(compat.normalize_version(ver).split(".")[:2]) if ver else "X.Y"
+    mm = ".".join(compat_data.normalize_version(ver).split(".")[:2]) if ver else "X.Y"
     return (
         "pip install torch torchvision --index-url https://download.pytorch.org/whl/"
         f"rocm{mm} (pick the exact command on pytorch.org), or use the rocm/pytorch container"
@@ -587,8 +587,10 @@ def pytorch_build_checks(sysrep: SystemReport) -> list[Check]:
     pip = sysrep.host.pip_rocm if sysrep.host else {}
     system = sysrep.rocm.version if sysrep.rocm.layout != "pip" else None
     if pip and system:
-        mm = ".".join(compat.normalize_version(system).split(".")[:2])
-        other = {k: v for k, v in pip.items() if not compat.normalize_version(v).startswith(mm)}
+        mm = ".".join(compat_data.normalize_version(system).split(".")[:2])
+        other = {
+            k: v for k, v in pip.items() if not compat_data.normalize_version(v).startswith(mm)
+        }
         if other:
             listed = ", ".join(f"{k} {v}" for k, v in sorted(other.items()))
             msg = (
@@ -605,8 +607,8 @@ def release_distance(a: str, b: str) -> int | None:
     """How many ROCm releases (major.minor) lie between ``a`` and ``b``, by the
     compatibility data's list (a release older than all it lists counts as one
     past the oldest, so the distance is then a lower bound); None when unknown."""
-    order = list(dict.fromkeys(compat.major_minor(v) for v in compat.rocm_releases()))
-    ma, mb = compat.major_minor(a), compat.major_minor(b)
+    order = list(dict.fromkeys(compat_data.major_minor(v) for v in compat_data.rocm_releases()))
+    ma, mb = compat_data.major_minor(a), compat_data.major_minor(b)
     if not ma or not mb or not order:
         return None
 
@@ -625,14 +627,14 @@ def _hip_window_check(sysrep: SystemReport, info) -> list[Check]:
     """A ROCm PyTorch built for another ROCm release than the one installed."""
     hip = info.details.get("hip") if info else None
     system = sysrep.rocm.version
-    if not hip or not system or compat.major_minor(hip) == compat.major_minor(system):
+    if not hip or not system or compat_data.major_minor(hip) == compat_data.major_minor(system):
         return []
     gap = release_distance(hip, system)
-    policy = (compat.data().get("kernel_driver_policy") or {}).get("text", "")
-    src = compat.sources().get("amdgpu-driver-compat-matrix", {}).get("url")
+    policy = (compat_data.data().get("kernel_driver_policy") or {}).get("text", "")
+    src = compat_data.sources().get("amdgpu-driver-compat-matrix", {}).get("url")
     sources = (src,) if src else ()
     head = (
-        f"PyTorch carries the ROCm {compat.major_minor(hip)} libraries (HIP {hip}) while ROCm "
+        f"PyTorch carries the ROCm {compat_data.major_minor(hip)} libraries (HIP {hip}) while ROCm "
         f"{system} is installed: the wheel uses its own libraries, and what must match is the "
         "kernel driver"
     )

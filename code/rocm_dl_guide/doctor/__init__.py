@@ -17,8 +17,12 @@ modules, from the bottom up:
 - :mod:`~rocm_dl_guide.doctor.system`     what this machine has: ROCm, the
   kernel driver, GPUs, the frameworks, the workload's result, and the output of
   ``amd-smi``/``rocm-smi``, run where installed (a :class:`SystemReport`)
-- :mod:`~rocm_dl_guide.doctor.diagnose`   the rules behind the checks of what
-  actually breaks ROCm setups
+- :mod:`~rocm_dl_guide.doctor.rules`      the :class:`Check` a check returns, and
+  the sourced facts the checks rest on (``data/doctor-rules.json``)
+- :mod:`~rocm_dl_guide.doctor.gpu_targets` the GPUs a program sees, the targets
+  its PyTorch has kernels for, ``HSA_OVERRIDE_GFX_VERSION`` and the iGPU checks
+- :mod:`~rocm_dl_guide.doctor.diagnose`   the other checks of what actually
+  breaks ROCm setups (permissions, the build, host settings, the workload)
 - :mod:`~rocm_dl_guide.doctor.logs`       the reader's own error text (``--log``):
   the messages ROCm setups fail with, their causes, fixes and sources
 - :mod:`~rocm_dl_guide.doctor.smi`        ``amd-smi``/``rocm-smi`` output (run by

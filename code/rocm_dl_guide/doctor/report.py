@@ -18,7 +18,7 @@ from rocm_dl_guide import __version__
 from rocm_dl_guide.core import profiles
 
 from . import compat, compat_data, diagnose, logs, smi, wsl
-from .diagnose import FAIL, INFO, OK, UNKNOWN, WARN, Check
+from .rules import FAIL, INFO, OK, UNKNOWN, WARN, Check
 from .system import SystemReport, collect
 
 _MARK = {OK: "[ok]  ", INFO: "[info]", UNKNOWN: "[??]  ", WARN: "[warn]", FAIL: "[FAIL]"}

@@ -339,7 +339,7 @@ HIP_INVALID_DEVICE_FUNCTION = "\n".join(
 )
 """What PyTorch's ROCm build prints when a GPU's first kernel has no code
 object for its target (the message of pytorch/pytorch#132570 and of the
-reports :data:`~rocm_dl_guide.doctor.diagnose.SOURCES` cites)."""
+reports :data:`~rocm_dl_guide.doctor.rules.SOURCES` cites)."""
 
 
 def workload_result(

@@ -342,7 +342,6 @@ OVER_600 = frozenset(
         "core/fixtures.py",
         "distributed/tf_distributed.py",
         "casestudies/inception.py",
-        "doctor/rocminfo.py",
         "doctor/system.py",
         "lm/lora.py",
         "optimization/inference.py",

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rocm_dl_guide import doctor
-from rocm_dl_guide.doctor import diagnose, gpu_targets, hostfacts, rules, snapshot, system
+from rocm_dl_guide.doctor import diagnose, gpu_targets, hostfacts, rules, samples, snapshot, system
 
 TIMEOUT = 300
 snap = snapshot.compose
@@ -715,9 +715,8 @@ def apu_alone(gfx: str) -> dict:
     """The apu-igpu sample with its discrete GPU (agent 2) cut out and the integrated
     GPU's target set to ``gfx``: an APU machine such as Strix (Halo), whose only GPU is
     the integrated one. The real output's layout and memory pools are kept."""
-    from rocm_dl_guide.doctor import rocminfo
 
-    lines = rocminfo.load_sample("apu-igpu").splitlines(keepends=True)
+    lines = samples.load_sample("apu-igpu").splitlines(keepends=True)
     start = next(i for i, ln in enumerate(lines) if ln.strip() == "Agent 2") - 1
     end = next(i for i, ln in enumerate(lines) if ln.strip() == "Agent 3") - 1
     text = "".join(lines[:start] + lines[end:]).replace("gfx1036", gfx)
@@ -799,5 +798,5 @@ def test_an_apu_states_what_decides_what_fits():
 def test_global_pool_sizes_from_rocminfo():
     from rocm_dl_guide.doctor import rocminfo
 
-    pools = rocminfo.global_pool_kib(rocminfo.load_sample("apu-igpu"))
+    pools = rocminfo.global_pool_kib(samples.load_sample("apu-igpu"))
     assert pools == {1: 31406488, 2: 16760832, 3: 15703244}  # the iGPU gets half the RAM

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from rocm_dl_guide import doctor
-from rocm_dl_guide.doctor import compat, compat_data, rocminfo, system
+from rocm_dl_guide.doctor import compat, compat_data, rocminfo, samples, system
 from rocm_dl_guide.optimization import inference
 
 # ------------------------------------------------------------------ data consistency
@@ -226,7 +226,7 @@ def _report(rocm_info, driver_version=None):
         rocm=rocm_info,
         kernel_driver=system.KernelDriverInfo(loaded=True, version=driver_version),
         rocminfo_source="saved",
-        rocminfo=rocminfo.parse(rocminfo.load_sample("mi300x")),
+        rocminfo=rocminfo.parse(samples.load_sample("mi300x")),
         pci_gpus=[],
         frameworks={},
     )

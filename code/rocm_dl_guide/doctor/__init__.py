@@ -4,8 +4,13 @@
 this subpackage; the setup chapter's pages call its modules directly. Its
 modules, from the bottom up:
 
-- :mod:`~rocm_dl_guide.doctor.rocminfo`   parsing ``rocminfo`` output; bundled
-  real outputs (``samples/rocminfo/`` at the package root)
+- :mod:`~rocm_dl_guide.doctor.agents`     what ``rocminfo`` tells: the HSA agents
+  (CPUs, GPUs) and the report (:class:`RocminfoReport`)
+- :mod:`~rocm_dl_guide.doctor.tools`      running a command-line tool (``rocminfo``,
+  ``amd-smi``, ``rocm-smi``) and keeping what it printed
+- :mod:`~rocm_dl_guide.doctor.rocminfo`   parsing ``rocminfo`` output, and running it
+- :mod:`~rocm_dl_guide.doctor.samples`    bundled real ``rocminfo`` outputs
+  (``samples/rocminfo/`` at the package root)
 - :mod:`~rocm_dl_guide.doctor.hostfacts`  device nodes, groups, containers,
   GPU-selection variables and other host facts, read from files
 - :mod:`~rocm_dl_guide.doctor.compat_data` the sourced compatibility data

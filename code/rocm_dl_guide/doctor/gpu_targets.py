@@ -32,7 +32,7 @@ from .rules import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .rocminfo import Agent
+    from .agents import Agent
     from .system import SystemReport
 
 
@@ -137,7 +137,7 @@ def gpus_seen(sysrep: SystemReport) -> list[tuple[int, Agent]]:
     target its ``gcnArchName`` gave (a snapshot without rocminfo)."""
     if sysrep.rocminfo.gpus:
         return visible_gpus(sysrep)
-    from .rocminfo import Agent
+    from .agents import Agent
 
     info = torch_info(sysrep)
     devices = (info.details.get("devices") or []) if info else []

@@ -23,7 +23,7 @@ from pathlib import Path
 from rocm_dl_guide import __version__
 from rocm_dl_guide.core import files
 
-from . import hostfacts, rocminfo, system
+from . import hostfacts, rocminfo, samples, system, tools
 
 FORMAT = "rocm-dl-guide-doctor-snapshot"
 FORMAT_VERSION = 3
@@ -73,7 +73,7 @@ class SnapshotError(ValueError):
 
 def to_dict(sysrep: system.SystemReport) -> dict:
     """The snapshot of already-collected facts."""
-    cap = sysrep.rocminfo_capture or rocminfo.Capture("rocminfo", error=sysrep.rocminfo.error)
+    cap = sysrep.rocminfo_capture or tools.Capture("rocminfo", error=sysrep.rocminfo.error)
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -182,7 +182,7 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     for key in SECTIONS:
         _section(data, key, path)
     ri = _section(data, "rocminfo", path)
-    cap = _build(rocminfo.Capture, ri, f"{path}: rocminfo")
+    cap = _build(tools.Capture, ri, f"{path}: rocminfo")
     if cap.text is not None and not isinstance(cap.text, str):
         raise SnapshotError(f"{path}: rocminfo.text: expected a string")
     frameworks = _section(data, "frameworks", path)
@@ -284,11 +284,11 @@ def compose(
     workload: list[dict] | None = None,
 ) -> dict:
     """A snapshot of a machine described by its parts: the real ``rocminfo`` output
-    ``sample`` (:func:`rocminfo.load_sample`), the PyTorch facts (default
+    ``sample`` (:func:`samples.load_sample`), the PyTorch facts (default
     :func:`rocm_pytorch`), ROCm's version and the host facts. For tests and for
     showing findings on machines the build does not have; labelled by
     ``rocminfo.source``."""
-    text = rocminfo.load_sample(sample) if sample else None
+    text = samples.load_sample(sample) if sample else None
     devices = [_node("/dev/kfd", accessible, kfd)]
     devices += [_node(f"/dev/dri/renderD{128 + i}", accessible) for i in range(renders)]
     host = hostfacts.HostFacts(

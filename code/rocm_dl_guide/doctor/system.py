@@ -17,7 +17,7 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import hostfacts, rocminfo
+from . import agents, hostfacts, rocminfo, tools
 
 PROBE_TIMEOUT_S = 120.0
 
@@ -406,12 +406,12 @@ class SystemReport:
     rocm: RocmInfo
     kernel_driver: KernelDriverInfo
     rocminfo_source: str
-    rocminfo: rocminfo.RocminfoReport
+    rocminfo: agents.RocminfoReport
     pci_gpus: list[dict]
     frameworks: dict[str, FrameworkInfo]
     host: hostfacts.HostFacts | None = None
     """Device nodes, groups, container, host settings (None: not collected)."""
-    rocminfo_capture: rocminfo.Capture | None = None
+    rocminfo_capture: tools.Capture | None = None
     """rocminfo's output verbatim, when it was run here or read from a snapshot."""
     gpu_workload: list[dict] | None = None
     """The real workload's result per visible GPU (:mod:`~rocm_dl_guide.doctor.workload`);
@@ -427,7 +427,7 @@ class SystemReport:
         """The same facts with ``text`` (a saved ``rocminfo`` output) in place of
         this machine's: what the checks see on another node, without probing
         every framework again."""
-        cap = rocminfo.Capture("rocminfo", text=text)
+        cap = tools.Capture("rocminfo", text=text)
         return replace(
             self, rocminfo_source=source, rocminfo=rocminfo.report_from(cap), rocminfo_capture=cap
         )
@@ -488,10 +488,10 @@ def collect(
     """Gather everything. ``rocminfo_text`` replaces running ``rocminfo``;
     ``run_smi=False`` skips ``amd-smi``/``rocm-smi`` (:func:`collect_smi`)."""
     if rocminfo_text is None:
-        cap = rocminfo.capture(_find_rocminfo(env))
+        cap = tools.capture(_find_rocminfo(env))
         source = "rocminfo"
     else:
-        cap = rocminfo.Capture("rocminfo", text=rocminfo_text)
+        cap = tools.Capture("rocminfo", text=rocminfo_text)
         source = rocminfo_source or "saved rocminfo output"
     from . import workload
 
@@ -555,14 +555,14 @@ later), else (not installed, or every command failed) ``rocm-smi`` (older instal
 
 def _smi_run(path: str, args: tuple[str, ...], timeout: float) -> tuple[str, str | None]:
     """One smi command: what it printed (may be empty) and, where it failed, one line."""
-    cap = rocminfo.capture(path, timeout, args)
+    cap = tools.capture(path, timeout, args)
     if cap.text is None:
         return "", cap.error
     if not cap.returncode:
         return cap.text, None
     last = [line for line in cap.text.splitlines() if line.strip()][-1:] or ["no output"]
     shown = " ".join((path, *args))
-    return cap.text, f"{shown} {rocminfo.exit_status(cap.returncode)}: {_short(last[0], 160)}"
+    return cap.text, f"{shown} {tools.exit_status(cap.returncode)}: {_short(last[0], 160)}"
 
 
 def collect_smi(env: dict | None = None, timeout: float = SMI_TIMEOUT_S) -> dict | None:

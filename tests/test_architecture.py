@@ -67,7 +67,7 @@ CHAPTER_EXCEPTIONS = {
     ("optimization.precision", "casestudies.cifar10"): "agreement on a trained network",
     ("optimization.profiling", "casestudies.cifar10"): "profiles a training step",
     # MIGraphX's Python module is found where the doctor finds ROCm.
-    ("optimization.inference", "doctor.system"): "finds ROCm's libraries",
+    ("optimization.inference", "doctor.installed"): "finds ROCm's libraries",
     # TensorFlow's strategies train the Fashion-MNIST classifier of the case study.
     ("distributed.tf_distributed", "casestudies.fashion_mnist"): "trains its classifier",
 }
@@ -342,7 +342,6 @@ OVER_600 = frozenset(
         "core/fixtures.py",
         "distributed/tf_distributed.py",
         "casestudies/inception.py",
-        "doctor/system.py",
         "lm/lora.py",
         "optimization/inference.py",
         "optimization/precision.py",

@@ -190,15 +190,15 @@ def test_doctor_on_this_machine_sees_the_frameworks():
 
 
 def _torch_report(details: dict):
-    from rocm_dl_guide.doctor import system
+    from rocm_dl_guide.doctor import frameworks, installed, system
 
     return system.SystemReport(
-        rocm=system.rocm_version(env={"ROCM_PATH": "/nonexistent"}),
-        kernel_driver=system.KernelDriverInfo(loaded=False),
+        rocm=installed.rocm_version(env={"ROCM_PATH": "/nonexistent"}),
+        kernel_driver=installed.KernelDriverInfo(loaded=False),
         rocminfo_source="saved",
         rocminfo=rocminfo.parse(samples.load_sample("mi300x")),
         pci_gpus=[],
-        frameworks={"pytorch": system.FrameworkInfo("pytorch", True, "2.9.1", details)},
+        frameworks={"pytorch": frameworks.FrameworkInfo("pytorch", True, "2.9.1", details)},
     )
 
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from rocm_dl_guide import doctor
-from rocm_dl_guide.doctor import compat, compat_data, rocminfo, samples, system
+from rocm_dl_guide.doctor import compat, compat_data, installed, rocminfo, samples, system
 from rocm_dl_guide.optimization import inference
 
 # ------------------------------------------------------------------ data consistency
@@ -182,7 +182,7 @@ def _pip_site(tmp_path, version="10.0.0"):
 
 def test_legacy_layout(tmp_path):
     _legacy_tree(tmp_path)
-    info = system.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
+    info = installed.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
     assert (info.version, info.layout, info.stream) == ("7.2.4", "/opt/rocm", None)
 
 
@@ -190,7 +190,7 @@ def test_core_sdk_layout_versioned_dir(tmp_path):
     _legacy_tree(tmp_path)  # the Core SDK links into /opt/rocm; its own dir wins
     _core_tree(tmp_path, "core-7.14")
     _core_tree(tmp_path, "core-10.0")
-    info = system.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
+    info = installed.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
     assert info.path.endswith("core-10.0")
     assert (info.version, info.layout, info.stream) == ("10.0", "core-sdk", "core-sdk")
     assert compat_data.find_release(info.version)["rocm"] == "10.0.0"
@@ -198,33 +198,33 @@ def test_core_sdk_layout_versioned_dir(tmp_path):
 
 def test_core_sdk_layout_with_version_file(tmp_path):
     _core_tree(tmp_path, "core", version_file="7.14.0-20\n")
-    info = system.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
+    info = installed.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
     assert (info.version, info.stream) == ("7.14.0", "core-sdk")
 
 
 def test_rocm_path_wins(tmp_path):
     root = _core_tree(tmp_path, "core-10.0")
-    info = system.rocm_version(env={"ROCM_PATH": str(root)}, opt_root=tmp_path / "x")
+    info = installed.rocm_version(env={"ROCM_PATH": str(root)}, opt_root=tmp_path / "x")
     assert (info.version, info.layout, info.stream) == ("10.0", "core-sdk", "core-sdk")
     assert info.path == str(root)
 
 
 def test_pip_layout(tmp_path):
     site = _pip_site(tmp_path)
-    info = system.rocm_version(env={}, opt_root=tmp_path / "none", site_dirs=[site])
+    info = installed.rocm_version(env={}, opt_root=tmp_path / "none", site_dirs=[site])
     assert (info.version, info.layout) == ("10.0.0", "pip")
-    assert system.pip_rocm([tmp_path / "missing"]) is None
+    assert installed.pip_rocm([tmp_path / "missing"]) is None
 
 
 def test_nothing_installed(tmp_path):
-    info = system.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
+    info = installed.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
     assert info.version is None and "not installed" in info.error
 
 
 def _report(rocm_info, driver_version=None):
     return system.SystemReport(
         rocm=rocm_info,
-        kernel_driver=system.KernelDriverInfo(loaded=True, version=driver_version),
+        kernel_driver=installed.KernelDriverInfo(loaded=True, version=driver_version),
         rocminfo_source="saved",
         rocminfo=rocminfo.parse(samples.load_sample("mi300x")),
         pci_gpus=[],
@@ -243,7 +243,7 @@ def _report(rocm_info, driver_version=None):
 )
 def test_doctor_on_each_layout(tmp_path, build, expected_version, stream, words):
     build(tmp_path)
-    info = system.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
+    info = installed.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
     report = doctor.check_system(_report(info, driver_version="30.30.3"))
     checks = {c.name: c for c in report.checks}
     assert checks["ROCm"].status == doctor.OK, checks["ROCm"]
@@ -255,7 +255,7 @@ def test_doctor_on_each_layout(tmp_path, build, expected_version, stream, words)
 
 
 def test_doctor_pip_layout(tmp_path):
-    info = system.rocm_version(env={}, opt_root=tmp_path, site_dirs=[_pip_site(tmp_path)])
+    info = installed.rocm_version(env={}, opt_root=tmp_path, site_dirs=[_pip_site(tmp_path)])
     report = doctor.check_system(_report(info, driver_version="31.40.1"))
     rocm_check = report.checks[0]
     assert rocm_check.status == doctor.OK and "installed with pip" in rocm_check.message
@@ -264,14 +264,14 @@ def test_doctor_pip_layout(tmp_path):
 
 def test_doctor_unknown_release_is_not_ok(tmp_path):
     _core_tree(tmp_path, "core-99.0")
-    info = system.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
+    info = installed.rocm_version(env={}, opt_root=tmp_path, site_dirs=[])
     check = doctor.check_system(_report(info)).checks[0]
     assert check.status == doctor.UNKNOWN and "no entry for this release" in check.message
 
 
 def test_doctor_answers_a_patch_release_from_its_line(tmp_path):
     (tmp_path / "rocm").mkdir()
-    info = system.RocmInfo(path=str(tmp_path / "rocm"), version="5.4.2", layout="/opt/rocm")
+    info = installed.RocmInfo(path=str(tmp_path / "rocm"), version="5.4.2", layout="/opt/rocm")
     check = doctor.check_system(_report(info)).checks[0]
     assert check.status == doctor.OK, check.message
     assert "not listed by itself" in check.message and "5.4.x" in check.message
@@ -287,7 +287,7 @@ def test_migraphx_found_in_the_rocm_tree(tmp_path, monkeypatch, layout):
     (root / "lib").mkdir(parents=True)
     (root / "lib" / "migraphx.py").write_text("def parse_onnx(path):\n    return path\n")
     monkeypatch.delenv("ROCM_PATH", raising=False)
-    monkeypatch.setattr(system, "OPT_ROOT", tmp_path)
+    monkeypatch.setattr(installed, "OPT_ROOT", tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.delitem(sys.modules, "migraphx", raising=False)
     try:

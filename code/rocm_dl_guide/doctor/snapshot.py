@@ -23,7 +23,7 @@ from pathlib import Path
 from rocm_dl_guide import __version__
 from rocm_dl_guide.core import files
 
-from . import hostfacts, rocminfo, samples, system, tools
+from . import frameworks, hostfacts, installed, rocminfo, samples, system, tools
 
 FORMAT = "rocm-dl-guide-doctor-snapshot"
 FORMAT_VERSION = 3
@@ -185,8 +185,8 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     cap = _build(tools.Capture, ri, f"{path}: rocminfo")
     if cap.text is not None and not isinstance(cap.text, str):
         raise SnapshotError(f"{path}: rocminfo.text: expected a string")
-    frameworks = _section(data, "frameworks", path)
-    if not isinstance(frameworks, dict):
+    probed = _section(data, "frameworks", path)
+    if not isinstance(probed, dict):
         raise SnapshotError(f"{path}: frameworks: expected an object")
     pci = _section(data, "pci_gpus", path)
     if not isinstance(pci, list) or not all(isinstance(g, dict) for g in pci):
@@ -208,16 +208,18 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     except (ValueError, TypeError) as exc:
         raise SnapshotError(f"{path}: {exc}") from None
     return system.SystemReport(
-        rocm=_build(system.RocmInfo, _section(data, "rocm", path), f"{path}: rocm"),
+        rocm=_build(installed.RocmInfo, _section(data, "rocm", path), f"{path}: rocm"),
         kernel_driver=_build(
-            system.KernelDriverInfo, _section(data, "kernel_driver", path), f"{path}: kernel_driver"
+            installed.KernelDriverInfo,
+            _section(data, "kernel_driver", path),
+            f"{path}: kernel_driver",
         ),
         rocminfo_source=f"{ri.get('source') or 'rocminfo'} (from snapshot {path.name})",
         rocminfo=rocminfo.report_from(cap),
         pci_gpus=pci,
         frameworks={
-            name: _build(system.FrameworkInfo, info, f"{path}: frameworks.{name}")
-            for name, info in frameworks.items()
+            name: _build(frameworks.FrameworkInfo, info, f"{path}: frameworks.{name}")
+            for name, info in probed.items()
         },
         host=host_facts,
         rocminfo_capture=cap,

@@ -109,3 +109,10 @@ def exit_status(code: int) -> str:
         return f"was killed by signal {signal.Signals(-code).name}"
     except ValueError:
         return f"was killed by signal {-code}"
+
+
+def short(text: str, limit: int = 300) -> str:
+    """``text`` on one line (whitespace runs made one space), cut to ``limit`` characters
+    with ``...``: a tool's or a file's text quoted in an error sentence."""
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_dl_guide.doctor import compat
+from rocm_dl_guide.doctor import compat, compat_data
 
 FRAMEWORKS = ("pytorch", "tensorflow", "onnxruntime", "migraphx")
 _REPO = Path(__file__).resolve().parents[1]
@@ -24,11 +24,11 @@ def test_json_is_valid_and_has_the_expected_shape():
     assert doc["schema_version"] == 2
     for key in ("sources", "releases", "kernel_driver", "gpus"):
         assert doc[key], f"{key} is empty"
-    assert compat.data() == doc
+    assert compat_data.data() == doc
 
 
 def test_every_source_has_title_https_url_publisher_version():
-    srcs = compat.sources()
+    srcs = compat_data.sources()
     assert srcs
     for sid, rec in srcs.items():
         assert re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", sid), sid
@@ -39,7 +39,7 @@ def test_every_source_has_title_https_url_publisher_version():
 
 
 def _all_entries():
-    doc = compat.data()
+    doc = compat_data.data()
     yield from doc["releases"]
     yield from doc["kernel_driver"]
     yield from doc["gpus"]
@@ -49,37 +49,38 @@ def _all_entries():
 
 
 def test_every_entry_names_an_existing_source():
-    srcs = compat.sources()
+    srcs = compat_data.sources()
     used = set()
     for entry in _all_entries():
         assert entry["source"] in srcs, entry
         assert srcs[entry["source"]]["url"].startswith("https://")
         used.add(entry["source"])
-    used |= {sid for _, sid in compat._source_refs(compat.data())}  # field and stream sources
+    # field and stream sources
+    used |= {sid for _, sid in compat_data.source_refs(compat_data.data())}
     assert used == set(srcs), f"unused sources: {set(srcs) - used}"
 
 
 def test_release_fields_are_well_formed():
     seen = set()
-    for rel in compat.data()["releases"]:
+    for rel in compat_data.data()["releases"]:
         assert re.fullmatch(r"\d+\.\d+\.(\d+|x)", rel["rocm"]), rel["rocm"]
         assert rel["rocm"] not in seen
         seen.add(rel["rocm"])
         for fw in ("pytorch", "tensorflow", "onnxruntime"):
             if fw in rel:
-                assert rel[fw] and all(compat.normalize_version(v) == v for v in rel[fw])
+                assert rel[fw] and all(compat_data.normalize_version(v) == v for v in rel[fw])
         if "migraphx" in rel:
-            assert compat.normalize_version(rel["migraphx"]) == rel["migraphx"]
+            assert compat_data.normalize_version(rel["migraphx"]) == rel["migraphx"]
         assert all(re.fullmatch(r"gfx[0-9a-f]+", g) for g in rel.get("gfx", []))
 
 
 def test_rocm_releases_newest_first():
-    rels = compat.rocm_releases()
-    big = compat.LINE_KEY  # a line (5.7.x) sorts above its patch releases
+    rels = compat_data.rocm_releases()
+    big = compat_data.LINE_KEY  # a line (5.7.x) sorts above its patch releases
     keys = [tuple(big if p == "x" else int(p) for p in r.split(".")) for r in rels]
     assert keys == sorted(keys, reverse=True)
     assert rels.index("5.7.x") < rels.index("5.7.1") < rels.index("5.7.0")
-    assert len(rels) == len(compat.data()["releases"])
+    assert len(rels) == len(compat_data.data()["releases"])
 
 
 # ---------------------------------------------------------------- normalize_version
@@ -101,17 +102,17 @@ def test_rocm_releases_newest_first():
     ],
 )
 def test_normalize_version(raw, expected):
-    assert compat.normalize_version(raw) == expected
+    assert compat_data.normalize_version(raw) == expected
 
 
 def test_find_release_rule():
-    newest = compat.rocm_releases()[0]
-    assert compat.find_release(newest)["rocm"] == newest
-    assert compat.find_release(newest + "-53")["rocm"] == newest
-    assert compat.find_release("6.4")["rocm"] == "6.4.0"  # missing patch counts as 0
-    assert compat.find_release("1.0.0") is None
-    assert compat.find_release("junk") is None
-    assert compat.find_release(None) is None
+    newest = compat_data.rocm_releases()[0]
+    assert compat_data.find_release(newest)["rocm"] == newest
+    assert compat_data.find_release(newest + "-53")["rocm"] == newest
+    assert compat_data.find_release("6.4")["rocm"] == "6.4.0"  # missing patch counts as 0
+    assert compat_data.find_release("1.0.0") is None
+    assert compat_data.find_release("junk") is None
+    assert compat_data.find_release(None) is None
 
 
 # ----------------------------------------------------------------------- verdicts
@@ -119,22 +120,22 @@ def test_find_release_rule():
 
 def _newest_with(field: str) -> str:
     """The newest release whose source gives ``field`` (Core SDK entries may not)."""
-    return next(r for r in compat.rocm_releases() if compat.find_release(r).get(field))
+    return next(r for r in compat_data.rocm_releases() if compat_data.find_release(r).get(field))
 
 
 def test_supported_framework_from_newest_release():
     newest = _newest_with("pytorch")
-    rel = compat.find_release(newest)
+    rel = compat_data.find_release(newest)
     torch = rel["pytorch"][0]
     v = compat.check_framework("pytorch", torch + "+rocm" + newest, newest)
     assert v.status == "supported"
-    assert v.sources == (compat.field_source(rel, "pytorch"),)
+    assert v.sources == (compat_data.field_source(rel, "pytorch"),)
     assert newest in v.message
 
 
 def test_pytorch_compares_major_minor():
     newest = _newest_with("pytorch")
-    major_minor = ".".join(compat.find_release(newest)["pytorch"][0].split(".")[:2])
+    major_minor = ".".join(compat_data.find_release(newest)["pytorch"][0].split(".")[:2])
     assert compat.check_framework("PyTorch", major_minor + ".99", newest).status == "supported"
 
 
@@ -147,17 +148,17 @@ def test_unsupported_framework_version():
 
 
 def test_tensorflow_compares_patch_as_listed():
-    rel = compat.find_release("7.0.0")
+    rel = compat_data.find_release("7.0.0")
     assert rel["tensorflow"] == ["2.19.1", "2.18.1"]
     assert compat.check_framework("tensorflow", "2.19.1", "7.0.0").status == "supported"
     assert compat.check_framework("tensorflow", "2.19.0", "7.0.0").status == "unsupported"
 
 
 def test_every_listed_version_checks_supported():
-    for rocm in compat.rocm_releases():
-        rel = compat.find_release(rocm)
+    for rocm in compat_data.rocm_releases():
+        rel = compat_data.find_release(rocm)
         for fw in FRAMEWORKS:
-            for listed in compat._listed(rel, fw):
+            for listed in compat_data.listed_values(rel, fw):
                 assert compat.check_framework(fw, listed, rocm).status == "supported"
 
 
@@ -170,32 +171,32 @@ def test_unknown_rocm_version_gives_unknown():
 
 def test_field_missing_from_source_gives_unknown():
     # The 6.4.2 column of the source has no usable ONNX Runtime version.
-    assert "onnxruntime" not in compat.find_release("6.4.2")
+    assert "onnxruntime" not in compat_data.find_release("6.4.2")
     assert compat.check_framework("onnxruntime", "1.20.0", "6.4.2").status == "unknown"
 
 
 @pytest.mark.parametrize("name", ["keras", "", None, "cuda"])
 def test_unknown_framework_raises(name):
     with pytest.raises(ValueError, match="unknown framework"):
-        compat.check_framework(name, "1.0", compat.rocm_releases()[0])
+        compat.check_framework(name, "1.0", compat_data.rocm_releases()[0])
     with pytest.raises(ValueError):
         compat.framework_table(name)
 
 
 @pytest.mark.parametrize("bad", [None, "", "garbage", "?.?", "gfx", [1, 2]])
 def test_bad_inputs_never_raise(bad):
-    newest = compat.rocm_releases()[0]
+    newest = compat_data.rocm_releases()[0]
     assert compat.check_framework("pytorch", bad, newest).status == "unknown"
     assert compat.check_framework("pytorch", "2.6", bad).status == "unknown"
     assert compat.check_gpu(bad, newest).status == "unknown"
     assert compat.check_gpu("gfx942", bad).status == "unknown"
     assert compat.check_kernel_driver(bad, "30.30.1").status == "unknown"
     assert compat.check_kernel_driver(newest, bad).status == "unknown"
-    assert compat.marketing_names(bad) == []
+    assert compat_data.marketing_names(bad) == []
 
 
 def test_non_string_inputs_do_not_raise():
-    newest = compat.rocm_releases()[0]
+    newest = compat_data.rocm_releases()[0]
     statuses = {"supported", "unsupported", "unknown"}
     for value in (42, 6.4, b"6.4.1", {"v": 1}):
         assert compat.check_framework("pytorch", value, newest).status in statuses
@@ -218,9 +219,9 @@ def test_check_gpu():
 
 
 def test_marketing_names():
-    assert "AMD Instinct MI300X" in compat.marketing_names("gfx942")
-    assert "AMD Radeon RX 7900 XTX" in compat.marketing_names("GFX1100")
-    assert compat.marketing_names("gfx803") == []
+    assert "AMD Instinct MI300X" in compat_data.marketing_names("gfx942")
+    assert "AMD Radeon RX 7900 XTX" in compat_data.marketing_names("GFX1100")
+    assert compat_data.marketing_names("gfx803") == []
 
 
 def test_check_kernel_driver():
@@ -240,20 +241,20 @@ def test_check_kernel_driver():
 @pytest.mark.parametrize("fw", FRAMEWORKS)
 def test_framework_table_one_row_per_release(fw):
     table = compat.framework_table(fw)
-    assert list(table["ROCm"]) == compat.rocm_releases()
-    assert list(table.columns) == ["ROCm", "Stream", compat.FRAMEWORKS[fw], "Source"]
-    assert set(table["Stream"]) <= set(compat.streams())
-    assert set(table["Source"]) <= set(compat.sources())
+    assert list(table["ROCm"]) == compat_data.rocm_releases()
+    assert list(table.columns) == ["ROCm", "Stream", compat_data.FRAMEWORKS[fw], "Source"]
+    assert set(table["Stream"]) <= set(compat_data.streams())
+    assert set(table["Source"]) <= set(compat_data.sources())
 
 
 def test_gpu_and_driver_tables():
     gpus = compat.gpu_table()
-    assert len(gpus) == len(compat.data()["gpus"])
+    assert len(gpus) == len(compat_data.data()["gpus"])
     row = gpus[gpus["gfx target"] == "gfx942"].iloc[0]
     assert _newest_with("gfx") in row["ROCm releases"]
     kd = compat.kernel_driver_table()
-    assert len(kd) == len(compat.data()["kernel_driver"])
-    assert set(kd["Source"]) <= set(compat.sources())
+    assert len(kd) == len(compat_data.data()["kernel_driver"])
+    assert set(kd["Source"]) <= set(compat_data.sources())
 
 
 # ---------------------------------------------------------------- bibliography
@@ -262,8 +263,8 @@ def test_gpu_and_driver_tables():
 def test_bib_has_one_entry_per_source():
     bib = (_REPO / "book" / "compatibility.bib").read_text(encoding="utf-8")
     keys = re.findall(r"@misc\{([^,\s]+),", bib)
-    assert sorted(keys) == sorted(compat.sources())
-    for sid, rec in compat.sources().items():
+    assert sorted(keys) == sorted(compat_data.sources())
+    for sid, rec in compat_data.sources().items():
         assert rec["url"] in bib, sid
 
 
@@ -272,21 +273,21 @@ def test_rendered_tables_link_every_source():
 
     html = tables.show(compat.framework_table("pytorch"), links=compat.source_links()).to_html()
     for key in set(compat.framework_table("pytorch")["Source"]):
-        url = compat.sources()[key]["url"]
+        url = compat_data.sources()[key]["url"]
         assert f'<a href="{url}">{key}</a>' in html
     assert "nan" not in html.lower().replace("nano", "")
 
 
 def test_the_kernel_driver_policy_is_shown_from_the_data_with_its_source():
-    policy = compat.kernel_driver_policy()
+    policy = compat_data.kernel_driver_policy()
     assert "+/- 2 releases" in policy["text"] and "a year apart" in policy["text"]
-    assert policy["source"] in compat.sources()
+    assert policy["source"] in compat_data.sources()
 
 
 def test_the_guides_framework_rule_is_counted_per_release():
     assert "most recent and two prior releases" in compat.GUIDE_FRAMEWORK_RULE
     table = compat.framework_window_table("PyTorch")
-    row = table.set_index("ROCm").loc[compat.rocm_releases()[0]]
+    row = table.set_index("ROCm").loc[compat_data.rocm_releases()[0]]
     listed = row["PyTorch releases listed"].split(", ")
     assert row["newest and consecutive prior"] == len(listed) >= 3
     assert row["the guide's rule (newest + two prior)"] == "yes"
@@ -303,10 +304,10 @@ def test_a_gap_in_the_versions_ends_the_run():
 
 
 def test_major_minor_is_one_rule_for_every_version_string():
-    assert compat.major_minor("2.6.0+rocm6.4") == "2.6"
-    assert compat.major_minor("6.4.1-120") == "6.4"
-    assert compat.major_minor("7") is None and compat.major_minor(None) is None
-    assert compat.major_minor("not a version") is None
+    assert compat_data.major_minor("2.6.0+rocm6.4") == "2.6"
+    assert compat_data.major_minor("6.4.1-120") == "6.4"
+    assert compat_data.major_minor("7") is None and compat_data.major_minor(None) is None
+    assert compat_data.major_minor("not a version") is None
 
 
 # ------------------------------------------------- ROCm 5.x and 6.0-6.2, and lines
@@ -368,14 +369,14 @@ def test_a_gpu_comes_and_goes_with_its_releases(gfx, rocm, status):
 
 
 def test_6_0_to_6_2_come_from_the_historical_matrix():
-    assert compat.find_release("6.2.1")["source"] == "rocm-compat-matrix-historical-6-3-3"
+    assert compat_data.find_release("6.2.1")["source"] == "rocm-compat-matrix-historical-6-3-3"
     v = compat.check_framework("pytorch", "2.3.0", "6.2.1")
     assert v.status == "supported" and "by itself" not in v.message
 
 
 def test_a_patch_release_not_listed_resolves_to_its_line():
     # 6.2.3 is no column of the source; 6.2.0, 6.2.1, 6.2.2 and 6.2.4 agree.
-    assert compat.find_release("6.2.3") is None
+    assert compat_data.find_release("6.2.3") is None
     v = compat.check_framework("pytorch", "2.3", "6.2.3")
     assert v.status == "supported"
     assert v.message.startswith("ROCm 6.2.3 is not listed by itself; AMD's data for the 6.2 line")
@@ -411,23 +412,24 @@ def test_a_version_in_no_line_stays_unknown(version):
     ):
         assert v.status == "unknown"
         assert "no sourced compatibility data" in v.message
-    assert compat.resolve(version, "pytorch") is None
+    assert compat_data.resolve(version, "pytorch") is None
 
 
 def test_line_entries_are_found_by_name_only():
-    assert compat.find_release("5.7.x")["source"] == "rocm-third-party-support-matrix-5-7-1"
-    assert compat.find_release("5.7.0")["rocm"] == "5.7.0"
-    assert compat.find_release("5.4.0") is None  # only the 5.4.x line is published
-    assert compat.find_release("5.4") is None
-    assert compat.is_line("5.7.x") and not compat.is_line("5.7.1") and not compat.is_line(None)
+    assert compat_data.find_release("5.7.x")["source"] == "rocm-third-party-support-matrix-5-7-1"
+    assert compat_data.find_release("5.7.0")["rocm"] == "5.7.0"
+    assert compat_data.find_release("5.4.0") is None  # only the 5.4.x line is published
+    assert compat_data.find_release("5.4") is None
+    assert compat_data.is_line("5.7.x")
+    assert not compat_data.is_line("5.7.1") and not compat_data.is_line(None)
 
 
 def test_new_sources_are_pinned_and_have_checks():
-    doc = compat.data()
+    doc = compat_data.data()
     new = {
         r["source"]
         for r in doc["releases"]
-        if compat.release_key(r["rocm"]) < (6, 3, 0) or r["rocm"] == "6.3.3"
+        if compat_data.release_key(r["rocm"]) < (6, 3, 0) or r["rocm"] == "6.3.3"
     }
     assert new == {
         "rocm-compat-matrix-historical-6-3-3",
@@ -442,18 +444,18 @@ def test_new_sources_are_pinned_and_have_checks():
         src = doc["sources"][sid]
         assert re.fullmatch(r"https://github\.com/ROCm/ROCm/blob/[0-9a-f]{40}/docs/\S+", src["url"])
         assert src["url"].split("/")[6] in src["version"]  # the commit is named
-        assert 1 <= len(src["checks"]) <= compat.MAX_CHECKS
+        assert 1 <= len(src["checks"]) <= compat_data.MAX_CHECKS
     # the check strings carry the values the entries hold
     checks = " ".join(doc["sources"]["rocm-third-party-support-matrix-5-7-1"]["checks"])
     assert "| 5.7.x | 1.12.1, 1.13, 2.0 | 2.12, 2.13 |" in checks
-    assert compat.find_release("5.7.x")["pytorch"] == ["2.0", "1.13", "1.12.1"]
+    assert compat_data.find_release("5.7.x")["pytorch"] == ["2.0", "1.13", "1.12.1"]
 
 
 def test_consistency_catches_a_malformed_line_name():
-    doc = compat.data()
-    assert compat.consistency_problems(doc) == []
+    doc = compat_data.data()
+    assert compat_data.consistency_problems(doc) == []
     doc["releases"][-1]["rocm"] = "5.0"
-    assert any("not a release (N.N.N)" in p for p in compat.consistency_problems(doc))
+    assert any("not a release (N.N.N)" in p for p in compat_data.consistency_problems(doc))
 
 
 def test_tables_still_render_with_lines():

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rocm_dl_guide import doctor
-from rocm_dl_guide.doctor import diagnose, hostfacts, snapshot, system
+from rocm_dl_guide.doctor import diagnose, gpu_targets, hostfacts, rules, samples, snapshot, system
 
 TIMEOUT = 300
 snap = snapshot.compose
@@ -38,7 +38,7 @@ def report(data: dict) -> doctor.DoctorReport:
     return doctor.check_system(snapshot.from_dict(data, "case.json"))
 
 
-def check(data: dict, cid: str) -> diagnose.Check:
+def check(data: dict, cid: str) -> rules.Check:
     found = [c for c in report(data).checks if c.id == cid]
     assert len(found) == 1, [c.id for c in report(data).checks]
     return found[0]
@@ -50,13 +50,11 @@ def check(data: dict, cid: str) -> diagnose.Check:
 def test_a_supported_card_with_the_right_wheel_is_ready():
     rep = report(snap("radeon", workload=[snapshot.workload_result()]))
     by_id = {c.id: c for c in rep.checks}
-    assert (
-        by_id["arch-mismatch"].status == diagnose.OK and "gfx1100" in by_id["arch-mismatch"].message
-    )
-    assert by_id["hsa-override"].status == diagnose.OK
-    assert by_id["device-access"].status == diagnose.OK
-    assert by_id["torch-sees-gpu"].status == diagnose.OK
-    assert by_id["gpu-workload"].status == diagnose.OK
+    assert by_id["arch-mismatch"].status == rules.OK and "gfx1100" in by_id["arch-mismatch"].message
+    assert by_id["hsa-override"].status == rules.OK
+    assert by_id["device-access"].status == rules.OK
+    assert by_id["torch-sees-gpu"].status == rules.OK
+    assert by_id["gpu-workload"].status == rules.OK
     assert rep.verdict.startswith("Ready")
 
 
@@ -75,7 +73,7 @@ def test_never_ready_when_the_gpu_workload_fails():
     rep = report(snap("rx6600xt", torch=rocm_torch(gpu=True), workload=[failed]))
     assert rep.verdict.startswith("Not ready") and "workload on it failed" in rep.verdict
     work = [c for c in rep.checks if c.id == "gpu-workload"][0]
-    assert work.status == diagnose.FAIL and "GPU 0 (AMD Radeon RX 6600 XT)" in work.message
+    assert work.status == rules.FAIL and "GPU 0 (AMD Radeon RX 6600 XT)" in work.message
     assert "no kernels for gfx1032" in work.message and "gfx1030" in work.message
     assert "PyTorch build for gfx1032" in work.fix
     assert any("pytorch/issues/132570" in s for s in work.sources)
@@ -93,7 +91,7 @@ def test_a_crash_a_hang_or_a_wrong_answer_is_never_ready(failure, expected):
     data = snap("radeon", workload=[snapshot.workload_result(failure=failure)])
     rep = report(data)
     work = [c for c in rep.checks if c.id == "gpu-workload"][0]
-    assert work.status == diagnose.FAIL and expected in work.message
+    assert work.status == rules.FAIL and expected in work.message
     assert not rep.verdict.startswith("Ready")
 
 
@@ -115,7 +113,7 @@ def test_a_snapshot_without_the_workload_still_replays_but_is_not_ready(tmp_path
     path.write_text(json.dumps(data))
     rep = doctor.from_snapshot(path)
     work = [c for c in rep.checks if c.id == "gpu-workload"][0]
-    assert work.status == diagnose.UNKNOWN and "no kernel was run" in work.message
+    assert work.status == rules.UNKNOWN and "no kernel was run" in work.message
     assert rep.verdict.startswith("Not ready") and "run doctor on the machine itself" in rep.verdict
 
 
@@ -130,7 +128,7 @@ check, ``--log``, the account's groups and WSL detection existed)."""
 def test_version_1_snapshots_replay_after_migration():
     h200 = doctor.from_snapshot(SNAPSHOTS / "h200-v1.json")
     work = [c for c in h200.checks if c.id == "gpu-workload"][0]
-    assert work.status == diagnose.OK and "1 GPU(s) agree with the CPU" in work.message
+    assert work.status == rules.OK and "1 GPU(s) agree with the CPU" in work.message
     assert h200.verdict.startswith("Ready")
     old = json.loads((SNAPSHOTS / "cpu-v1-before-workload-check.json").read_text())
     assert old["format_version"] == 1 and "gpu_workload" not in old
@@ -154,7 +152,7 @@ def test_a_gpu_snapshot_from_before_the_workload_check_is_not_ready():
     del data["gpu_workload"], data["log"]  # what version 1 wrote before those existed
     rep = doctor.check_system(snapshot.from_dict(data, "h200-old.json"))
     work = [c for c in rep.checks if c.id == "gpu-workload"][0]
-    assert work.status == diagnose.UNKNOWN and "no kernel was run" in work.message
+    assert work.status == rules.UNKNOWN and "no kernel was run" in work.message
     assert rep.verdict.startswith("Not ready")
 
 
@@ -237,39 +235,39 @@ def test_the_real_workload_on_this_machine():
 def test_a_gpu_target_missing_from_the_wheel_fails_with_the_error_readers_see():
     data = snap("rx6600xt", torch=rocm_torch(gpu=False))
     arch = check(data, "arch-mismatch")
-    assert arch.status == diagnose.FAIL
+    assert arch.status == rules.FAIL
     assert "gfx1032" in arch.message and "invalid device function" in arch.message
     assert "PYTORCH_ROCM_ARCH=gfx1032" in arch.fix
     assert "HSA_OVERRIDE_GFX_VERSION=10.3.0" in arch.fix  # gfx1030 is in the wheel
     assert any("pytorch/issues/132570" in s for s in arch.sources)
     hint = check(data, "hsa-override")
-    assert hint.status == diagnose.INFO and "10.3.0" in hint.message
+    assert hint.status == rules.INFO and "10.3.0" in hint.message
     seen = check(data, "torch-sees-gpu")
-    assert seen.status == diagnose.FAIL and "GPU targets in PyTorch" in seen.message
+    assert seen.status == rules.FAIL and "GPU targets in PyTorch" in seen.message
 
 
 def test_the_override_maps_a_consumer_card_onto_its_familys_target():
     data = snap("rx6600xt", env={"HSA_OVERRIDE_GFX_VERSION": "10.3.0"})
-    assert check(data, "arch-mismatch").status == diagnose.OK
+    assert check(data, "arch-mismatch").status == rules.OK
     override = check(data, "hsa-override")
-    assert override.status == diagnose.WARN
+    assert override.status == rules.WARN
     assert "gfx1030" in override.message and "not supported by AMD" in override.message
 
 
 def test_an_override_on_a_supported_card_says_to_unset_it():
     override = check(snap("radeon", env={"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}), "hsa-override")
-    assert override.status == diagnose.WARN and override.fix.startswith("unset it")
+    assert override.status == rules.WARN and override.fix.startswith("unset it")
 
 
 @pytest.mark.parametrize("value", ["gfx1030", "10.3", "ten"])
 def test_a_malformed_override_fails(value):
     override = check(snap("radeon", env={"HSA_OVERRIDE_GFX_VERSION": value}), "hsa-override")
-    assert override.status == diagnose.FAIL and "MAJOR.MINOR.STEPPING" in override.message
+    assert override.status == rules.FAIL and "MAJOR.MINOR.STEPPING" in override.message
 
 
 def test_an_override_onto_a_target_the_build_lacks_fails():
     override = check(snap("rx6600xt", env={"HSA_OVERRIDE_GFX_VERSION": "10.3.1"}), "hsa-override")
-    assert override.status == diagnose.FAIL and "gfx1031" in override.message
+    assert override.status == rules.FAIL and "gfx1031" in override.message
 
 
 @pytest.mark.parametrize(
@@ -283,23 +281,23 @@ def test_an_override_onto_a_target_the_build_lacks_fails():
     ],
 )
 def test_override_target(value, target):
-    assert diagnose.override_target(value) == target
+    assert gpu_targets.override_target(value) == target
 
 
 def test_an_integrated_gpu_next_to_a_discrete_one_is_flagged_with_the_devices_to_keep():
     data = snap("apu-igpu")
     igpu = check(data, "igpu")
-    assert igpu.status == diagnose.WARN
+    assert igpu.status == rules.WARN
     assert "gfx1036" in igpu.message and "RX 7900 GRE" in igpu.message
     assert "HIP_VISIBLE_DEVICES=0" in igpu.fix and "BIOS" in igpu.fix
     # the iGPU's target is in no wheel: the arch check names it too
-    assert check(data, "arch-mismatch").status == diagnose.FAIL
+    assert check(data, "arch-mismatch").status == rules.FAIL
 
 
 def test_hiding_the_integrated_gpu_clears_both_findings():
     data = snap("apu-igpu", env={"HIP_VISIBLE_DEVICES": "0"})
-    assert check(data, "igpu").status == diagnose.OK
-    assert check(data, "arch-mismatch").status == diagnose.OK
+    assert check(data, "igpu").status == rules.OK
+    assert check(data, "arch-mismatch").status == rules.OK
 
 
 def test_no_igpu_check_without_an_integrated_gpu():
@@ -310,21 +308,21 @@ def test_a_container_started_without_the_gpu_devices():
     pci = [{"address": "0000:03:00.0", "vendor": "AMD", "device_id": "0x744c", "class": "0x030000"}]
     data = snap("driver-not-loaded", pci=pci, kfd=False, renders=0, container="docker")
     access = check(data, "device-access")
-    assert access.status == diagnose.FAIL and "docker container" in access.message
+    assert access.status == rules.FAIL and "docker container" in access.message
     assert "--device=/dev/kfd" in access.fix and "--device=/dev/dri" in access.fix
     # the same container on a machine without an AMD GPU: only information
     quiet = check(snap(None, pci=[], kfd=False, renders=0, container="docker"), "device-access")
-    assert quiet.status == diagnose.INFO
+    assert quiet.status == rules.INFO
 
 
 def test_a_user_outside_the_render_group():
     data = snap("radeon", accessible=False, groups=("users", "video"), torch=rocm_torch(gpu=False))
     access = check(data, "device-access")
-    assert access.status == diagnose.FAIL
+    assert access.status == rules.FAIL
     assert "root:render" in access.message and "users, video" in access.message
     assert "Permission denied" in access.message and "usermod -a -G render,video" in access.fix
     seen = check(data, "torch-sees-gpu")
-    assert seen.status == diagnose.FAIL and "Device access" in seen.message
+    assert seen.status == rules.FAIL and "Device access" in seen.message
     in_container = check(
         snap("radeon", accessible=False, groups=("root",), container="docker"), "device-access"
     )
@@ -333,30 +331,30 @@ def test_a_user_outside_the_render_group():
 
 def test_render_nodes_missing():
     access = check(snap("radeon", renders=0, container="docker"), "device-access")
-    assert access.status == diagnose.FAIL and "--device=/dev/dri" in access.fix
+    assert access.status == rules.FAIL and "--device=/dev/dri" in access.fix
 
 
 def test_a_cuda_wheel_on_an_amd_machine():
     data = snap("radeon", torch=cuda_torch())
     build = check(data, "pytorch-build")
-    assert build.status == diagnose.FAIL and "CUDA 12.4 build" in build.message
+    assert build.status == rules.FAIL and "CUDA 12.4 build" in build.message
     assert "download.pytorch.org/whl/rocm6.2" in build.fix
     seen = check(data, "torch-sees-gpu")
-    assert seen.status == diagnose.FAIL and "PyTorch build" in seen.message
+    assert seen.status == rules.FAIL and "PyTorch build" in seen.message
     assert "arch-mismatch" not in {c.id for c in report(data).checks}  # not a ROCm build
 
 
 def test_pytorch_built_for_a_far_older_rocm():
     window = check(snap("radeon", rocm="7.2.1"), "pytorch-hip-window")
-    assert window.status == diagnose.WARN and "releases apart" in window.message
+    assert window.status == rules.WARN and "releases apart" in window.message
     assert diagnose.release_distance("6.2.4", "7.2.1") > 2
     near = check(snap("radeon", rocm="6.3.1"), "pytorch-hip-window")
-    assert near.status == diagnose.INFO
+    assert near.status == rules.INFO
 
 
 def test_pip_rocm_next_to_a_system_rocm_of_another_release():
     mix = check(snap("radeon", pip={"rocm-sdk-core": "7.0.2"}), "rocm-pip-mix")
-    assert mix.status == diagnose.WARN and "rocm-sdk-core 7.0.2" in mix.message
+    assert mix.status == rules.WARN and "rocm-sdk-core 7.0.2" in mix.message
     assert "rocm-pip-mix" not in {
         c.id for c in report(snap("radeon", pip={"rocm": "6.2.2"})).checks
     }
@@ -364,24 +362,24 @@ def test_pip_rocm_next_to_a_system_rocm_of_another_release():
 
 def test_numa_balancing_and_the_open_file_limit():
     on = check(snap("mi300x", numa="1"), "numa-balancing")
-    assert on.status == diagnose.WARN and "echo 0 > /proc/sys/kernel/numa_balancing" in on.fix
-    assert check(snap("radeon", numa="1"), "numa-balancing").status == diagnose.INFO  # one GPU
-    assert check(snap("mi300x", numa="0"), "numa-balancing").status == diagnose.OK
+    assert on.status == rules.WARN and "echo 0 > /proc/sys/kernel/numa_balancing" in on.fix
+    assert check(snap("radeon", numa="1"), "numa-balancing").status == rules.INFO  # one GPU
+    assert check(snap("mi300x", numa="0"), "numa-balancing").status == rules.OK
     low = check(snap("radeon", nofile=(1024, 4096)), "open-files")
-    assert low.status == diagnose.INFO and "1048576" in low.fix
-    assert check(snap("radeon"), "open-files").status == diagnose.OK
+    assert low.status == rules.INFO and "1048576" in low.fix
+    assert check(snap("radeon"), "open-files").status == rules.OK
 
 
 def test_hip_visible_devices_hiding_every_gpu():
     data = snap("radeon", env={"HIP_VISIBLE_DEVICES": ""}, torch=rocm_torch(gpu=False))
     seen = check(data, "torch-sees-gpu")
-    assert seen.status == diagnose.FAIL and "hides them all" in seen.message
+    assert seen.status == rules.FAIL and "hides them all" in seen.message
 
 
 @pytest.mark.parametrize("name", sorted(snapshot.EXAMPLES))
 def test_the_example_snapshots_show_what_they_are_about(name):
     rep = report(snapshot.example(name))
-    failing = {c.id for c in rep.checks if c.status in (diagnose.FAIL, diagnose.WARN)}
+    failing = {c.id for c in rep.checks if c.status in (rules.FAIL, rules.WARN)}
     expected = {
         "apu-igpu": {"igpu", "arch-mismatch"},
         "rx6600xt": {"arch-mismatch", "torch-sees-gpu"},
@@ -401,7 +399,7 @@ def test_every_error_message_on_the_troubleshooting_page_names_real_checks():
         snap("radeon", torch=cuda_torch(), accessible=False),
     ):
         ids |= {c.id for c in report(data).checks}
-    for message, explained_by in diagnose.ERROR_MESSAGES.items():
+    for message, explained_by in rules.ERROR_MESSAGES.items():
         assert set(explained_by) <= ids, message
 
 
@@ -557,7 +555,7 @@ def test_the_pages_citations_of_doctors_rules_are_the_rules_sources():
     bib = (ROOT / "references.bib").read_text()
     entries = re.findall(r"@misc\{(doctor-[\w-]+),.*?\\url\{([^}]+)\}", bib, re.S)
     assert len(entries) >= 10
-    cited = set(diagnose.SOURCES.values())
+    cited = set(rules.SOURCES.values())
     for key, url in entries:
         assert url in cited, key
 
@@ -567,17 +565,18 @@ def test_the_rules_file_names_only_sources_it_has():
     and each source is cited by some rule or by the bibliography."""
     from conftest import ROOT
 
-    for gfx, (known, index, keys) in diagnose.NO_OVERRIDE.items():
-        assert known and set(keys) <= set(diagnose.SOURCES), gfx
+    for gfx, (known, index, keys) in rules.NO_OVERRIDE.items():
+        assert known and set(keys) <= set(rules.SOURCES), gfx
         assert index is None or index.startswith("https://"), gfx
-        assert diagnose.native_build_fix(gfx).startswith(f"install a PyTorch build that has {gfx}")
-    assert diagnose.IGPU_TARGETS and all(g.startswith("gfx") for g in diagnose.IGPU_TARGETS)
-    families = [g for targets in diagnose.OVERRIDE_FAMILIES.values() for g in targets]
+        fix = gpu_targets.native_build_fix(gfx)
+        assert fix.startswith(f"install a PyTorch build that has {gfx}")
+    assert rules.IGPU_TARGETS and all(g.startswith("gfx") for g in rules.IGPU_TARGETS)
+    families = [g for targets in rules.OVERRIDE_FAMILIES.values() for g in targets]
     assert len(families) == len(set(families))  # one override value per target
     code = "".join(f.read_text() for f in (ROOT / "code" / "rocm_dl_guide" / "doctor").glob("*.py"))
     bib = (ROOT / "references.bib").read_text()
-    rule_keys = {k for _, _, keys in diagnose.NO_OVERRIDE.values() for k in keys}
-    for key, url in diagnose.SOURCES.items():
+    rule_keys = {k for _, _, keys in rules.NO_OVERRIDE.values() for k in keys}
+    for key, url in rules.SOURCES.items():
         assert f'"{key}"' in code or key in rule_keys or url in bib, key
 
 
@@ -602,7 +601,7 @@ def test_rocminfo_says_the_user_is_in_render_already():
 def test_denied_although_this_session_is_in_render():
     data = snap("radeon", accessible=False, groups=("render", "video"))
     access = check(data, "device-access")
-    assert access.status == diagnose.FAIL
+    assert access.status == rules.FAIL
     assert "in render already" in access.fix and "usermod" not in access.fix
     boxed = check(snap("radeon", accessible=False, container="docker"), "device-access")
     assert "--device=/dev/kfd" in boxed.fix and "usermod" not in boxed.fix
@@ -663,10 +662,10 @@ def test_wsl_facts_are_read_from_the_machine(tmp_path):
 @pytest.mark.parametrize(
     "wsl, env, status, words",
     [
-        ({"dxg": False}, None, diagnose.FAIL, "wsl --update"),
-        ({"librocdxg": None}, None, diagnose.FAIL, "build and install librocdxg"),
-        ({}, {}, diagnose.WARN, "export HSA_ENABLE_DXG_DETECTION=1"),
-        ({}, None, diagnose.OK, "HSA_ENABLE_DXG_DETECTION=1"),
+        ({"dxg": False}, None, rules.FAIL, "wsl --update"),
+        ({"librocdxg": None}, None, rules.FAIL, "build and install librocdxg"),
+        ({}, {}, rules.WARN, "export HSA_ENABLE_DXG_DETECTION=1"),
+        ({}, None, rules.OK, "HSA_ENABLE_DXG_DETECTION=1"),
     ],
 )
 def test_wsl_gets_wsls_own_advice(wsl, env, status, words):
@@ -678,7 +677,7 @@ def test_wsl_gets_wsls_own_advice(wsl, env, status, words):
 
 def test_a_gpu_outside_the_wsl_matrix():
     found = check(wsl_snap("rx6600xt"), "wsl")
-    assert found.status == diagnose.INFO and "not in AMD's WSL support matrix" in found.message
+    assert found.status == rules.INFO and "not in AMD's WSL support matrix" in found.message
     from rocm_dl_guide.doctor import wsl
 
     assert wsl.supported("Radeon RX 7900 XTX") and wsl.supported("AMD Radeon RX 6600 XT") is False
@@ -693,8 +692,7 @@ def test_never_a_kernel_driver_on_wsl():
             assert "never install amdgpu-dkms" in c.message, (c.id, c.message)
     by_id = {c.id: c for c in rep.checks}
     assert (
-        by_id["device-access"].status == diagnose.INFO
-        and "/dev/dxg" in by_id["device-access"].message
+        by_id["device-access"].status == rules.INFO and "/dev/dxg" in by_id["device-access"].message
     )
     assert "Windows driver" in by_id["kernel-driver"].message
 
@@ -717,9 +715,8 @@ def apu_alone(gfx: str) -> dict:
     """The apu-igpu sample with its discrete GPU (agent 2) cut out and the integrated
     GPU's target set to ``gfx``: an APU machine such as Strix (Halo), whose only GPU is
     the integrated one. The real output's layout and memory pools are kept."""
-    from rocm_dl_guide.doctor import rocminfo
 
-    lines = rocminfo.load_sample("apu-igpu").splitlines(keepends=True)
+    lines = samples.load_sample("apu-igpu").splitlines(keepends=True)
     start = next(i for i, ln in enumerate(lines) if ln.strip() == "Agent 2") - 1
     end = next(i for i, ln in enumerate(lines) if ln.strip() == "Agent 3") - 1
     text = "".join(lines[:start] + lines[end:]).replace("gfx1036", gfx)
@@ -732,25 +729,25 @@ def apu_alone(gfx: str) -> dict:
 def test_no_override_is_suggested_where_the_sources_say_it_fails(gfx):
     data = apu_alone(gfx)  # the ROCm 6.2 wheel has gfx1100, but no gfx115x/gfx12xx
     hint = check(data, "hsa-override")
-    assert hint.status == diagnose.WARN and "no value would help" in hint.message
+    assert hint.status == rules.WARN and "no value would help" in hint.message
     assert "HSA_OVERRIDE_GFX_VERSION=" not in hint.fix and f"build that has {gfx}" in hint.fix
     arch = check(data, "arch-mismatch")
     assert "HSA_OVERRIDE_GFX_VERSION=" not in arch.fix and "TheRock" in arch.fix
-    assert set(diagnose.cite(*diagnose.NO_OVERRIDE[gfx][2])) <= set(hint.sources)
+    assert set(rules.cite(*rules.NO_OVERRIDE[gfx][2])) <= set(hint.sources)
 
 
 def test_an_override_set_on_strix_halo_fails_and_says_why():
     data = apu_alone("gfx1151")
     data["host"]["env"]["HSA_OVERRIDE_GFX_VERSION"] = "11.0.0"
     override = check(data, "hsa-override")
-    assert override.status == diagnose.FAIL and "SIGSEGV" in override.message
+    assert override.status == rules.FAIL and "SIGSEGV" in override.message
     assert "index-url https://rocm.nightlies.amd.com/v2/gfx1151/" in override.fix
     assert any("legacy-rocm-build/issues/5853" in s for s in override.sources)
 
 
 def test_an_override_still_suggested_for_a_phoenix_apu():
     hint = check(apu_alone("gfx1103"), "hsa-override")  # 780M: rocBLAS#1536
-    assert hint.status == diagnose.INFO and "HSA_OVERRIDE_GFX_VERSION=11.0.0" in hint.fix
+    assert hint.status == rules.INFO and "HSA_OVERRIDE_GFX_VERSION=11.0.0" in hint.fix
 
 
 def test_with_several_gpus_the_override_names_its_gpu_and_hides_the_others():
@@ -774,9 +771,9 @@ def test_the_override_from_the_wheels_arch_list_alone():
     torch["details"]["devices"] = [{"name": "AMD Radeon RX 6600 XT", "gfx": "gfx1032"}]
     data = snap(None, torch=torch)
     hint = check(data, "hsa-override")
-    assert hint.status == diagnose.INFO and "HSA_OVERRIDE_GFX_VERSION=10.3.0" in hint.fix
+    assert hint.status == rules.INFO and "HSA_OVERRIDE_GFX_VERSION=10.3.0" in hint.fix
     assert "RX 6600 XT, gfx1032" in hint.fix
-    assert check(data, "arch-mismatch").status == diagnose.FAIL
+    assert check(data, "arch-mismatch").status == rules.FAIL
 
 
 def test_the_override_from_rocminfo_alone():
@@ -784,7 +781,7 @@ def test_the_override_from_rocminfo_alone():
     data = snap("rx6600xt")
     data["frameworks"] = {"pytorch": {"name": "pytorch", "installed": False, "details": {}}}
     hint = check(data, "hsa-override")
-    assert hint.status == diagnose.INFO and "HSA_OVERRIDE_GFX_VERSION=10.3.0" in hint.fix
+    assert hint.status == rules.INFO and "HSA_OVERRIDE_GFX_VERSION=10.3.0" in hint.fix
     assert "ROCm 6.2.2's supported targets" in hint.message
 
 
@@ -801,5 +798,5 @@ def test_an_apu_states_what_decides_what_fits():
 def test_global_pool_sizes_from_rocminfo():
     from rocm_dl_guide.doctor import rocminfo
 
-    pools = rocminfo.global_pool_kib(rocminfo.load_sample("apu-igpu"))
+    pools = rocminfo.global_pool_kib(samples.load_sample("apu-igpu"))
     assert pools == {1: 31406488, 2: 16760832, 3: 15703244}  # the iGPU gets half the RAM

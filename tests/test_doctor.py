@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_dl_guide.doctor import rocminfo
+from rocm_dl_guide.doctor import rocminfo, samples
 
 
 def _script(path: Path, body: str) -> str:
@@ -115,7 +115,7 @@ def test_garbled_and_failing_tools(tmp_path, python_body, expected):
 
 def test_saved_rocminfo_gives_gpus_with_gfx_and_name(tmp_path, no_rocm):
     saved = tmp_path / "rocminfo.txt"
-    saved.write_text(rocminfo.load_sample("mi-instinct"))
+    saved.write_text(samples.load_sample("mi-instinct"))
     bare = _script(tmp_path / "bare-python", f'exec "{sys.executable}" -I -S "$@"')
     proc = run_doctor("--json", "--rocminfo", str(saved), "--python", bare, **no_rocm)
     assert proc.returncode == 0, proc.stderr
@@ -140,7 +140,7 @@ def test_facts_with_a_saved_rocminfo_check_as_if_collected_with_it(tmp_path):
 
     bare = _script(tmp_path / "bare-python", f'exec "{sys.executable}" -I -S "$@"')
     env = {"ROCM_PATH": str(tmp_path / "no-rocm"), "PATH": os.devnull}
-    sample, source = rocminfo.load_sample("mi-instinct"), "SAMPLE mi-instinct"
+    sample, source = samples.load_sample("mi-instinct"), "SAMPLE mi-instinct"
     here = system.collect(python=bare, env=env)
     swapped = here.with_rocminfo(sample, source=source)
     direct = system.collect(rocminfo_text=sample, rocminfo_source=source, python=bare, env=env)
@@ -190,15 +190,15 @@ def test_doctor_on_this_machine_sees_the_frameworks():
 
 
 def _torch_report(details: dict):
-    from rocm_dl_guide.doctor import system
+    from rocm_dl_guide.doctor import frameworks, installed, system
 
     return system.SystemReport(
-        rocm=system.rocm_version(env={"ROCM_PATH": "/nonexistent"}),
-        kernel_driver=system.KernelDriverInfo(loaded=False),
+        rocm=installed.rocm_version(env={"ROCM_PATH": "/nonexistent"}),
+        kernel_driver=installed.KernelDriverInfo(loaded=False),
         rocminfo_source="saved",
-        rocminfo=rocminfo.parse(rocminfo.load_sample("mi300x")),
+        rocminfo=rocminfo.parse(samples.load_sample("mi300x")),
         pci_gpus=[],
-        frameworks={"pytorch": system.FrameworkInfo("pytorch", True, "2.9.1", details)},
+        frameworks={"pytorch": frameworks.FrameworkInfo("pytorch", True, "2.9.1", details)},
     )
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from rocm_dl_guide import cli
-from rocm_dl_guide.doctor import compat, freshness
+from rocm_dl_guide.doctor import compat_data, freshness
 
 DATA_DIR = Path(__file__).parent / "data" / "freshness"
 TIMEOUT = 5.0
@@ -321,7 +321,7 @@ def test_helpers():
 @pytest.fixture
 def cli_site(site, monkeypatch):
     """The command line reads the package's data: point it at the recorded copy."""
-    monkeypatch.setattr(compat, "data", lambda: copy.deepcopy(site.data))
+    monkeypatch.setattr(compat_data, "data", lambda: copy.deepcopy(site.data))
     monkeypatch.setenv(freshness.ENV_VAR, json.dumps(site.rewrite))
     return site
 

@@ -14,14 +14,15 @@ import time
 
 import pytest
 
-from rocm_dl_guide.doctor import rocminfo
-from rocm_dl_guide.doctor.rocminfo import Agent, RocminfoError, RocminfoReport, parse
+from rocm_dl_guide.doctor import rocminfo, samples
+from rocm_dl_guide.doctor.agents import Agent, RocminfoError, RocminfoReport
+from rocm_dl_guide.doctor.rocminfo import parse
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="uses /bin/sh scripts")
 
 
 def sample(name: str) -> RocminfoReport:
-    return parse(rocminfo.load_sample(name))
+    return parse(samples.load_sample(name))
 
 
 # ---------------------------------------------------------------------------
@@ -30,16 +31,16 @@ def sample(name: str) -> RocminfoReport:
 
 
 def test_sample_names_lists_the_bundled_outputs():
-    names = rocminfo.sample_names()
+    names = samples.sample_names()
     for required in ("mi-instinct", "radeon", "cpu-only", "driver-not-loaded"):
         assert required in names
     assert names == sorted(names)
 
 
 def test_load_sample_accepts_txt_suffix_and_rejects_unknown_names():
-    assert rocminfo.load_sample("radeon.txt") == rocminfo.load_sample("radeon")
+    assert samples.load_sample("radeon.txt") == samples.load_sample("radeon")
     with pytest.raises(ValueError) as info:
-        rocminfo.load_sample("no-such-machine")
+        samples.load_sample("no-such-machine")
     message = str(info.value)
     assert "no-such-machine" in message
     assert "mi-instinct" in message and "radeon" in message
@@ -148,7 +149,7 @@ def test_cpu_only_sample():
 def test_driver_not_loaded_sample():
     # Captured with Debian's rocminfo 5.2.3 on a machine without amdgpu / /dev/kfd
     # (stdout and stderr together). The real exit status was 1.
-    text = rocminfo.load_sample("driver-not-loaded")
+    text = samples.load_sample("driver-not-loaded")
     assert "\x1b[31m" in text  # the sample keeps rocminfo's colour codes
     report = parse(text)
     assert report.agents == ()
@@ -192,7 +193,7 @@ def test_agents_table():
             "compute_units": 96,
         },
     ]
-    assert rocminfo.agents_table(rocminfo.load_sample("radeon")) == rows
+    assert rocminfo.agents_table(samples.load_sample("radeon")) == rows
     assert rocminfo.agents_table(sample("driver-not-loaded")) == []
     with pytest.raises(RocminfoError):
         rocminfo.agents_table(42)
@@ -214,13 +215,13 @@ def test_agents_and_reports_are_frozen_and_hashable():
 
 
 def test_crlf_ansi_and_trailing_spaces_do_not_matter():
-    text = rocminfo.load_sample("radeon")
+    text = samples.load_sample("radeon")
     mangled = "\x1b[32m" + text.replace("\n", "  \r\n").replace("Agent 2", "\x1b[1mAgent 2\x1b[0m")
     assert rocminfo.agents_table(parse(mangled)) == rocminfo.agents_table(parse(text))
 
 
 def test_tabs_and_lost_indentation_keep_agent_keys():
-    text = rocminfo.load_sample("mi-instinct")
+    text = samples.load_sample("mi-instinct")
     flat = "\n".join(line.lstrip() for line in text.splitlines())
     report = parse(flat)
     assert [(g.gfx, g.marketing_name, g.compute_units) for g in report.gpus][:3] == [
@@ -236,7 +237,7 @@ def test_tabs_and_lost_indentation_keep_agent_keys():
 
 
 def test_gfx_comes_from_isa_name_when_agent_name_is_not_a_gfx_string():
-    text = rocminfo.load_sample("mi300x").replace(
+    text = samples.load_sample("mi300x").replace(
         "  Name:                    gfx942", "  Name:                    MI300X-board"
     )
     report = parse(text)
@@ -264,7 +265,7 @@ def test_generic_isa_is_not_preferred_over_the_specific_one():
 
 def test_na_values_become_none():
     text = (
-        rocminfo.load_sample("radeon")
+        samples.load_sample("radeon")
         .replace("Compute Unit:            96", "Compute Unit:            N/A")
         .replace("GPU-dd12161dec38e7a2", "N/A")
     )
@@ -335,7 +336,7 @@ def test_dev_kfd_missing_in_container_is_an_error():
 
 def test_module_not_loaded_but_cpu_listed_is_not_a_failure():
     # rocminfo can still list the CPU agent when the GPU driver is absent (ROCm/rocminfo#20).
-    text = "ROCk module is NOT loaded, possibly no GPU devices\n" + rocminfo.load_sample(
+    text = "ROCk module is NOT loaded, possibly no GPU devices\n" + samples.load_sample(
         "cpu-only"
     ).replace("WSL environment detected.\n", "")
     report = parse(text)
@@ -388,11 +389,11 @@ def test_random_bytes_never_raise(seed):
 def test_sample_with_random_corruption_never_raises(seed):
     rng = random.Random(seed)
     name = rng.choice(["mi-instinct", "radeon", "mi300x"])
-    chars = list(rocminfo.load_sample(name))
+    chars = list(samples.load_sample(name))
     for _ in range(200):
         chars[rng.randrange(len(chars))] = rng.choice(":*\n\x00\x1b\r\t =Agent9xgf")
     report = parse("".join(chars))
-    full = [a.index for a in parse(rocminfo.load_sample(name)).agents]
+    full = [a.index for a in parse(samples.load_sample(name)).agents]
     # What survives is some of the sample's agents, in order, each once.
     got = [a.index for a in report.agents]
     assert got and got == sorted(set(got)) and set(got) <= set(full), (got, full)
@@ -401,7 +402,7 @@ def test_sample_with_random_corruption_never_raises(seed):
 
 @pytest.mark.parametrize("name", ["mi-instinct", "radeon", "mi300x", "cpu-only"])
 def test_truncated_output_gives_a_prefix_of_the_agents(name):
-    text = rocminfo.load_sample(name)
+    text = samples.load_sample(name)
     full = parse(text).agents
     for cut in range(0, len(text), 97):
         report = parse(text[:cut])
@@ -415,7 +416,7 @@ def test_truncated_output_gives_a_prefix_of_the_agents(name):
 
 
 def test_truncated_mid_agent_keeps_what_was_read():
-    text = rocminfo.load_sample("mi-instinct")
+    text = samples.load_sample("mi-instinct")
     cut = text.index("  Compute Unit:            120")  # inside Agent 5 (MI100)
     report = parse(text[:cut])
     assert [a.index for a in report.agents] == [1, 2, 3, 4, 5]
@@ -448,7 +449,7 @@ def _script(tmp_path, name: str, body: str):
 
 def _sample_path(tmp_path, name: str):
     path = tmp_path / f"{name}.out"
-    path.write_text(rocminfo.load_sample(name))
+    path.write_text(samples.load_sample(name))
     return path
 
 

@@ -18,7 +18,7 @@ import pytest
 
 import rocm_dl_guide
 from rocm_dl_guide import doctor
-from rocm_dl_guide.doctor import rocminfo, smi, snapshot, system
+from rocm_dl_guide.doctor import samples, smi, snapshot, system
 
 # AMD's "Quick Start Guide to Partitioning MI300X GPUs", `amd-smi static --partition`
 # on 8 MI300X in CPX/NPS4 (64 blocks): ROCm/amdgpu-docs at da91f8f,
@@ -310,7 +310,7 @@ def test_rocminfo_count_against_smi():
 
 def test_unknown_text_reads_nothing():
     assert smi.read("").empty and smi.read("hello\nGPU: x\n").empty
-    assert smi.read(rocminfo.load_sample("mi300x")).empty
+    assert smi.read(samples.load_sample("mi300x")).empty
 
 
 def test_the_facts_cite_amds_pages():
@@ -331,7 +331,7 @@ def _doctor(*args, stdin: str | None = None):
 
 def test_doctor_smi_end_to_end_with_a_rocminfo_sample(tmp_path):
     sample = tmp_path / "mi300x.txt"
-    sample.write_text(rocminfo.load_sample("mi300x"))
+    sample.write_text(samples.load_sample("mi300x"))
     done = _doctor("--smi", str(CPX_NPS4), "--rocminfo", str(sample))
     assert done.returncode == 0, done.stderr
     out = done.stdout

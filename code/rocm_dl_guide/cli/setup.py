@@ -139,7 +139,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def _cmd_compat(args: argparse.Namespace) -> int:
-    from rocm_dl_guide.doctor import compat
+    from rocm_dl_guide.doctor import compat, compat_data
 
     if args.framework == "gpus":
         table = compat.gpu_table()
@@ -151,16 +151,16 @@ def _cmd_compat(args: argparse.Namespace) -> int:
         table = compat.framework_table(args.framework)
     print(table.to_string(index=False))
     keys = set(table.get("Source", []))
-    if args.framework in compat.FRAMEWORKS:
+    if args.framework in compat_data.FRAMEWORKS:
         # The rows' other source fields: the framework's field source and the
         # sources of disagreeing values (shown inside the cells).
         for rocm in table["ROCm"]:
-            rel = compat.find_release(rocm) or {}
-            keys.add(compat.field_source(rel, args.framework))
-            keys.update(a.get("source") for a in compat.alternatives(rel, args.framework))
+            rel = compat_data.find_release(rocm) or {}
+            keys.add(compat_data.field_source(rel, args.framework))
+            keys.update(a.get("source") for a in compat_data.alternatives(rel, args.framework))
     print("\nSources:")
     for key in sorted(k for k in keys if k):
-        src = compat.sources().get(key, {})
+        src = compat_data.sources().get(key, {})
         print(f"  {key}: {src.get('title', '?')} <{src.get('url', '?')}>")
     return 0
 

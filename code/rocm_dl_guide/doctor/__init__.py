@@ -4,19 +4,34 @@
 this subpackage; the setup chapter's pages call its modules directly. Its
 modules, from the bottom up:
 
-- :mod:`~rocm_dl_guide.doctor.rocminfo`   parsing ``rocminfo`` output; bundled
-  real outputs (``samples/rocminfo/`` at the package root)
+- :mod:`~rocm_dl_guide.doctor.agents`     what ``rocminfo`` tells: the HSA agents
+  (CPUs, GPUs) and the report (:class:`RocminfoReport`)
+- :mod:`~rocm_dl_guide.doctor.tools`      running a command-line tool (``rocminfo``,
+  ``amd-smi``, ``rocm-smi``) and keeping what it printed
+- :mod:`~rocm_dl_guide.doctor.rocminfo`   parsing ``rocminfo`` output, and running it
+- :mod:`~rocm_dl_guide.doctor.samples`    bundled real ``rocminfo`` outputs
+  (``samples/rocminfo/`` at the package root)
+- :mod:`~rocm_dl_guide.doctor.rules`      the :class:`Check` a check returns, and
+  the sourced facts the checks rest on (``data/doctor-rules.json``)
 - :mod:`~rocm_dl_guide.doctor.hostfacts`  device nodes, groups, containers,
   GPU-selection variables and other host facts, read from files
-- :mod:`~rocm_dl_guide.doctor.compat`     the sourced compatibility data
-  (``data/compatibility.json`` at the package root) and verdicts built on it
+- :mod:`~rocm_dl_guide.doctor.compat_data` the sourced compatibility data
+  (``data/compatibility.json`` at the package root), its lookups and version rules
+- :mod:`~rocm_dl_guide.doctor.compat`     plain-language verdicts and the setup
+  chapter's tables, built on that data
 - :mod:`~rocm_dl_guide.doctor.workload`   a real workload (elementwise, matmul,
   conv2d) on every visible GPU, in child processes, against the CPU
+- :mod:`~rocm_dl_guide.doctor.installed`  ROCm's trees and version, the amdgpu
+  kernel driver, the GPUs on the PCI bus, and where ROCm's tools are
+- :mod:`~rocm_dl_guide.doctor.frameworks` PyTorch, TensorFlow, ONNX Runtime and
+  MIGraphX, each probed in a child Python
 - :mod:`~rocm_dl_guide.doctor.system`     what this machine has: ROCm, the
   kernel driver, GPUs, the frameworks, the workload's result, and the output of
   ``amd-smi``/``rocm-smi``, run where installed (a :class:`SystemReport`)
-- :mod:`~rocm_dl_guide.doctor.diagnose`   the rules behind the checks of what
-  actually breaks ROCm setups
+- :mod:`~rocm_dl_guide.doctor.gpu_targets` the GPUs a program sees, the targets
+  its PyTorch has kernels for, ``HSA_OVERRIDE_GFX_VERSION`` and the iGPU checks
+- :mod:`~rocm_dl_guide.doctor.diagnose`   the other checks of what actually
+  breaks ROCm setups (permissions, the build, host settings, the workload)
 - :mod:`~rocm_dl_guide.doctor.logs`       the reader's own error text (``--log``):
   the messages ROCm setups fail with, their causes, fixes and sources
 - :mod:`~rocm_dl_guide.doctor.smi`        ``amd-smi``/``rocm-smi`` output (run by

@@ -45,7 +45,7 @@ from html.parser import HTMLParser
 
 from rocm_dl_guide import __version__
 
-from . import compat
+from . import compat_data
 
 ENV_VAR = "ROCM_DL_GUIDE_SOURCES_BASE"
 DEFAULT_TIMEOUT = 20.0
@@ -513,7 +513,7 @@ def check_sources(
     entries of :data:`DISCOVERY_URLS`. Raises :class:`NetworkUnavailable`
     when not a single page could be fetched.
     """
-    data = compat.data() if data is None else data
+    data = compat_data.data() if data is None else data
     fetcher = Fetcher(rewrites_from_env() if rewrite is None else rewrite, timeout)
     where = {**DISCOVERY_URLS, **(urls or {})}
     sources = data.get("sources") or {}

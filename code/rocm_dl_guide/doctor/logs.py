@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import diagnose
+from . import rules
 
 MAX_BYTES = 4 * 2**20
 """The most of a log that is read (its last part where it is longer)."""
@@ -102,7 +102,7 @@ RULES: tuple[Rule, ...] = (
         "those lines too); install a build for the missing target, or hide the GPU with "
         "HIP_VISIBLE_DEVICES",
         (f"{_ISSUE}1623", "https://github.com/ROCm/tensorflow-upstream/issues/1800"),
-        diagnose.ERROR_MESSAGES[
+        rules.ERROR_MESSAGES[
             "hipErrorNoBinaryForGpu: Unable to find code object for all current devices"
         ],
     ),
@@ -115,8 +115,8 @@ RULES: tuple[Rule, ...] = (
         "kernels do not run on it, or an integrated GPU is device 0",
         "compare python -c 'import torch; print(torch.cuda.get_arch_list())' with "
         "rocminfo's gfx; install a build for it",
-        diagnose.cite("wheel-lacks-arch", "nobinary-gfx1032"),
-        diagnose.ERROR_MESSAGES["HIP error: invalid device function"],
+        rules.cite("wheel-lacks-arch", "nobinary-gfx1032"),
+        rules.ERROR_MESSAGES["HIP error: invalid device function"],
     ),
     Rule(
         "tensile",
@@ -128,10 +128,10 @@ RULES: tuple[Rule, ...] = (
         "use a ROCm/PyTorch build that supports the card (a supported override target of "
         "the same family where there is one); check that the path in the message exists",
         (
-            *diagnose.cite("tensile-missing", "tensile-then-nobinary"),
+            *rules.cite("tensile-missing", "tensile-then-nobinary"),
             "https://github.com/ROCm/rocBLAS/issues/1300",
         ),
-        diagnose.ERROR_MESSAGES["rocBLAS error: Cannot read TensileLibrary.dat"],
+        rules.ERROR_MESSAGES["rocBLAS error: Cannot read TensileLibrary.dat"],
     ),
     Rule(
         "no-hip-gpus",
@@ -143,7 +143,7 @@ RULES: tuple[Rule, ...] = (
         "target the build lacks",
         "run doctor on that machine: its checks tell these apart",
         ("https://github.com/ROCm/hip/issues/3799", f"{_ISSUE}4864"),
-        diagnose.ERROR_MESSAGES["No HIP GPUs are available"],
+        rules.ERROR_MESSAGES["No HIP GPUs are available"],
     ),
     Rule(
         "runtime-segfault",
@@ -211,7 +211,7 @@ def _code_object_details(text: str) -> str:
     if bundled:
         words += f" (the program carries {', '.join(bundled)})"
     base = {t.split(":")[0] for t in gone}
-    if found and base <= diagnose.IGPU_TARGETS:
+    if found and base <= rules.IGPU_TARGETS:
         words += (
             f"; {', '.join(sorted(base))} is an integrated GPU beside GPUs that were found: "
             "hide it with HIP_VISIBLE_DEVICES (the indices of the discrete GPUs)"

@@ -1,9 +1,11 @@
 """``python -m rocm_dl_guide doctor``: the reader's setup, checked.
 
 The report lists what was found (ROCm, kernel driver, GPUs, frameworks), checks
-each against the guide's sourced compatibility data (:mod:`rocm_dl_guide.doctor.compat`),
-and ends with a plain-language verdict. It never fails because a tool is
-missing or prints nonsense: it says what it could not learn.
+each against the guide's sourced compatibility data
+(:mod:`~rocm_dl_guide.doctor.compat_data`, its verdicts
+:mod:`~rocm_dl_guide.doctor.compat`), and ends with a plain-language verdict.
+It never fails because a tool is missing or prints nonsense: it says what it
+could not learn.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from dataclasses import asdict, dataclass
 from rocm_dl_guide import __version__
 from rocm_dl_guide.core import profiles
 
-from . import compat, diagnose, logs, smi, wsl
-from .diagnose import FAIL, INFO, OK, UNKNOWN, WARN, Check
+from . import compat, compat_data, diagnose, logs, smi, wsl
+from .rules import FAIL, INFO, OK, UNKNOWN, WARN, Check
 from .system import SystemReport, collect
 
 _MARK = {OK: "[ok]  ", INFO: "[info]", UNKNOWN: "[??]  ", WARN: "[warn]", FAIL: "[FAIL]"}
@@ -48,13 +50,13 @@ def _driver_check(rocm_ver: str, module_version: str) -> Check:
     such a release number and could be misread as one, so only the new
     numbering is checked.
     """
-    major = compat.normalize_version(module_version).split(".")[0]
+    major = compat_data.normalize_version(module_version).split(".")[0]
     if major.isdigit() and int(major) >= 30:
         return _from_verdict(
             "Driver and ROCm", compat.check_kernel_driver(rocm_ver, module_version)
         )
-    policy = compat.kernel_driver_policy()
-    source = compat.sources().get(policy.get("source", ""), {}).get("url")
+    policy = compat_data.kernel_driver_policy()
+    source = compat_data.sources().get(policy.get("source", ""), {}).get("url")
     return Check(
         "Driver and ROCm",
         UNKNOWN,
@@ -76,7 +78,7 @@ STREAM_NAMES = {"legacy": "legacy release stream", "core-sdk": "ROCm Core SDK st
 
 def rocm_stream(sysrep: SystemReport) -> str | None:
     """The release stream of the ROCm found: the data's, else the layout's."""
-    return compat.stream_of(sysrep.rocm.version or "") or sysrep.rocm.stream
+    return compat_data.stream_of(sysrep.rocm.version or "") or sysrep.rocm.stream
 
 
 def _found_rocm_check(sysrep: SystemReport) -> Check:
@@ -87,10 +89,10 @@ def _found_rocm_check(sysrep: SystemReport) -> Check:
     text = f"ROCm {info.version} {how}"
     if stream:
         text += f" ({STREAM_NAMES.get(stream, stream)})"
-    rel = compat.find_release(info.version)
+    rel = compat_data.find_release(info.version)
     if rel is not None:
         return Check("ROCm", OK, text, (rel["source"],))
-    line = compat.line_entries(info.version)
+    line = compat_data.line_entries(info.version)
     if line:
         names = ", ".join(r["rocm"] for r in line)
         return Check(
@@ -100,12 +102,12 @@ def _found_rocm_check(sysrep: SystemReport) -> Check:
             f"release line ({names})",
             tuple(dict.fromkeys(r["source"] for r in line)),
         )
-    latest = (compat.data().get("known_latest") or {}).get("rocm")
+    latest = (compat_data.data().get("known_latest") or {}).get("rocm")
     return Check(
         "ROCm",
         UNKNOWN,
         f"{text}; the guide's data has no entry for this release (newest it knows: "
-        f"{latest or compat.rocm_releases()[0]}), so checks against it are unknown",
+        f"{latest or compat_data.rocm_releases()[0]}), so checks against it are unknown",
     )
 
 
@@ -120,7 +122,7 @@ def _rocm_check(sysrep: SystemReport) -> tuple[Check, str | None]:
         return _found_rocm_check(sysrep), rocm_ver
     hip = _hip_version(sysrep)
     if hip:
-        rocm_ver = compat.major_minor(hip)
+        rocm_ver = compat_data.major_minor(hip)
         message = (
             f"no system ROCm ({sysrep.rocm.error}); PyTorch carries its own ROCm "
             f"libraries (HIP {hip}), so ROCm {rocm_ver} is assumed for the checks below"

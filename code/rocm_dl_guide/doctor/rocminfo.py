@@ -35,117 +35,21 @@
 :func:`parse` reads that text with a small line-oriented state machine and never
 raises on odd input; :func:`run` runs the tool and turns every failure (not
 installed, non-zero exit, timeout, garbage) into a report whose ``error`` says
-what happened. Real outputs for several machines ship with the package; see
-:func:`sample_names` and :func:`load_sample`.
+what happened. What it reads is an
+:class:`~rocm_dl_guide.doctor.agents.RocminfoReport`
+(:mod:`~rocm_dl_guide.doctor.agents`); running a tool is
+:func:`~rocm_dl_guide.doctor.tools.capture`'s job, and real outputs for
+several machines ship with the package (:mod:`~rocm_dl_guide.doctor.samples`).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import signal
-import subprocess
-from dataclasses import dataclass, field
-from importlib import resources
 
-__all__ = [
-    "Agent",
-    "RocminfoError",
-    "RocminfoReport",
-    "agents_table",
-    "load_sample",
-    "parse",
-    "run",
-    "sample_names",
-]
+from .agents import Agent, RocminfoError, RocminfoReport
+from .tools import Capture, capture, exit_status
 
-
-class RocminfoError(Exception):
-    """Raised only when this module is misused (wrong argument types or values).
-
-    Odd, truncated or failed ``rocminfo`` output is never an exception: it is a
-    :class:`RocminfoReport` whose ``error`` explains the problem.
-    """
-
-
-@dataclass(frozen=True)
-class Agent:
-    """One HSA agent (a CPU or a GPU) as listed by ``rocminfo``."""
-
-    index: int
-    """The number in the ``Agent N`` header."""
-    name: str
-    """``Name:``, e.g. ``gfx90a`` for a GPU or the processor name for a CPU."""
-    marketing_name: str
-    """``Marketing Name:``, e.g. ``AMD Instinct MI210`` (empty if not printed)."""
-    vendor: str
-    """``Vendor Name:`` (``AMD`` for GPUs; rocminfo prints ``CPU`` for CPUs)."""
-    device_type: str
-    """``Device Type:`` as printed: ``CPU`` or ``GPU`` (``DSP`` exists too)."""
-    compute_units: int | None
-    """``Compute Unit:`` (CUs for a GPU, cores/threads for a CPU); None if absent."""
-    gfx: str | None
-    """The GPU's gfx target (``gfx90a``, ``gfx942``, ``gfx1100`` ...); None for CPUs."""
-    uuid: str | None
-    """``Uuid:`` (``GPU-21e4cb94e63377ab``; CPUs print ``CPU-XX``); None if absent."""
-    extra: dict[str, str] = field(default_factory=dict, hash=False)
-    """Every other top-level ``Key: value`` of the agent (not Cache/Pool/ISA sub-keys)."""
-    isas: tuple[str, ...] = ()
-    """The ISA names under ``ISA Info``, e.g. ``amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-``."""
-
-    @property
-    def is_gpu(self) -> bool:
-        """True for a GPU agent."""
-        kind = self.device_type.strip().upper()
-        if kind:
-            return kind == "GPU"
-        # Device Type missing (truncated paste): a gfx name still means a GPU.
-        return self.gfx is not None
-
-    @property
-    def is_cpu(self) -> bool:
-        """True for a CPU agent."""
-        return self.device_type.strip().upper() == "CPU"
-
-
-@dataclass(frozen=True)
-class RocminfoReport:
-    """Everything :func:`parse` could read from one ``rocminfo`` output."""
-
-    runtime_version: str | None
-    """``Runtime Version:`` from ``HSA System Attributes`` (e.g. ``1.14``)."""
-    kernel_module_loaded: bool | None
-    """From the ``ROCk module ... is loaded`` / ``is NOT loaded`` line; None if absent."""
-    agents: tuple[Agent, ...]
-    error: str | None
-    """A plain-language sentence if the output shows a failure, else None."""
-    kernel_module_version: str | None = None
-    """The version in ``ROCk module version 6.8.5 is loaded`` (newer rocminfo only)."""
-    system: dict[str, str] = field(default_factory=dict, hash=False)
-    """All ``HSA System Attributes`` as printed (``Machine Model``, ``Mwaitx`` ...)."""
-    notes: tuple[str, ...] = ()
-    """Lines outside the structured sections (warnings, group checks, WSL notice ...)."""
-    complete: bool = False
-    """True if the output ended with rocminfo's ``*** Done ***`` marker."""
-    group_membership: tuple[str, bool] | None = None
-    """rocminfo's own line on the user's group: ``("render", True)`` for "USER is member
-    of render group", ``False`` for "is not member of"; None where it printed none."""
-
-    @property
-    def gpus(self) -> tuple[Agent, ...]:
-        """The GPU agents, in rocminfo's order (which is also HIP's device order)."""
-        return tuple(a for a in self.agents if a.is_gpu)
-
-    @property
-    def cpus(self) -> tuple[Agent, ...]:
-        """The CPU agents."""
-        return tuple(a for a in self.agents if a.is_cpu)
-
-    @property
-    def ok(self) -> bool:
-        """True if no error was found and at least one agent was listed."""
-        return self.error is None and bool(self.agents)
+__all__ = ["agents_table", "global_pool_kib", "parse", "report_from", "run"]
 
 
 # ---------------------------------------------------------------------------
@@ -577,98 +481,6 @@ def _failed(error: str, **kwargs: object) -> RocminfoReport:
     )
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the process and anything it started (it runs in its own session)."""
-    try:
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:  # pragma: no cover - Windows
-            proc.kill()
-    except (ProcessLookupError, PermissionError, OSError):
-        try:
-            proc.kill()
-        except OSError:
-            pass
-
-
-@dataclass(frozen=True)
-class Capture:
-    """What one run of ``rocminfo`` left behind, before parsing: enough to parse
-    it again elsewhere (a doctor snapshot keeps it verbatim)."""
-
-    executable: str
-    text: str | None = None
-    """Standard output, then standard error, as printed; None when nothing ran."""
-    returncode: int | None = None
-    error: str | None = None
-    """Why there is no output (not installed, timed out, not text); else None."""
-
-
-def capture(
-    executable: str = "rocminfo", timeout: float = 30, args: tuple[str, ...] = ()
-) -> Capture:
-    """Run ``rocminfo`` (or ``executable`` with ``args``: the doctor runs ``amd-smi``
-    and ``rocm-smi`` through here too) and keep what it printed. Never raises for
-    a failed run: a missing executable, a timeout or output that is not text is a
-    :attr:`Capture.error`. A timeout kills the process and what it started (its
-    own session), nothing else. Only misuse (an empty name, a non-positive
-    timeout) raises :class:`RocminfoError`."""
-    if not isinstance(executable, str) or not executable.strip():
-        raise RocminfoError("run() needs the name or path of the rocminfo executable")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise RocminfoError(f"run() needs a positive timeout in seconds, not {timeout!r}")
-
-    def failed(error: str) -> Capture:
-        return Capture(executable, error=error)
-
-    is_path = os.sep in executable or (os.altsep is not None and os.altsep in executable)
-    resolved = executable if is_path else shutil.which(executable)
-    if resolved is None:
-        return failed(f"{executable} is not installed (not found on PATH).")
-    if is_path and not os.path.exists(resolved):
-        name = os.path.basename(executable)
-        return failed(f"{name} is not installed at {executable} (no such file).")
-    try:
-        proc = subprocess.Popen(
-            [resolved, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        return failed(f"{executable} is not installed (not found on PATH).")
-    except PermissionError:
-        return failed(f"{executable} cannot be run (permission denied: is it executable?).")
-    except OSError as exc:
-        return failed(f"{executable} could not be started ({exc.strerror or exc}).")
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        try:
-            proc.communicate(timeout=5)
-        except (subprocess.TimeoutExpired, OSError, ValueError):
-            pass
-        shown = " ".join((executable, *args))
-        return failed(f"{shown} did not finish within {timeout:g} seconds and was stopped.")
-    try:
-        text = out.decode("utf-8") + ("\n" + err.decode("utf-8") if err else "")
-    except UnicodeDecodeError:
-        return failed(f"{executable} printed output that is not valid UTF-8 text.")
-    return Capture(executable, text=text, returncode=proc.returncode)
-
-
-def exit_status(code: int) -> str:
-    """``exited with status 1`` or ``was killed by signal SIGSEGV`` (a negative code)."""
-    if code >= 0:
-        return f"exited with status {code}"
-    try:
-        return f"was killed by signal {signal.Signals(-code).name}"
-    except ValueError:
-        return f"was killed by signal {-code}"
-
-
 def report_from(cap: Capture) -> RocminfoReport:
     """Parse a :class:`Capture` as :func:`run` does, exit status included."""
     if cap.text is None:
@@ -701,46 +513,6 @@ def run(executable: str = "rocminfo", timeout: float = 30) -> RocminfoReport:
     :class:`RocminfoError`. (:func:`capture`, then :func:`report_from`.)
     """
     return report_from(capture(executable, timeout))
-
-
-# ---------------------------------------------------------------------------
-# Bundled samples and tables
-# ---------------------------------------------------------------------------
-
-_SAMPLES = ("samples", "rocminfo")
-
-
-def _sample_dir():  # -> importlib.resources.abc.Traversable
-    root = resources.files("rocm_dl_guide")  # the package root, not this subpackage
-    for part in _SAMPLES:
-        root = root.joinpath(part)
-    return root
-
-
-def sample_names() -> list[str]:
-    """Names of the bundled real ``rocminfo`` outputs, e.g. ``"mi-instinct"``."""
-    try:
-        entries = list(_sample_dir().iterdir())
-    except (FileNotFoundError, NotADirectoryError):  # pragma: no cover - broken install
-        return []
-    return sorted(e.name[: -len(".txt")] for e in entries if e.name.endswith(".txt"))
-
-
-def load_sample(name: str) -> str:
-    """The text of a bundled sample (see ``samples/rocminfo/README.md`` for origins).
-
-    ``name`` may include the ``.txt`` suffix. An unknown name raises
-    ``ValueError`` listing the available ones.
-    """
-    if not isinstance(name, str):
-        raise ValueError(f"sample name must be a string, not {type(name).__name__}")
-    stem = name[: -len(".txt")] if name.endswith(".txt") else name
-    available = sample_names()
-    if stem not in available:
-        raise ValueError(
-            f"unknown rocminfo sample {name!r}; available: {', '.join(available) or '(none)'}"
-        )
-    return _sample_dir().joinpath(stem + ".txt").read_text(encoding="utf-8")
 
 
 def agents_table(report: RocminfoReport | str) -> list[dict]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from .diagnose import INFO, OK, WARN, Check
+from .rules import INFO, OK, WARN, Check
 
 _DOCS = "https://instinct.docs.amd.com/projects/amdgpu-docs/en/latest/gpu-partitioning/"
 OVERVIEW = _DOCS + "mi300x/overview.html"

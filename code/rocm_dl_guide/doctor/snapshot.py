@@ -23,7 +23,7 @@ from pathlib import Path
 from rocm_dl_guide import __version__
 from rocm_dl_guide.core import files
 
-from . import hostfacts, rocminfo, system
+from . import frameworks, hostfacts, installed, rocminfo, samples, system, tools
 
 FORMAT = "rocm-dl-guide-doctor-snapshot"
 FORMAT_VERSION = 3
@@ -73,7 +73,7 @@ class SnapshotError(ValueError):
 
 def to_dict(sysrep: system.SystemReport) -> dict:
     """The snapshot of already-collected facts."""
-    cap = sysrep.rocminfo_capture or rocminfo.Capture("rocminfo", error=sysrep.rocminfo.error)
+    cap = sysrep.rocminfo_capture or tools.Capture("rocminfo", error=sysrep.rocminfo.error)
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -182,11 +182,11 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     for key in SECTIONS:
         _section(data, key, path)
     ri = _section(data, "rocminfo", path)
-    cap = _build(rocminfo.Capture, ri, f"{path}: rocminfo")
+    cap = _build(tools.Capture, ri, f"{path}: rocminfo")
     if cap.text is not None and not isinstance(cap.text, str):
         raise SnapshotError(f"{path}: rocminfo.text: expected a string")
-    frameworks = _section(data, "frameworks", path)
-    if not isinstance(frameworks, dict):
+    probed = _section(data, "frameworks", path)
+    if not isinstance(probed, dict):
         raise SnapshotError(f"{path}: frameworks: expected an object")
     pci = _section(data, "pci_gpus", path)
     if not isinstance(pci, list) or not all(isinstance(g, dict) for g in pci):
@@ -208,16 +208,18 @@ def from_dict(data: dict, path: Path | str = "snapshot") -> system.SystemReport:
     except (ValueError, TypeError) as exc:
         raise SnapshotError(f"{path}: {exc}") from None
     return system.SystemReport(
-        rocm=_build(system.RocmInfo, _section(data, "rocm", path), f"{path}: rocm"),
+        rocm=_build(installed.RocmInfo, _section(data, "rocm", path), f"{path}: rocm"),
         kernel_driver=_build(
-            system.KernelDriverInfo, _section(data, "kernel_driver", path), f"{path}: kernel_driver"
+            installed.KernelDriverInfo,
+            _section(data, "kernel_driver", path),
+            f"{path}: kernel_driver",
         ),
         rocminfo_source=f"{ri.get('source') or 'rocminfo'} (from snapshot {path.name})",
         rocminfo=rocminfo.report_from(cap),
         pci_gpus=pci,
         frameworks={
-            name: _build(system.FrameworkInfo, info, f"{path}: frameworks.{name}")
-            for name, info in frameworks.items()
+            name: _build(frameworks.FrameworkInfo, info, f"{path}: frameworks.{name}")
+            for name, info in probed.items()
         },
         host=host_facts,
         rocminfo_capture=cap,
@@ -284,11 +286,11 @@ def compose(
     workload: list[dict] | None = None,
 ) -> dict:
     """A snapshot of a machine described by its parts: the real ``rocminfo`` output
-    ``sample`` (:func:`rocminfo.load_sample`), the PyTorch facts (default
+    ``sample`` (:func:`samples.load_sample`), the PyTorch facts (default
     :func:`rocm_pytorch`), ROCm's version and the host facts. For tests and for
     showing findings on machines the build does not have; labelled by
     ``rocminfo.source``."""
-    text = rocminfo.load_sample(sample) if sample else None
+    text = samples.load_sample(sample) if sample else None
     devices = [_node("/dev/kfd", accessible, kfd)]
     devices += [_node(f"/dev/dri/renderD{128 + i}", accessible) for i in range(renders)]
     host = hostfacts.HostFacts(
@@ -339,7 +341,7 @@ HIP_INVALID_DEVICE_FUNCTION = "\n".join(
 )
 """What PyTorch's ROCm build prints when a GPU's first kernel has no code
 object for its target (the message of pytorch/pytorch#132570 and of the
-reports :data:`~rocm_dl_guide.doctor.diagnose.SOURCES` cites)."""
+reports :data:`~rocm_dl_guide.doctor.rules.SOURCES` cites)."""
 
 
 def workload_result(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .diagnose import FAIL, INFO, OK, WARN, Check
+from .rules import FAIL, INFO, OK, WARN, Check
 
 if TYPE_CHECKING:  # pragma: no cover
     from .system import SystemReport

@@ -103,12 +103,12 @@ _MIGRAPHX: MigraphxStatus | None = None
 def rocm_lib_dirs() -> list[Path]:
     """``lib`` of every ROCm tree to look in: ``$ROCM_PATH``, then the Core SDK's
     ``/opt/rocm/core-N.N`` (newest first) and ``/opt/rocm/core``, then the
-    legacy ``/opt/rocm`` (see :func:`rocm_dl_guide.doctor.system.rocm_roots`)."""
-    from rocm_dl_guide.doctor import system
+    legacy ``/opt/rocm`` (see :func:`rocm_dl_guide.doctor.installed.rocm_roots`)."""
+    from rocm_dl_guide.doctor import installed
 
-    roots = system.rocm_roots()
+    roots = installed.rocm_roots()
     if os.environ.get("ROCM_PATH"):
-        roots += system.rocm_roots(env={})
+        roots += installed.rocm_roots(env={})
     dirs = []
     for root in roots:
         if root / "lib" not in dirs:

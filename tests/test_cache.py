@@ -57,11 +57,13 @@ def test_page_module_forms(tmp_path):
     package_dir = write_package(tmp_path, {**flat, "sub/__init__.py": "", "sub/mod.py": ""})
     text = textwrap.dedent(
         """
-        from rocm_dl_guide.core import provenance, tables as t
-        from rocm_dl_guide.training.train import runs_dir
+        from rocm_dl_guide import provenance, tables as t
+        from rocm_dl_guide.train import runs_dir
         import rocm_dl_guide.compat
-        from rocm_dl_guide.casestudies import mnist
-        from rocm_dl_guide.core import plots
+        from rocm_dl_guide import (
+            plots,
+            mnist,
+        )
         """
     )
     assert imports.page_modules(text, package_dir) == {

@@ -158,6 +158,20 @@ def _download(spec: DatasetInfo, rf: RemoteFile, directory: Path) -> Path:
     import pooch
 
     errors = []
+    log = pooch.get_logger()
+    level = log.level
+    # pooch logs "Downloading data from URL to file PATH" for every try; the
+    # progress bar says what is downloading, and a failure is one message below.
+    log.setLevel("WARNING")
+    try:
+        return _retrieve(spec, rf, directory, errors)
+    finally:
+        log.setLevel(level)
+
+
+def _retrieve(spec: DatasetInfo, rf: RemoteFile, directory: Path, errors: list[str]) -> Path:
+    import pooch
+
     for url in rf.urls:
         try:
             path = pooch.retrieve(

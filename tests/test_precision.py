@@ -19,7 +19,7 @@ onnx = pytest.importorskip("onnx")
 from conftest import guide_cli  # noqa: E402
 from rocm_dl_guide.casestudies import cifar10  # noqa: E402
 from rocm_dl_guide.core import device  # noqa: E402
-from rocm_dl_guide.optimization import inference, ort_int8, precision  # noqa: E402
+from rocm_dl_guide.optimization import backends, inference, onnx_files, ort_int8, precision  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,7 @@ def batches(n: int = 4, size: int = 8, seed: int = 0) -> list[np.ndarray]:
 def cifar_onnx(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("precision") / "net.onnx"
-    inference.export_onnx(cifar10.Net().eval(), path, image_size=32)
+    onnx_files.export_onnx(cifar10.Net().eval(), path, image_size=32)
     return path
 
 
@@ -78,7 +78,7 @@ def test_calibration_batches_come_from_a_loader():
 
 def test_int8_model_is_quantized_runs_and_follows_the_fp32_model(cifar_onnx, tmp_path):
     out = ort_int8.quantize_onnx_int8(cifar_onnx, tmp_path / "net.int8.onnx", batches())
-    ops = inference.op_counts(out)
+    ops = onnx_files.op_counts(out)
     assert ops.get("QuantizeLinear", 0) > 0 and ops.get("DequantizeLinear", 0) > 0
     assert not [p.name for p in tmp_path.iterdir() if p.name != "net.int8.onnx"]
     x = batches(1, 16, seed=1)[0]
@@ -168,7 +168,7 @@ def test_quantization_refuses_an_already_quantized_model(cifar_onnx, tmp_path):
 def test_quantization_refuses_a_file_that_is_not_a_model(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not an onnx model")
-    with pytest.raises(inference.ModelFileError):
+    with pytest.raises(onnx_files.ModelFileError):
         ort_int8.quantize_onnx_int8(bad, tmp_path / "out.onnx", batches())
     assert not (tmp_path / "out.onnx").exists()
 
@@ -249,7 +249,7 @@ def test_precisions_without_instructions_are_skipped_and_say_why():
     why = precision.skipped(precision.ENGINES, plain)
     assert "PyTorch eager bf16" in why and "no bf16 instructions" in why["PyTorch eager bf16"]
     assert "ONNX Runtime int8" not in why and "torch.compile fp32" not in why
-    if not inference.migraphx_status().available:
+    if not backends.migraphx_status().available:
         assert "MIGraphX fp16" in why and "MIGraphX int8" in why
     assert "PyTorch eager bf16" not in precision.skipped(precision.ENGINES, plain, emulated=True)
     rich = device.cpu_flags(CPUINFO)
@@ -438,13 +438,13 @@ def test_a_broken_int8_choice_record_is_one_clear_error(tmp_path, content):
 
 def test_export_int8_uses_the_default_setting_where_none_was_measured(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCM_DL_GUIDE_RUNS", str(tmp_path / "runs"))
-    prepared = inference.export_inception("smoke")
+    prepared = onnx_files.export_inception("smoke")
     model = tmp_path / "inception_v3.onnx"
     model.write_bytes(prepared.onnx.path.read_bytes())
     out, config, why = ort_int8.export_int8(model, "smoke", calibration=1)
     assert out == tmp_path / "inception_v3.int8.onnx" and config == ort_int8.DEFAULT_INT8
     assert "no int8 setting measured on this CPU" in why
-    ops = inference.op_counts(out)
+    ops = onnx_files.op_counts(out)
     assert ops.get("QuantizeLinear", 0) > 0 and ops.get("DequantizeLinear", 0) > 0
 
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from rocm_dl_guide.core import device, profiles
 from rocm_dl_guide.core.provenance import library_versions
-from rocm_dl_guide.optimization import inference
+from rocm_dl_guide.optimization import backends, inference, onnx_files
 from rocm_dl_guide.optimization.ort_int8 import (
     CPU_FLAGS,
     Int8Config,
@@ -212,7 +212,7 @@ def _ort_engine(
 
 
 def migraphx_engine(path: Path, precision: str, batch: int, batches: list[np.ndarray]) -> Engine:
-    mgx = inference.migraphx_status().module
+    mgx = backends.migraphx_status().module
     prog = mgx.parse_onnx(str(path), default_dim_value=batch)
     target = mgx.get_target("gpu")
     name = prog.get_parameter_names()[0]
@@ -257,7 +257,7 @@ def skipped(
     from rocm_dl_guide.optimization import pt2e
 
     out = {}
-    has_mgx = inference.migraphx_status().available
+    has_mgx = backends.migraphx_status().available
     no_pt2e = pt2e.unavailable()
     for backend, precision in include:
         if backend == "MIGraphX":
@@ -287,7 +287,7 @@ def engines(
     quantized model of ``int8_paths``."""
     wanted = list(include)
     found = []
-    has_mgx = inference.migraphx_status().available
+    has_mgx = backends.migraphx_status().available
     for backend, precision in wanted:
         if backend == "PyTorch eager":
             found.append(torch_engine(model, precision))
@@ -606,9 +606,9 @@ def _agreements(prof, include, threads, calibration, test_images, epochs, config
     """Train the CIFAR-10 network, quantize it, and compare every engine with its
     fp32 predictions: ``({(backend, precision): PredictionAgreement}, note)``."""
     model, data, note = trained_cifar10(prof, epochs)
-    work = inference.models_dir()
+    work = onnx_files.models_dir()
     small = work / "cifar10_net.onnx"
-    inference.export_onnx(model, small, image_size=32)
+    onnx_files.export_onnx(model, small, image_size=32)
     calib = calibration_batches(data.train_loader, calibration)
     small_int8 = quantize_all(small, "cifar10_net", calib, configs, include)
     xs, ys = _test_arrays(data, test_images)
@@ -627,7 +627,7 @@ def quantize_all(
     ``include`` has ONNX Runtime int8 (else nothing)."""
     if ("ONNX Runtime", "int8") not in list(include):
         return {}
-    out = inference.models_dir()
+    out = onnx_files.models_dir()
     slug = {c: c.name.lower().replace(" ", "-").replace("_", "") for c in configs}
     return {
         c: quantize_onnx_int8(path, out / f"{stem}.{slug[c]}.onnx", batches, config=c)
@@ -713,7 +713,7 @@ def run(
             prof, include, threads, calibration, test_images, agreement_epochs, configs
         )
         bar.update(1)
-        prepared = inference.export_inception(prof)
+        prepared = onnx_files.export_inception(prof)
         tiny = inception.tiny_imagenet_loaders(prof, image_size=299, batch_size=8)
         # With random weights (smoke) the int8 model is timed, never judged by
         # its answers: one batch gives it its scales (calibrating Inception v3

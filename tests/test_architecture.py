@@ -65,7 +65,7 @@ CHAPTER_EXCEPTIONS = {
     ("optimization.tuning", "casestudies.inception"): "tunes its convolutions",
     ("optimization.profiling", "casestudies.inception"): "profiles its forward pass",
     # Agreement and a training step need a trained network: the CIFAR-10 one.
-    ("optimization.precision", "casestudies.cifar10"): "agreement on a trained network",
+    ("optimization.agreement", "casestudies.cifar10"): "agreement on a trained network",
     ("optimization.profiling", "casestudies.cifar10"): "profiles a training step",
     # MIGraphX's Python module is found where the doctor finds ROCm.
     ("optimization.backends", "doctor.system"): "finds ROCm's libraries",
@@ -348,7 +348,6 @@ OVER_600 = frozenset(
         "doctor/rocminfo.py",
         "doctor/system.py",
         "lm/lora.py",
-        "optimization/precision.py",
         "selfcheck.py",
         "training/train.py",
     }

@@ -19,7 +19,15 @@ onnx = pytest.importorskip("onnx")
 from conftest import guide_cli  # noqa: E402
 from rocm_dl_guide.casestudies import cifar10  # noqa: E402
 from rocm_dl_guide.core import device  # noqa: E402
-from rocm_dl_guide.optimization import backends, inference, onnx_files, ort_int8, precision  # noqa: E402
+from rocm_dl_guide.optimization import (  # noqa: E402
+    agreement,
+    backends,
+    inference,
+    onnx_files,
+    ort_int8,
+    precision,
+    precision_results,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -194,7 +202,7 @@ def test_agreement_counts_top1_matches_with_the_reference_and_accuracy():
         out[first] = np.roll(out[first], 1, axis=1)
         return out
 
-    found = precision.prediction_agreement(
+    found = agreement.prediction_agreement(
         [_engine("ref", lambda x: logits[x[:, 0].astype(int)]), _engine("other", flipped)],
         images,
         labels,
@@ -207,23 +215,23 @@ def test_agreement_counts_top1_matches_with_the_reference_and_accuracy():
 
 def test_wilson_interval():
     # Brown, Cai and DasGupta (2001): the interval at 97.0% of 1,000 is about 95.7-97.9%.
-    low, high = precision.wilson_interval(970, 1000)
+    low, high = agreement.wilson_interval(970, 1000)
     assert low == pytest.approx(0.9575, abs=1e-4) and high == pytest.approx(0.9789, abs=1e-4)
-    low, high = precision.wilson_interval(200, 200)  # all agree: not an empty interval
+    low, high = agreement.wilson_interval(200, 200)  # all agree: not an empty interval
     assert high == 1.0 and 0.97 < low < 0.99
-    assert precision.wilson_interval(0, 10)[0] == 0.0
+    assert agreement.wilson_interval(0, 10)[0] == 0.0
     # four times the images, half the width
-    lo1, hi1 = precision.wilson_interval(450, 500)
-    lo4, hi4 = precision.wilson_interval(1800, 2000)
+    lo1, hi1 = agreement.wilson_interval(450, 500)
+    lo4, hi4 = agreement.wilson_interval(1800, 2000)
     w1, w4 = hi1 - lo1, hi4 - lo4
     assert w4 == pytest.approx(w1 / 2, rel=0.05)
     with pytest.raises(ort_int8.PrecisionError, match="no interval"):
-        precision.wilson_interval(3, 0)
+        agreement.wilson_interval(3, 0)
 
 
 def test_agreement_refuses_mismatched_inputs():
     with pytest.raises(ort_int8.PrecisionError, match="3 images for 2 labels"):
-        precision.prediction_agreement([_engine("e", lambda x: x)], np.zeros((3, 1)), np.zeros(2))
+        agreement.prediction_agreement([_engine("e", lambda x: x)], np.zeros((3, 1)), np.zeros(2))
 
 
 # --------------------------------------------------------------------------- the CPU
@@ -264,7 +272,7 @@ def test_the_two_pages_engines_make_the_commands_engines():
     assert both == set(precision.ENGINES)
     assert not {p for _, p in precision.FORMAT_ENGINES} & {"int8"}
     assert {p for _, p in precision.INT8_ENGINES} == {"fp32", "int8"}
-    assert precision.FORMAT_ENGINES[0] == precision.INT8_ENGINES[0] == precision.REFERENCE
+    assert precision.FORMAT_ENGINES[0] == precision.INT8_ENGINES[0] == precision_results.REFERENCE
 
 
 # --------------------------------------------------------------------------- the command
@@ -321,18 +329,22 @@ def test_bench_precision_json_rows(tmp_path):
     assert all(r["top1_agreement"] >= 0.8 for r in int8)
     assert result.best_int8(1) in result.int8_rows(1)
     rows = {(r["backend"], r["precision"]): r for r in data["rows"]}
-    assert set(rows) == {precision.REFERENCE, ("ONNX Runtime", "fp32"), ("ONNX Runtime", "int8")}
+    assert set(rows) == {
+        precision_results.REFERENCE,
+        ("ONNX Runtime", "fp32"),
+        ("ONNX Runtime", "int8"),
+    }
     for row in rows.values():
         assert row["batch"] == 1 and row["ms"] > 0 and row["speedup_vs_eager_fp32"] > 0
         assert 0 <= row["accuracy"] <= 1
-    assert rows[precision.REFERENCE]["top1_agreement"] == 1.0
-    assert rows[precision.REFERENCE]["speedup_vs_eager_fp32"] == 1.0
+    assert rows[precision_results.REFERENCE]["top1_agreement"] == 1.0
+    assert rows[precision_results.REFERENCE]["speedup_vs_eager_fp32"] == 1.0
     # ONNX Runtime fp32 computes the same network: the same predictions.
     # Trained until it is sure of its answers (issue: at least 90% on the fixtures).
-    assert rows[precision.REFERENCE]["accuracy"] >= 0.9
+    assert rows[precision_results.REFERENCE]["accuracy"] >= 0.9
     low, high = rows[("ONNX Runtime", "int8")]["agreement_interval"]
     assert low <= rows[("ONNX Runtime", "int8")]["top1_agreement"] <= high
-    assert rows[precision.REFERENCE]["test_images"] == result.test_images == 200
+    assert rows[precision_results.REFERENCE]["test_images"] == result.test_images == 200
     assert rows[("ONNX Runtime", "fp32")]["top1_agreement"] >= 0.99
     assert rows[("ONNX Runtime", "int8")]["top1_agreement"] >= 0.8
     assert data["threads"] >= 1 and data["versions"]["ONNX Runtime"]
@@ -342,8 +354,8 @@ def test_bench_precision_json_rows(tmp_path):
     assert "ONNX Runtime    int8" in result.summary()
 
 
-def _bench(rows) -> precision.PrecisionBench:
-    return precision.PrecisionBench(
+def _bench(rows) -> precision_results.PrecisionBench:
+    return precision_results.PrecisionBench(
         rows=rows,
         machine="CPU (test)",
         threads=2,

@@ -264,22 +264,22 @@ EXPORTER = textwrap.dedent(
     import sys, time
     import torch
     from torch import nn
-    from rocm_dl_guide.optimization import inference
+    from rocm_dl_guide.optimization import onnx_files
 
     start, path = float(sys.argv[1]), sys.argv[2]
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(4, 2))
-    real_export = inference.export_onnx
+    real_export = onnx_files.export_onnx
 
     def counting_export(*args, **kwargs):
         print("exported", flush=True)
         return real_export(*args, **kwargs)
 
-    inference.export_onnx = counting_export
+    onnx_files.export_onnx = counting_export
     while time.time() < start:
         time.sleep(0.001)
-    onnx = inference.export_once(model, path, image_size=16)
+    onnx = onnx_files.export_once(model, path, image_size=16)
     print("read", onnx.input_name, onnx.output_name)
     """
 )

@@ -404,9 +404,9 @@ def test_onnx_export_on_a_full_disk_keeps_the_old_export(tmp_path: Path) -> None
         """
         import sys, torch
         from torch import nn
-        from rocm_dl_guide.optimization import inference
+        from rocm_dl_guide.optimization import onnx_files
         model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.Linear(8 * 6 * 6, 500))
-        inference.export_onnx(model, sys.argv[1], image_size=8)
+        onnx_files.export_onnx(model, sys.argv[1], image_size=8)
         """,
         50_000,  # the Linear layer alone is about 580 kB
         str(path),

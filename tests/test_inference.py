@@ -25,7 +25,13 @@ ort = pytest.importorskip("onnxruntime")
 
 from conftest import guide_cli  # noqa: E402
 from rocm_dl_guide.casestudies import inception_pretrained  # noqa: E402
-from rocm_dl_guide.optimization import bench, cpp_example, inference  # noqa: E402
+from rocm_dl_guide.optimization import (  # noqa: E402
+    backends,
+    bench,
+    cpp_example,
+    inference,
+    onnx_files,
+)
 from rocm_dl_guide.optimization.graph_views import graph_views  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +42,7 @@ PAGES = ROOT / "book" / "optimization"
 def prepared(tmp_path_factory):
     """Inception v3 (smoke profile: random weights) and its ONNX export, once."""
     path = tmp_path_factory.mktemp("models") / "inception_v3.onnx"
-    return inference.export_inception("smoke", path)
+    return onnx_files.export_inception("smoke", path)
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +53,9 @@ def photo() -> np.ndarray:
 @pytest.fixture
 def no_migraphx(monkeypatch):
     monkeypatch.setattr(
-        inference,
+        backends,
         "_MIGRAPHX",
-        inference.MigraphxStatus(None, "MIGraphX is not importable here (test)"),
+        backends.MigraphxStatus(None, "MIGraphX is not importable here (test)"),
     )
 
 
@@ -123,8 +129,8 @@ def _fake_migraphx(saved: dict) -> types.ModuleType:
 @pytest.fixture
 def fake_migraphx(monkeypatch):
     saved: dict = {}
-    status = inference.MigraphxStatus(_fake_migraphx(saved), "a stand-in module (test)")
-    monkeypatch.setattr(inference, "_MIGRAPHX", status)
+    status = backends.MigraphxStatus(_fake_migraphx(saved), "a stand-in module (test)")
+    monkeypatch.setattr(backends, "_MIGRAPHX", status)
     return status
 
 
@@ -132,23 +138,23 @@ def fake_migraphx(monkeypatch):
 
 
 def test_unknown_backend_name_is_one_clear_error():
-    with pytest.raises(inference.BackendError, match="unknown backend 'tensorrt'") as info:
-        inference.select_backend("tensorrt")
+    with pytest.raises(backends.BackendError, match="unknown backend 'tensorrt'") as info:
+        backends.select_backend("tensorrt")
     assert "auto, migraphx, onnxruntime" in str(info.value)
     assert "\n" not in str(info.value)
 
 
 def test_migraphx_absent_gives_onnxruntime_and_says_so(no_migraphx, prepared):
-    assert inference.select_backend() == "onnxruntime"
-    assert inference.select_backend("auto") == "onnxruntime"
-    assert inference.select_backend("ONNX-Runtime") == "onnxruntime"
-    with pytest.raises(inference.BackendError, match="not importable"):
-        inference.select_backend("migraphx")
+    assert backends.select_backend() == "onnxruntime"
+    assert backends.select_backend("auto") == "onnxruntime"
+    assert backends.select_backend("ONNX-Runtime") == "onnxruntime"
+    with pytest.raises(backends.BackendError, match="not importable"):
+        backends.select_backend("migraphx")
     compiled = inference.compile_model(prepared.onnx.path, threads=1)
     assert compiled.backend == "onnxruntime"
     note = inference.backend_note(compiled)
     assert "ONNX Runtime" in note and "not from MIGraphX" in note and "not importable" in note
-    table = inference.backend_table()
+    table = backends.backend_table()
     assert table.auto == "ONNX Runtime"
     assert list(table.frame["available"]) == ["no", "yes"]
 
@@ -168,7 +174,7 @@ def test_every_executed_page_says_which_backend_ran(build):
     """The built pages say which backend produced their outputs (inference.backend_note),
     and the chapter's index lists the backends found and the one the pages ran on."""
     assert build.code == 0, "the book did not build"
-    ran = inference.backend_table().auto  # what the build's kernels found too
+    ran = backends.backend_table().auto  # what the build's kernels found too
     for page in ("migraphx-python", "tuning", "benchmark"):
         assert f"Backend. These outputs come from {ran}" in _built_text(page), page
     index = _built_text("index")
@@ -178,10 +184,10 @@ def test_every_executed_page_says_which_backend_ran(build):
 
 def test_this_machine_really_lacks_migraphx():
     """The book's default build must take the ONNX Runtime path here."""
-    status = inference.migraphx_status(refresh=True)
+    status = backends.migraphx_status(refresh=True)
     if status.available:  # pragma: no cover - a ROCm machine
         pytest.skip(f"MIGraphX is installed here: {status.how}")
-    assert inference.select_backend() == "onnxruntime"
+    assert backends.select_backend() == "onnxruntime"
 
 
 def test_reported_provider_is_the_one_the_session_uses(no_migraphx, prepared, monkeypatch):
@@ -201,7 +207,7 @@ def test_reported_provider_is_the_one_the_session_uses(no_migraphx, prepared, mo
 
 
 def test_migraphx_module_is_found_in_rocm_lib(tmp_path, monkeypatch):
-    if inference._try_import_migraphx()[0] is not None:  # pragma: no cover - a ROCm machine
+    if backends._try_import_migraphx()[0] is not None:  # pragma: no cover - a ROCm machine
         pytest.skip("a real MIGraphX is importable here")
     lib = tmp_path / "lib"
     lib.mkdir()
@@ -209,12 +215,12 @@ def test_migraphx_module_is_found_in_rocm_lib(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCM_PATH", str(tmp_path))
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(lib)])
     monkeypatch.delitem(sys.modules, "migraphx", raising=False)
-    monkeypatch.setattr(inference, "_MIGRAPHX", None)
+    monkeypatch.setattr(backends, "_MIGRAPHX", None)
     try:
-        status = inference.migraphx_status()
+        status = backends.migraphx_status()
         assert status.available and status.module.__version__ == "9.9"
         assert str(lib) in status.how and "PYTHONPATH" in status.how
-        assert inference.select_backend() == "migraphx"
+        assert backends.select_backend() == "migraphx"
     finally:
         sys.modules.pop("migraphx", None)
 
@@ -224,9 +230,9 @@ def test_pypi_placeholder_migraphx_is_not_mistaken_for_the_real_one(tmp_path, mo
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "migraphx", raising=False)
     monkeypatch.setenv("ROCM_PATH", str(tmp_path / "no-rocm"))
-    monkeypatch.setattr(inference, "_MIGRAPHX", None)
+    monkeypatch.setattr(backends, "_MIGRAPHX", None)
     try:
-        status = inference.migraphx_status()
+        status = backends.migraphx_status()
         assert not status.available and "placeholder" in status.how
     finally:
         sys.modules.pop("migraphx", None)
@@ -238,12 +244,12 @@ def test_pypi_placeholder_migraphx_is_not_mistaken_for_the_real_one(tmp_path, mo
 def test_export_reads_names_and_dynamic_batch_from_the_file(prepared):
     onnx_model = prepared.onnx
     assert onnx_model.path.is_file() and onnx_model.size_bytes > 50e6
-    again = inference.read_onnx(onnx_model.path)
+    again = onnx_files.read_onnx(onnx_model.path)
     assert again.input_name == onnx_model.input_name
     assert again.input_shape[1:] == [3, 299, 299]
     assert isinstance(again.input_shape[0], str)  # symbolic batch axis
     assert again.output_shape[1:] == [1000]
-    assert onnx_model.opset == inference.OPSET
+    assert onnx_model.opset == onnx_files.OPSET
     assert onnx_model.weights_note.startswith("RANDOM weights")
     counts = onnx_model.op_counts()
     assert counts["Conv"] == 94
@@ -294,7 +300,7 @@ def test_saved_and_reloaded_model_gives_the_same_outputs(no_migraphx, prepared, 
     after = loaded.run(photo)
     np.testing.assert_array_equal(before, after)
     # The saved graph is the optimised one: fewer nodes, fused blocked-layout convolutions.
-    counts = inference.op_counts(saved.path)
+    counts = onnx_files.op_counts(saved.path)
     assert sum(counts.values()) < prepared.onnx.nodes
     assert "Conv" not in counts
 
@@ -338,7 +344,7 @@ def test_migraphx_path_saves_and_loads_mxr(fake_migraphx, prepared, photo, tmp_p
 def test_an_mxr_file_without_migraphx_is_one_clear_error(no_migraphx, tmp_path):
     mxr = tmp_path / "m.mxr"
     mxr.write_bytes(b"MXR")
-    with pytest.raises(inference.BackendError, match="needs MIGraphX"):
+    with pytest.raises(backends.BackendError, match="needs MIGraphX"):
         inference.load_compiled(mxr)
 
 
@@ -363,7 +369,7 @@ def test_bad_model_files_are_one_clear_error(kind, prepared, tmp_path):
         path.write_bytes(os.urandom(4096))
     elif kind == "empty":
         path.write_bytes(b"")
-    with pytest.raises(inference.ModelFileError) as info:
+    with pytest.raises(onnx_files.ModelFileError) as info:
         inference.compile_model(path, "onnxruntime", threads=1)
     message = str(info.value)
     assert str(path) in message and "\n" not in message
@@ -502,7 +508,7 @@ def test_cpp_example_sources_and_page():
 
 def test_cpp_example_is_not_built_without_migraphx_and_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCM_PATH", str(tmp_path / "no-rocm"))
-    monkeypatch.setattr(inference, "rocm_lib_dirs", lambda: [tmp_path / "no-rocm" / "lib"])
+    monkeypatch.setattr(backends, "rocm_lib_dirs", lambda: [tmp_path / "no-rocm" / "lib"])
     files = {k: tmp_path / k for k in ("model", "input", "expected")}
     result = cpp_example.run_cpp_example(files, tmp_path / "build")
     assert not result.ran and result.returncode is None
@@ -644,7 +650,7 @@ def test_cli_bench_unknown_backend_and_missing_migraphx():
     proc = _cli("bench", "inference", "--backend", "tensorrt", "--json")
     _assert_one_line_error(proc, "bench", "unknown backend")
     assert proc.returncode == 2
-    if not inference.migraphx_status().available:
+    if not backends.migraphx_status().available:
         proc = _cli("bench", "inference", "--backend", "migraphx", "--json")
         _assert_one_line_error(proc, "bench", "MIGraphX is not importable here")
 
@@ -669,19 +675,19 @@ def test_an_unchanged_export_is_reused_and_any_change_exports_again(tmp_path):
     torch.manual_seed(0)
     model = cifar10.Net().eval()
     path = tmp_path / "net.onnx"
-    first = inference.export_once(model, path, image_size=32)
+    first = onnx_files.export_once(model, path, image_size=32)
     record = json.loads((tmp_path / "net.onnx.export.json").read_text())
-    assert record["weights"] == inference.weights_digest(model)
+    assert record["weights"] == onnx_files.weights_digest(model)
     assert record["size"] == path.stat().st_size == first.size_bytes
     stamp = path.stat().st_mtime_ns
 
-    again = inference.export_once(model, path, image_size=32)  # same weights: read back
+    again = onnx_files.export_once(model, path, image_size=32)  # same weights: read back
     assert path.stat().st_mtime_ns == stamp and again == first
 
     with torch.no_grad():
         model.fc3.bias += 1.0  # new weights: a new export that holds them
-    assert inference.weights_digest(model) != record["weights"]
-    inference.export_once(model, path, image_size=32)
+    assert onnx_files.weights_digest(model) != record["weights"]
+    onnx_files.export_once(model, path, image_size=32)
     assert path.stat().st_mtime_ns != stamp
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).random((2, 3, 32, 32), dtype=np.float32)
@@ -695,11 +701,11 @@ def test_an_unchanged_export_is_reused_and_any_change_exports_again(tmp_path):
         lambda: (tmp_path / "net.onnx.export.json").write_text("{not json"),
     ):
         damage()
-        restored = inference.export_once(model, path, image_size=32)
+        restored = onnx_files.export_once(model, path, image_size=32)
         assert restored.size_bytes == path.stat().st_size > 100
         assert json.loads((tmp_path / "net.onnx.export.json").read_text())["size"] == (
             path.stat().st_size
         )
     stamp = path.stat().st_mtime_ns
-    older = inference.export_once(model, path, image_size=32, opset=inference.OPSET - 1)
-    assert older.opset == inference.OPSET - 1 and path.stat().st_mtime_ns != stamp
+    older = onnx_files.export_once(model, path, image_size=32, opset=onnx_files.OPSET - 1)
+    assert older.opset == onnx_files.OPSET - 1 and path.stat().st_mtime_ns != stamp

@@ -19,7 +19,15 @@ onnx = pytest.importorskip("onnx")
 from conftest import guide_cli  # noqa: E402
 from rocm_dl_guide.casestudies import cifar10  # noqa: E402
 from rocm_dl_guide.core import device  # noqa: E402
-from rocm_dl_guide.optimization import inference, ort_int8, precision  # noqa: E402
+from rocm_dl_guide.optimization import (  # noqa: E402
+    agreement,
+    backends,
+    inference,
+    onnx_files,
+    ort_int8,
+    precision,
+    precision_results,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +41,7 @@ def batches(n: int = 4, size: int = 8, seed: int = 0) -> list[np.ndarray]:
 def cifar_onnx(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("precision") / "net.onnx"
-    inference.export_onnx(cifar10.Net().eval(), path, image_size=32)
+    onnx_files.export_onnx(cifar10.Net().eval(), path, image_size=32)
     return path
 
 
@@ -78,7 +86,7 @@ def test_calibration_batches_come_from_a_loader():
 
 def test_int8_model_is_quantized_runs_and_follows_the_fp32_model(cifar_onnx, tmp_path):
     out = ort_int8.quantize_onnx_int8(cifar_onnx, tmp_path / "net.int8.onnx", batches())
-    ops = inference.op_counts(out)
+    ops = onnx_files.op_counts(out)
     assert ops.get("QuantizeLinear", 0) > 0 and ops.get("DequantizeLinear", 0) > 0
     assert not [p.name for p in tmp_path.iterdir() if p.name != "net.int8.onnx"]
     x = batches(1, 16, seed=1)[0]
@@ -168,7 +176,7 @@ def test_quantization_refuses_an_already_quantized_model(cifar_onnx, tmp_path):
 def test_quantization_refuses_a_file_that_is_not_a_model(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not an onnx model")
-    with pytest.raises(inference.ModelFileError):
+    with pytest.raises(onnx_files.ModelFileError):
         ort_int8.quantize_onnx_int8(bad, tmp_path / "out.onnx", batches())
     assert not (tmp_path / "out.onnx").exists()
 
@@ -194,7 +202,7 @@ def test_agreement_counts_top1_matches_with_the_reference_and_accuracy():
         out[first] = np.roll(out[first], 1, axis=1)
         return out
 
-    found = precision.prediction_agreement(
+    found = agreement.prediction_agreement(
         [_engine("ref", lambda x: logits[x[:, 0].astype(int)]), _engine("other", flipped)],
         images,
         labels,
@@ -207,23 +215,23 @@ def test_agreement_counts_top1_matches_with_the_reference_and_accuracy():
 
 def test_wilson_interval():
     # Brown, Cai and DasGupta (2001): the interval at 97.0% of 1,000 is about 95.7-97.9%.
-    low, high = precision.wilson_interval(970, 1000)
+    low, high = agreement.wilson_interval(970, 1000)
     assert low == pytest.approx(0.9575, abs=1e-4) and high == pytest.approx(0.9789, abs=1e-4)
-    low, high = precision.wilson_interval(200, 200)  # all agree: not an empty interval
+    low, high = agreement.wilson_interval(200, 200)  # all agree: not an empty interval
     assert high == 1.0 and 0.97 < low < 0.99
-    assert precision.wilson_interval(0, 10)[0] == 0.0
+    assert agreement.wilson_interval(0, 10)[0] == 0.0
     # four times the images, half the width
-    lo1, hi1 = precision.wilson_interval(450, 500)
-    lo4, hi4 = precision.wilson_interval(1800, 2000)
+    lo1, hi1 = agreement.wilson_interval(450, 500)
+    lo4, hi4 = agreement.wilson_interval(1800, 2000)
     w1, w4 = hi1 - lo1, hi4 - lo4
     assert w4 == pytest.approx(w1 / 2, rel=0.05)
     with pytest.raises(ort_int8.PrecisionError, match="no interval"):
-        precision.wilson_interval(3, 0)
+        agreement.wilson_interval(3, 0)
 
 
 def test_agreement_refuses_mismatched_inputs():
     with pytest.raises(ort_int8.PrecisionError, match="3 images for 2 labels"):
-        precision.prediction_agreement([_engine("e", lambda x: x)], np.zeros((3, 1)), np.zeros(2))
+        agreement.prediction_agreement([_engine("e", lambda x: x)], np.zeros((3, 1)), np.zeros(2))
 
 
 # --------------------------------------------------------------------------- the CPU
@@ -249,7 +257,7 @@ def test_precisions_without_instructions_are_skipped_and_say_why():
     why = precision.skipped(precision.ENGINES, plain)
     assert "PyTorch eager bf16" in why and "no bf16 instructions" in why["PyTorch eager bf16"]
     assert "ONNX Runtime int8" not in why and "torch.compile fp32" not in why
-    if not inference.migraphx_status().available:
+    if not backends.migraphx_status().available:
         assert "MIGraphX fp16" in why and "MIGraphX int8" in why
     assert "PyTorch eager bf16" not in precision.skipped(precision.ENGINES, plain, emulated=True)
     rich = device.cpu_flags(CPUINFO)
@@ -264,7 +272,7 @@ def test_the_two_pages_engines_make_the_commands_engines():
     assert both == set(precision.ENGINES)
     assert not {p for _, p in precision.FORMAT_ENGINES} & {"int8"}
     assert {p for _, p in precision.INT8_ENGINES} == {"fp32", "int8"}
-    assert precision.FORMAT_ENGINES[0] == precision.INT8_ENGINES[0] == precision.REFERENCE
+    assert precision.FORMAT_ENGINES[0] == precision.INT8_ENGINES[0] == precision_results.REFERENCE
 
 
 # --------------------------------------------------------------------------- the command
@@ -321,18 +329,22 @@ def test_bench_precision_json_rows(tmp_path):
     assert all(r["top1_agreement"] >= 0.8 for r in int8)
     assert result.best_int8(1) in result.int8_rows(1)
     rows = {(r["backend"], r["precision"]): r for r in data["rows"]}
-    assert set(rows) == {precision.REFERENCE, ("ONNX Runtime", "fp32"), ("ONNX Runtime", "int8")}
+    assert set(rows) == {
+        precision_results.REFERENCE,
+        ("ONNX Runtime", "fp32"),
+        ("ONNX Runtime", "int8"),
+    }
     for row in rows.values():
         assert row["batch"] == 1 and row["ms"] > 0 and row["speedup_vs_eager_fp32"] > 0
         assert 0 <= row["accuracy"] <= 1
-    assert rows[precision.REFERENCE]["top1_agreement"] == 1.0
-    assert rows[precision.REFERENCE]["speedup_vs_eager_fp32"] == 1.0
+    assert rows[precision_results.REFERENCE]["top1_agreement"] == 1.0
+    assert rows[precision_results.REFERENCE]["speedup_vs_eager_fp32"] == 1.0
     # ONNX Runtime fp32 computes the same network: the same predictions.
     # Trained until it is sure of its answers (issue: at least 90% on the fixtures).
-    assert rows[precision.REFERENCE]["accuracy"] >= 0.9
+    assert rows[precision_results.REFERENCE]["accuracy"] >= 0.9
     low, high = rows[("ONNX Runtime", "int8")]["agreement_interval"]
     assert low <= rows[("ONNX Runtime", "int8")]["top1_agreement"] <= high
-    assert rows[precision.REFERENCE]["test_images"] == result.test_images == 200
+    assert rows[precision_results.REFERENCE]["test_images"] == result.test_images == 200
     assert rows[("ONNX Runtime", "fp32")]["top1_agreement"] >= 0.99
     assert rows[("ONNX Runtime", "int8")]["top1_agreement"] >= 0.8
     assert data["threads"] >= 1 and data["versions"]["ONNX Runtime"]
@@ -342,8 +354,8 @@ def test_bench_precision_json_rows(tmp_path):
     assert "ONNX Runtime    int8" in result.summary()
 
 
-def _bench(rows) -> precision.PrecisionBench:
-    return precision.PrecisionBench(
+def _bench(rows) -> precision_results.PrecisionBench:
+    return precision_results.PrecisionBench(
         rows=rows,
         machine="CPU (test)",
         threads=2,
@@ -438,13 +450,13 @@ def test_a_broken_int8_choice_record_is_one_clear_error(tmp_path, content):
 
 def test_export_int8_uses_the_default_setting_where_none_was_measured(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCM_DL_GUIDE_RUNS", str(tmp_path / "runs"))
-    prepared = inference.export_inception("smoke")
+    prepared = onnx_files.export_inception("smoke")
     model = tmp_path / "inception_v3.onnx"
     model.write_bytes(prepared.onnx.path.read_bytes())
     out, config, why = ort_int8.export_int8(model, "smoke", calibration=1)
     assert out == tmp_path / "inception_v3.int8.onnx" and config == ort_int8.DEFAULT_INT8
     assert "no int8 setting measured on this CPU" in why
-    ops = inference.op_counts(out)
+    ops = onnx_files.op_counts(out)
     assert ops.get("QuantizeLinear", 0) > 0 and ops.get("DequantizeLinear", 0) > 0
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from rocm_dl_guide import doctor
 from rocm_dl_guide.doctor import compat, compat_data, installed, rocminfo, samples, system
-from rocm_dl_guide.optimization import inference
+from rocm_dl_guide.optimization import backends
 
 # ------------------------------------------------------------------ data consistency
 
@@ -291,9 +291,9 @@ def test_migraphx_found_in_the_rocm_tree(tmp_path, monkeypatch, layout):
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.delitem(sys.modules, "migraphx", raising=False)
     try:
-        status = inference.migraphx_status(refresh=True)
+        status = backends.migraphx_status(refresh=True)
         assert status.available, status.how
         assert str(root / "lib") in status.how
     finally:
         sys.modules.pop("migraphx", None)
-        inference.migraphx_status(refresh=True)
+        backends.migraphx_status(refresh=True)

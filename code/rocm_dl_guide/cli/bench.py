@@ -31,11 +31,11 @@ def _batches(text: str) -> tuple[int, ...]:
 
 
 def _cmd_bench_inference(args: argparse.Namespace) -> int:
-    from rocm_dl_guide.optimization import bench, inference
+    from rocm_dl_guide.optimization import backends, bench, onnx_files
 
     try:
-        name = inference.select_backend(args.backend)
-    except inference.BackendError as exc:
+        name = backends.select_backend(args.backend)
+    except backends.BackendError as exc:
         return fail("bench", exc, 2)
     prof = run_profile("bench", args.profile)
     if not args.json:
@@ -53,14 +53,14 @@ def _cmd_bench_inference(args: argparse.Namespace) -> int:
             threads=args.threads,
             profile=prof,
         )
-    except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
+    except (onnx_files.InferenceError, OSError, RuntimeError, ValueError) as exc:
         return fail("bench", exc)
     print(json.dumps(result.to_dict()) if args.json else result.summary())
     return 0
 
 
 def _cmd_bench_precision(args: argparse.Namespace) -> int:
-    from rocm_dl_guide.optimization import inference, ort_int8, precision
+    from rocm_dl_guide.optimization import onnx_files, ort_int8, precision
 
     prof = run_profile("bench", args.profile)
     runs = None
@@ -81,7 +81,7 @@ def _cmd_bench_precision(args: argparse.Namespace) -> int:
             show_progress=not args.json,
             emulated=args.emulated,
         )
-    except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
+    except (onnx_files.InferenceError, OSError, RuntimeError, ValueError) as exc:
         return fail("bench", exc)
     recorded = None
     if 1 in args.batches and result.int8_rows(1):

@@ -12,18 +12,18 @@ from rocm_dl_guide.cli.common import add_profile_args, fail, positive_int, run_p
 
 def _cmd_infer(args: argparse.Namespace) -> int:
     from rocm_dl_guide.casestudies import inception_pretrained
-    from rocm_dl_guide.optimization import inference
+    from rocm_dl_guide.optimization import backends, inference, onnx_files
 
     try:
-        backend = inference.select_backend(args.backend)
-    except inference.BackendError as exc:
+        backend = backends.select_backend(args.backend)
+    except backends.BackendError as exc:
         return fail("infer", exc, 2)
     try:
         compiled, table = inference.classify(
             args.model, args.image, backend, args.top, args.size, args.threads
         )
     except (
-        inference.InferenceError,
+        onnx_files.InferenceError,
         inception_pretrained.ImageError,
         OSError,
         RuntimeError,
@@ -47,14 +47,14 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from rocm_dl_guide.optimization import cpp_example, inference, ort_int8
+    from rocm_dl_guide.optimization import cpp_example, onnx_files, ort_int8
 
     prof = run_profile("export", args.profile)
     try:
         files = cpp_example.write_cpp_inputs(args.output, prof)
         if args.int8:
             files["int8"], _, why = ort_int8.export_int8(files["model"], prof)
-    except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
+    except (onnx_files.InferenceError, OSError, RuntimeError, ValueError) as exc:
         return fail("export", exc)
     for key, path in files.items():
         print(f"{key:<9}{path}")
@@ -64,7 +64,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _add_infer(sub) -> None:
-    from rocm_dl_guide.optimization.inference import BACKEND_CHOICES
+    from rocm_dl_guide.optimization.backends import BACKEND_CHOICES
 
     backends = ", ".join(BACKEND_CHOICES)
     p = sub.add_parser(

@@ -12,7 +12,7 @@ from rocm_dl_guide.cli.common import add_profile_args, fail, positive_int, run_p
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:
-    from rocm_dl_guide.optimization import inference, profiling
+    from rocm_dl_guide.optimization import onnx_files, profiling
 
     prof = run_profile("trace", args.profile)
     if not args.json:
@@ -25,7 +25,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
         result = profiling.profile_step(
             args.kind, steps=args.steps, profile=prof, folder=args.output
         )
-    except (inference.InferenceError, OSError, RuntimeError, ValueError) as exc:
+    except (onnx_files.InferenceError, OSError, RuntimeError, ValueError) as exc:
         return fail("trace", exc)
     print(json.dumps(result.to_dict()) if args.json else result.summary())
     return 0

@@ -32,7 +32,7 @@ import numpy as np
 from rocm_dl_guide.core import profiles
 from rocm_dl_guide.core.provenance import library_versions
 from rocm_dl_guide.core.timing import Timing, measure, measure_side_by_side  # noqa: F401 - re-exported
-from rocm_dl_guide.optimization import inference
+from rocm_dl_guide.optimization import backends, inference, onnx_files
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -145,7 +145,7 @@ class InferenceBench:
     def summary(self) -> str:
         lines = [
             f"Inception v3, batch {self.batch}: PyTorch eager {self.eager_ms:.1f} ms on "
-            f"{self.eager_device}, {inference.BACKEND_TITLES[self.backend]} ({self.provider}) "
+            f"{self.eager_device}, {backends.BACKEND_TITLES[self.backend]} ({self.provider}) "
             f"{self.compiled_ms:.1f} ms on {self.device}: {self.speedup:.2f}x",
             f"medians of {self.iterations} runs after {self.warmup} warm-up runs, "
             f"{self.threads} CPU thread(s); max relative error {self.max_rel_error:.1e} "
@@ -218,7 +218,7 @@ def _method(backend: str, provider: str) -> str:
 
 
 def tuning_comparison(
-    prepared: inference.ExportedInception | None = None,
+    prepared: onnx_files.ExportedInception | None = None,
     batch: int = 1,
     warmup: int | None = None,
     iterations: int | None = None,
@@ -231,8 +231,8 @@ def tuning_comparison(
     MIGraphX, ONNX Runtime with graph optimisations off against all of them,
     which is the CPU counterpart and is labelled so in :attr:`TuningResult.method`.
     """
-    prepared = prepared or inference.export_inception()
-    name = inference.select_backend(backend)
+    prepared = prepared or onnx_files.export_inception()
+    name = backends.select_backend(backend)
     threads = threads or inference.default_threads()
     w, n = iterations_for(batch, prepared.profile)
     warmup = w if warmup is None else warmup
@@ -273,7 +273,7 @@ def run(
     backend: str | None = None,
     tuning: bool = False,
     threads: int | None = None,
-    prepared: inference.ExportedInception | None = None,
+    prepared: onnx_files.ExportedInception | None = None,
     profile: profiles.ProfileLike = None,
 ) -> InferenceBench:
     """PyTorch eager against the compiled backend at one batch size, on the
@@ -281,8 +281,8 @@ def run(
     :func:`tuning_comparison`."""
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
-    name = inference.select_backend(backend)
-    prepared = prepared or inference.export_inception(profile)
+    name = backends.select_backend(backend)
+    prepared = prepared or onnx_files.export_inception(profile)
     threads = threads or inference.default_threads()
     w, n = iterations_for(batch, prepared.profile)
     warmup = w if warmup is None else warmup
@@ -374,7 +374,7 @@ class Sweep:
 
 def sweep(
     batches: tuple[int, ...] | None = None,
-    prepared: inference.ExportedInception | None = None,
+    prepared: onnx_files.ExportedInception | None = None,
     backend: str | None = None,
     threads: int | None = None,
     runs: tuple[int, int] | None = None,
@@ -386,8 +386,8 @@ def sweep(
     import pandas as pd
 
     batches = batches or batch_sizes()
-    prepared = prepared or inference.export_inception()
-    name = inference.select_backend(backend)
+    prepared = prepared or onnx_files.export_inception()
+    name = backends.select_backend(backend)
     threads = threads or inference.default_threads()
     results: dict[int, InferenceBench] = {}
     rows = []
@@ -396,7 +396,7 @@ def sweep(
         r = results[batch] = run(
             batch, iterations, warmup, name, threads=threads, prepared=prepared
         )
-        label = f"{inference.BACKEND_TITLES[name]} ({r.provider})"
+        label = f"{backends.BACKEND_TITLES[name]} ({r.provider})"
         for runtime, ms in (("PyTorch eager", r.eager_ms), (label, r.compiled_ms)):
             rows.append(
                 {

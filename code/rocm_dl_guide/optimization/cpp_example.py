@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rocm_dl_guide.core import profiles
 from rocm_dl_guide.core.files import atomic_write
-from rocm_dl_guide.optimization import inference
+from rocm_dl_guide.optimization import backends, inference, onnx_files
 
 
 def write_cpp_inputs(
@@ -27,7 +27,7 @@ def write_cpp_inputs(
     PyTorch's logits for it (1 x 1000 float32), to compare with."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    prepared = inference.export_inception(profile, directory / inference.MODEL_FILE)
+    prepared = onnx_files.export_inception(profile, directory / onnx_files.MODEL_FILE)
     x = inference.image_batch()
     logits = inference.torch_logits(prepared.model, x, "cpu")
     files = {
@@ -58,7 +58,7 @@ class CppRun:
 
 def migraphx_cmake_dir() -> Path | None:
     """The directory of MIGraphX's CMake package (``migraphx-config.cmake``), if any."""
-    for libdir in inference.rocm_lib_dirs():
+    for libdir in backends.rocm_lib_dirs():
         candidate = libdir / "cmake" / "migraphx"
         if candidate.is_dir():
             return candidate
@@ -81,7 +81,7 @@ def run_cpp_example(
     if cmake is None:
         missing.append("CMake is not installed")
     if migraphx_cmake_dir() is None:
-        dirs = " or ".join(str(d / "cmake" / "migraphx") for d in inference.rocm_lib_dirs())
+        dirs = " or ".join(str(d / "cmake" / "migraphx") for d in backends.rocm_lib_dirs())
         missing.append(f"MIGraphX's development files are not installed (no {dirs})")
     if missing:
         return CppRun(False, "Not built here: " + "; ".join(missing) + ".")

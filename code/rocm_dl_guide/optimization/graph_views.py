@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocm_dl_guide.optimization import inference
+from rocm_dl_guide.optimization import backends, inference, onnx_files
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -56,7 +56,7 @@ def _mgx_ops(text: str) -> dict[str, int]:
 
 
 def graph_views(
-    prepared: inference.ExportedInception,
+    prepared: onnx_files.ExportedInception,
     backend: str | None = None,
     lines: int = 25,
     workdir: Path | None = None,
@@ -73,10 +73,10 @@ def graph_views(
 
     import pandas as pd
 
-    name = inference.select_backend(backend)
+    name = backends.select_backend(backend)
     path = prepared.onnx.path
     if name == "migraphx":
-        mgx = inference.migraphx_status().module
+        mgx = backends.migraphx_status().module
         prog = mgx.parse_onnx(str(path), default_dim_value=1)
         before = str(prog)
         prog.compile(mgx.get_target("gpu"))
@@ -88,7 +88,7 @@ def graph_views(
         with contextlib.ExitStack() as stack:
             folder = workdir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
             saved = inference.save_compiled(path, folder / "optimized.opt.onnx", "onnxruntime")
-            counts = (inference.op_counts(path), inference.op_counts(saved.path))
+            counts = (onnx_files.op_counts(path), onnx_files.op_counts(saved.path))
         label = (
             "ONNX Runtime counterpart (no MIGraphX here): the exported ONNX graph and the "
             "graph ONNX Runtime optimised for this CPU (optimized_model_filepath)"

@@ -1,58 +1,43 @@
 """Inference with a compiled model: MIGraphX where it is importable, ONNX Runtime otherwise.
 
-The optimisation chapter exports Inception v3 to ONNX (:func:`export_onnx`) and
-hands the file to a *backend* that compiles it for the hardware:
+The optimisation chapter exports Inception v3 to ONNX
+(:mod:`rocm_dl_guide.optimization.onnx_files`) and hands the file to a
+*backend* that compiles it for the hardware (which backends this machine has,
+and which one ``auto`` picks: :mod:`rocm_dl_guide.optimization.backends`):
 
-- ``migraphx``: AMD's graph compiler, used whenever ``import migraphx`` works
-  (:func:`migraphx_status` also looks in ``$ROCM_PATH/lib``,
-  ``/opt/rocm/core-N.N/lib`` and ``/opt/rocm/lib``, where the ROCm packages put
-  the module). ``parse_onnx``, ``compile`` for the ``gpu`` target, ``run``;
-  compiled programs are saved as ``.mxr`` files.
+- ``migraphx``: AMD's graph compiler. ``parse_onnx``, ``compile`` for the
+  ``gpu`` target, ``run``; compiled programs are saved as ``.mxr`` files.
 - ``onnxruntime``: ONNX Runtime on the same ONNX file, with its
   ``MIGraphXExecutionProvider`` when the installed build has one, else on the
   CPU. The provider reported is the one the session really uses
   (``session.get_providers()``), not the available list.
 
-:func:`select_backend` turns a name (``auto``, ``migraphx``, ``onnxruntime``)
-into one of the two; :func:`compile_model` returns a :class:`CompiledModel`
+:func:`compile_model` returns a :class:`CompiledModel`
 whose :meth:`~CompiledModel.run` takes and returns NumPy arrays, whatever the
 backend. :func:`save_compiled` / :func:`load_compiled` store and reload a
 compiled, tuned model (a MIGraphX ``.mxr``, or an ONNX Runtime optimised
 model file). Errors the reader can cause (an unknown backend, a corrupt model
-file, a wrong input shape) raise :class:`InferenceError` subclasses with one
-clear line; the command line (``infer``, ``bench``, ``export``) prints that line.
-Benchmarks live in :mod:`rocm_dl_guide.optimization.bench`.
+file, a wrong input shape) raise
+:class:`~rocm_dl_guide.optimization.onnx_files.InferenceError` subclasses with
+one clear line; the command line (``infer``, ``bench``, ``export``) prints that
+line. Benchmarks live in :mod:`rocm_dl_guide.optimization.bench`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from rocm_dl_guide.core import datasets, profiles
-from rocm_dl_guide.core.files import atomic_path, atomic_write
+from rocm_dl_guide.core.files import atomic_path
 from rocm_dl_guide.core.messages import one_line
+from rocm_dl_guide.optimization import backends, onnx_files
 
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas
-    from torch import nn
-
-    from rocm_dl_guide.casestudies.inception_pretrained import LoadedModel
-
-BACKENDS = ("migraphx", "onnxruntime")
-BACKEND_CHOICES = ("auto", *BACKENDS)
-BACKEND_TITLES = {"migraphx": "MIGraphX", "onnxruntime": "ONNX Runtime"}
-OPSET = 17
-"""ONNX opset of the exported model (supported by MIGraphX and ONNX Runtime alike)."""
-MODEL_FILE = "inception_v3.onnx"
 MIGRAPHX_EP = "MIGraphXExecutionProvider"
 CPU_EP = "CPUExecutionProvider"
 CPU_TOLERANCE = 1e-4
@@ -64,423 +49,8 @@ GPU_TOLERANCE = 1e-3
 rocBLAS, generated code, MIGraphX's fast-math approximations) round differently."""
 
 
-class InferenceError(ValueError):
-    """A problem the reader can fix; the message is one clear line."""
-
-
-class BackendError(InferenceError):
-    """An unknown backend name, or a backend that is not available here."""
-
-
-class ModelFileError(InferenceError):
-    """A model file that is missing, truncated or not a model."""
-
-
-class InputShapeError(InferenceError):
+class InputShapeError(onnx_files.InferenceError):
     """An input whose shape the compiled model does not accept."""
-
-
-# --------------------------------------------------------------------------- backends
-
-
-@dataclass
-class MigraphxStatus:
-    """Whether MIGraphX's Python module can be used here, and how it was found."""
-
-    module: Any
-    """The imported ``migraphx`` module, or ``None``."""
-    how: str
-    """One sentence: where it was imported from, or why it could not be."""
-
-    @property
-    def available(self) -> bool:
-        return self.module is not None
-
-
-_MIGRAPHX: MigraphxStatus | None = None
-
-
-def rocm_lib_dirs() -> list[Path]:
-    """``lib`` of every ROCm tree to look in: ``$ROCM_PATH``, then the Core SDK's
-    ``/opt/rocm/core-N.N`` (newest first) and ``/opt/rocm/core``, then the
-    legacy ``/opt/rocm`` (see :func:`rocm_dl_guide.doctor.installed.rocm_roots`)."""
-    from rocm_dl_guide.doctor import installed
-
-    roots = installed.rocm_roots()
-    if os.environ.get("ROCM_PATH"):
-        roots += installed.rocm_roots(env={})
-    dirs = []
-    for root in roots:
-        if root / "lib" not in dirs:
-            dirs.append(root / "lib")
-    return dirs
-
-
-def _try_import_migraphx() -> tuple[Any, str]:
-    try:
-        import migraphx
-    except ImportError as exc:
-        return None, one_line(exc)
-    except Exception as exc:  # a broken install (missing ROCm libraries) must not crash a page
-        return None, f"import migraphx failed: {one_line(exc)}"
-    if not hasattr(migraphx, "parse_onnx"):
-        return None, (
-            "the installed 'migraphx' module has no parse_onnx (the PyPI package of that "
-            "name is an empty placeholder; MIGraphX comes with ROCm)"
-        )
-    return migraphx, f"import migraphx worked ({getattr(migraphx, '__file__', 'built in')})"
-
-
-def migraphx_status(refresh: bool = False) -> MigraphxStatus:
-    """Import MIGraphX's Python module if this machine has it.
-
-    First a plain ``import migraphx`` (a pip-installed MIGraphX wheel is found
-    this way); if that fails and ``$ROCM_PATH/lib``, a Core SDK's
-    ``/opt/rocm/core-N.N/lib`` or ``/opt/rocm/core/lib``, or ``/opt/rocm/lib``
-    holds the module, that directory is appended to
-    ``sys.path``, as ``PYTHONPATH=/opt/rocm/lib`` would, and the import retried.
-    The result is cached; ``refresh=True`` looks again.
-    """
-    global _MIGRAPHX
-    if _MIGRAPHX is not None and not refresh:
-        return _MIGRAPHX
-    module, why = _try_import_migraphx()
-    if module is not None:
-        _MIGRAPHX = MigraphxStatus(module, why)
-        return _MIGRAPHX
-    for libdir in rocm_lib_dirs():
-        # The ROCm package installs migraphx.cpython-3XX-<platform>.so there.
-        if not any(libdir.glob("migraphx*")) or str(libdir) in sys.path:
-            continue
-        sys.path.append(str(libdir))
-        module, again = _try_import_migraphx()
-        if module is not None:
-            _MIGRAPHX = MigraphxStatus(
-                module, f"imported from {libdir} (added to sys.path, as PYTHONPATH={libdir} does)"
-            )
-            return _MIGRAPHX
-        sys.path.remove(str(libdir))
-        why = f"{libdir} has the module but importing it failed: {again}"
-    _MIGRAPHX = MigraphxStatus(None, f"MIGraphX is not importable here ({why})")
-    return _MIGRAPHX
-
-
-def onnxruntime_version() -> str | None:
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return None
-    return ort.__version__
-
-
-def select_backend(name: str | None = None) -> str:
-    """``"migraphx"`` or ``"onnxruntime"`` for ``name`` (``None`` means ``"auto"``).
-
-    ``auto`` picks MIGraphX when it is importable and ONNX Runtime otherwise;
-    naming a backend that is not available, or an unknown name, raises
-    :class:`BackendError`.
-    """
-    key = (name or "auto").strip().lower().replace("-", "").replace("_", "")
-    if key == "ort":
-        key = "onnxruntime"
-    if key not in BACKEND_CHOICES:
-        raise BackendError(f"unknown backend {name!r}: choose one of {', '.join(BACKEND_CHOICES)}")
-    mgx = migraphx_status()
-    if key == "auto":
-        if mgx.available:
-            return "migraphx"
-        key = "onnxruntime"
-    if key == "migraphx" and not mgx.available:
-        raise BackendError(f"{mgx.how}; use the onnxruntime backend (or auto) instead")
-    if key == "onnxruntime" and onnxruntime_version() is None:
-        raise BackendError("ONNX Runtime is not installed (pip install onnxruntime)")
-    return key
-
-
-@dataclass
-class BackendTable:
-    """What :func:`backend_table` returns."""
-
-    frame: pandas.DataFrame
-    """One row per backend: ``backend``, ``available``, ``version``, ``detail``."""
-    auto: str
-    """The title of the backend ``auto`` picks here."""
-
-
-def backend_table() -> BackendTable:
-    """One row per backend: available here or not, version; and what ``auto`` picks."""
-    import pandas as pd
-
-    mgx = migraphx_status()
-    rows = [
-        {
-            "backend": "MIGraphX",
-            "available": "yes" if mgx.available else "no",
-            "version": getattr(mgx.module, "__version__", "") if mgx.available else "",
-            "detail": mgx.how,
-        }
-    ]
-    ver = onnxruntime_version()
-    detail = "not installed"
-    if ver:
-        import onnxruntime as ort
-
-        detail = "execution providers in this build: " + ", ".join(ort.get_available_providers())
-    rows.append(
-        {
-            "backend": "ONNX Runtime",
-            "available": "yes" if ver else "no",
-            "version": ver or "",
-            "detail": detail,
-        }
-    )
-    return BackendTable(pd.DataFrame(rows), BACKEND_TITLES[select_backend("auto")])
-
-
-# --------------------------------------------------------------------------- ONNX files
-
-
-@dataclass
-class OnnxModel:
-    """An ONNX file and what was read from it (never assumed)."""
-
-    path: Path
-    input_name: str
-    input_shape: list
-    """Dimensions of the input; a symbolic dimension (the batch) is its name."""
-    output_name: str
-    output_shape: list
-    opset: int
-    nodes: int
-    size_bytes: int
-    producer: str = ""
-    weights_note: str = ""
-
-    def op_counts(self) -> dict[str, int]:
-        """How many nodes of each operator type the graph has, most frequent first."""
-        return op_counts(self.path)
-
-    def summary(self) -> str:
-        shape = " x ".join(str(d) for d in self.input_shape)
-        return (
-            f"{self.path.name}: {self.size_bytes / 1e6:.1f} MB, opset {self.opset}, "
-            f"{self.nodes} nodes; input {self.input_name!r} ({shape}), "
-            f"output {self.output_name!r}"
-        )
-
-
-def _dims(value_info) -> list:
-    dims = []
-    for d in value_info.type.tensor_type.shape.dim:
-        dims.append(d.dim_param if d.dim_param else int(d.dim_value))
-    return dims
-
-
-def _load_onnx(path: str | os.PathLike):
-    import onnx
-    from google.protobuf.message import DecodeError
-
-    path = Path(path)
-    if not path.is_file():
-        raise ModelFileError(f"{path}: no such file")
-    try:
-        proto = onnx.load(str(path), load_external_data=False)
-    except (DecodeError, ValueError, RuntimeError, OSError) as exc:
-        raise ModelFileError(
-            f"{path}: not a valid ONNX model, the file is truncated or corrupt "
-            f"({one_line(exc)[:120]})"
-        ) from None
-    if not proto.graph.node or not proto.graph.output:
-        raise ModelFileError(f"{path}: not a valid ONNX model (the graph is empty)")
-    return proto
-
-
-def read_onnx(path: str | os.PathLike) -> OnnxModel:
-    """Read an ONNX file's input and output names and shapes, opset and size.
-
-    Raises :class:`ModelFileError` for a missing, truncated or corrupt file.
-    """
-    path = Path(path)
-    proto = _load_onnx(path)
-    initializers = {t.name for t in proto.graph.initializer}
-    inputs = [i for i in proto.graph.input if i.name not in initializers]
-    if not inputs:
-        raise ModelFileError(f"{path}: the model has no input")
-    opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
-    return OnnxModel(
-        path=path,
-        input_name=inputs[0].name,
-        input_shape=_dims(inputs[0]),
-        output_name=proto.graph.output[0].name,
-        output_shape=_dims(proto.graph.output[0]),
-        opset=opset,
-        nodes=len(proto.graph.node),
-        size_bytes=path.stat().st_size,
-        producer=f"{proto.producer_name} {proto.producer_version}".strip(),
-    )
-
-
-def op_counts(path: str | os.PathLike) -> dict[str, int]:
-    """Operator types in an ONNX file and how often each occurs (domain-qualified
-    when not the standard one, e.g. ``com.microsoft.nchwc.Conv``)."""
-    from collections import Counter
-
-    proto = _load_onnx(path)
-    counts = Counter(
-        f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
-        for n in proto.graph.node
-    )
-    return dict(counts.most_common())
-
-
-def models_dir() -> Path:
-    """Where generated model files go: ``<data cache>/models`` (never the git tree)."""
-    path = datasets.cache_dir() / "models"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def export_onnx(
-    model: nn.Module,
-    path: str | os.PathLike,
-    image_size: int = 299,
-    opset: int = OPSET,
-) -> OnnxModel:
-    """Export an image classifier (in eval mode) to ONNX with a dynamic batch axis.
-
-    Uses PyTorch's TorchScript-based exporter (``dynamo=False``), which needs no
-    package beyond PyTorch; its deprecation warning is silenced here. The input
-    and output are named ``image`` and ``logits``; code that loads the file
-    reads the names back rather than assuming them. The file is written to a
-    temporary name and renamed, so an interrupted export leaves no half file.
-    """
-    import torch
-
-    path = Path(path)
-    model = model.eval()
-    device = next(model.parameters()).device
-    example = torch.zeros(1, 3, image_size, image_size, device=device)
-    with (
-        atomic_path(path) as tmp,
-        warnings.catch_warnings(),
-        torch.inference_mode(False),
-        torch.no_grad(),
-    ):
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", UserWarning)
-        torch.onnx.export(
-            model,
-            (example,),
-            str(tmp),
-            dynamo=False,
-            opset_version=opset,
-            input_names=["image"],
-            output_names=["logits"],
-            dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}},
-        )
-    return read_onnx(path)
-
-
-def weights_digest(model: nn.Module) -> str:
-    """A digest of a model's class and of every parameter and buffer (name,
-    dtype, shape and values): equal digests mean the same network and weights."""
-    import hashlib
-
-    import torch
-
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update(type(model).__qualname__.encode())
-    for name, tensor in model.state_dict().items():
-        tensor = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
-        digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
-
-
-def export_once(
-    model: nn.Module, path: str | os.PathLike, image_size: int = 299, opset: int = OPSET
-) -> OnnxModel:
-    """:func:`export_onnx`, unless ``path`` already holds this very export.
-
-    Next to the file, ``<name>.export.json`` records what was exported (the
-    :func:`weights_digest`, input size, opset, PyTorch version) and the file's
-    size and modification time as written. When all of them still match, the
-    file is read back instead of exported again (Inception v3 takes seconds to
-    export, and several pages use the same model); any difference, a missing or
-    unreadable record, or an unreadable file means a new export. Processes
-    asking at once export it once: the others wait for the file's build lock
-    (:func:`rocm_dl_guide.core.files.build_lock`) and read that export back.
-    """
-    import torch
-
-    from rocm_dl_guide.core.files import build_lock
-
-    path = Path(path)
-    record_path = path.with_name(path.name + ".export.json")
-    wanted = {
-        "weights": weights_digest(model),
-        "image_size": image_size,
-        "opset": opset,
-        "torch": torch.__version__,
-    }
-
-    def on_disk() -> dict[str, Any]:
-        stat = path.stat()
-        return {**wanted, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-
-    def current() -> OnnxModel | None:
-        """The file at ``path`` if its record says it is this very export, else None."""
-        try:
-            if json.loads(record_path.read_text()) != on_disk():
-                return None
-            return read_onnx(path)
-        except (OSError, ValueError, ModelFileError):
-            return None  # missing, unreadable or damaged since: export again
-
-    found = current()
-    if found is not None:
-        return found
-    with build_lock(path, what=f"the ONNX export {path.name}"):
-        found = current()  # another process may have exported it meanwhile
-        if found is not None:
-            return found
-        exported = export_onnx(model, path, image_size=image_size, opset=opset)
-        with atomic_write(record_path, "w") as fh:
-            json.dump(on_disk(), fh)
-    return exported
-
-
-@dataclass
-class ExportedInception:
-    """What every inference page starts from: the PyTorch model and its ONNX export."""
-
-    loaded: LoadedModel
-    onnx: OnnxModel
-    profile: str
-
-    @property
-    def model(self):
-        return self.loaded.model
-
-
-def export_inception(
-    profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None
-) -> ExportedInception:
-    """Load Inception v3 as the profile says (pretrained weights, or random ones in
-    ``smoke``; :attr:`LoadedModel.note` says which) and export it to ONNX, by
-    default as ``<data cache>/models/inception_v3.onnx``.
-
-    The file always holds the weights of the PyTorch model it is compared with:
-    it is exported again whenever they differ (:func:`export_once`).
-    """
-    from rocm_dl_guide.casestudies import inception_pretrained
-
-    prof = profiles.current(profile)
-    loaded = inception_pretrained.load_pretrained(prof)
-    target = Path(path) if path is not None else models_dir() / MODEL_FILE
-    onnx_model = export_once(loaded.model, target)
-    onnx_model.weights_note = loaded.note
-    return ExportedInception(loaded=loaded, onnx=onnx_model, profile=prof.name)
 
 
 # --------------------------------------------------------------------------- compiled models
@@ -532,7 +102,7 @@ class CompiledModel:
 
     @property
     def title(self) -> str:
-        return BACKEND_TITLES[self.backend]
+        return backends.BACKEND_TITLES[self.backend]
 
     @property
     def on_gpu(self) -> bool:
@@ -575,30 +145,33 @@ def backend_note(compiled: CompiledModel) -> str:
     if compiled.backend == "migraphx":
         return (
             f"These outputs come from MIGraphX ({compiled.provider}) on {compiled.device}: "
-            f"{migraphx_status().how}."
+            f"{backends.migraphx_status().how}."
         )
-    why = migraphx_status().how
+    why = backends.migraphx_status().how
     where = (
         "its MIGraphX execution provider"
         if compiled.provider == MIGRAPHX_EP
         else f"the {compiled.provider} (CPU)"
     )
     return (
-        f"These outputs come from ONNX Runtime {onnxruntime_version()} with {where}, not from "
-        f"MIGraphX: {why}. On a ROCm machine with MIGraphX the same cells run MIGraphX itself."
+        f"These outputs come from ONNX Runtime {backends.onnxruntime_version()} with {where}, "
+        f"not from MIGraphX: {why}. On a ROCm machine with MIGraphX the same cells run "
+        "MIGraphX itself."
     )
 
 
-def _ort_error(path: Path, exc: BaseException) -> InferenceError:
+def _ort_error(path: Path, exc: BaseException) -> onnx_files.InferenceError:
     name = type(exc).__name__
     text = one_line(exc)
     if "] :" in text:  # "[ONNXRuntimeError] : 7 : INVALID_PROTOBUF : Load model ... failed:..."
         text = text.rsplit(" : ", 1)[-1]
     if name == "NoSuchFile":
-        return ModelFileError(f"{path}: no such file")
+        return onnx_files.ModelFileError(f"{path}: no such file")
     if name in ("InvalidProtobuf", "InvalidGraph", "Fail", "NotImplemented"):
-        return ModelFileError(f"{path}: ONNX Runtime cannot load this model ({text[:160]})")
-    return InferenceError(f"{path}: {text[:200]}")
+        return onnx_files.ModelFileError(
+            f"{path}: ONNX Runtime cannot load this model ({text[:160]})"
+        )
+    return onnx_files.InferenceError(f"{path}: {text[:200]}")
 
 
 def _ort_providers(tuned: bool, cache_dir: Path | None = None) -> list:
@@ -678,20 +251,22 @@ def _migraphx_inputs(prog) -> tuple[str, list]:
     shapes = prog.get_parameter_shapes()
     names = [n for n in prog.get_parameter_names() if not n.startswith("main:#output")]
     if not names:
-        raise ModelFileError("the MIGraphX program has no input parameter")
+        raise onnx_files.ModelFileError("the MIGraphX program has no input parameter")
     name = names[0]
     return name, list(shapes[name].lens())
 
 
 def compile_migraphx(path: Path, batch_size: int, tuned: bool) -> CompiledModel:
-    mgx = migraphx_status().module
+    mgx = backends.migraphx_status().module
     start = time.perf_counter()
     try:
         # The exported batch axis is symbolic; MIGraphX compiles for fixed shapes,
         # so the symbolic dimension gets the batch size we want.
         prog = mgx.parse_onnx(str(path), default_dim_value=batch_size)
     except RuntimeError as exc:
-        raise ModelFileError(f"{path}: MIGraphX cannot parse it ({one_line(exc)[:160]})") from None
+        raise onnx_files.ModelFileError(
+            f"{path}: MIGraphX cannot parse it ({one_line(exc)[:160]})"
+        ) from None
     name, shape = _migraphx_inputs(prog)
     prog.compile(mgx.get_target("gpu"), offload_copy=True, exhaustive_tune=tuned)
     seconds = time.perf_counter() - start
@@ -728,8 +303,8 @@ def compile_model(
     ``ORT_ENABLE_ALL``), and ``threads`` sets its intra-op thread count.
     """
     path = Path(path)
-    read_onnx(path)  # one clear error for a missing, truncated or corrupt file
-    name = select_backend(backend)
+    onnx_files.read_onnx(path)  # one clear error for a missing, truncated or corrupt file
+    name = backends.select_backend(backend)
     if name == "migraphx":
         return compile_migraphx(path, batch_size, tuned)
     return _compile_ort(path, optimize, tuned, threads)
@@ -752,7 +327,7 @@ class SavedModel:
 
     def summary(self) -> str:
         return (
-            f"{BACKEND_TITLES[self.backend]} wrote {self.path.name} "
+            f"{backends.BACKEND_TITLES[self.backend]} wrote {self.path.name} "
             f"({self.size_bytes / 1e6:.1f} MB) in {self.seconds:.1f} s"
         )
 
@@ -778,8 +353,8 @@ def save_compiled(
     without optimising again. Written to a temporary name and renamed.
     """
     onnx_path = Path(onnx_path)
-    read_onnx(onnx_path)
-    name = select_backend(backend)
+    onnx_files.read_onnx(onnx_path)
+    name = backends.select_backend(backend)
     if out is None:
         out = onnx_path.with_name(onnx_path.name.removesuffix(".onnx") + saved_suffix(name))
     out = Path(out)
@@ -787,7 +362,7 @@ def save_compiled(
     with atomic_path(out) as tmp:
         if name == "migraphx":
             compiled = compile_migraphx(onnx_path, batch_size, tuned)
-            migraphx_status().module.save(compiled.handle, str(tmp), format="msgpack")
+            backends.migraphx_status().module.save(compiled.handle, str(tmp), format="msgpack")
         else:
             compiled = _compile_ort(onnx_path, True, tuned, threads, save_to=tmp)
     seconds = time.perf_counter() - start
@@ -805,20 +380,22 @@ def load_compiled(
     """
     path = Path(path)
     if not path.is_file():
-        raise ModelFileError(f"{path}: no such file")
+        raise onnx_files.ModelFileError(f"{path}: no such file")
     if path.suffix == ".mxr":
-        mgx = migraphx_status()
+        mgx = backends.migraphx_status()
         if not mgx.available:
-            raise BackendError(
+            raise backends.BackendError(
                 f"{path} is a MIGraphX compiled program and loading it needs MIGraphX: {mgx.how}"
             )
         if backend not in (None, "auto", "migraphx"):
-            raise BackendError(f"{path} is a MIGraphX compiled program: use the migraphx backend")
+            raise backends.BackendError(
+                f"{path} is a MIGraphX compiled program: use the migraphx backend"
+            )
         start = time.perf_counter()
         try:
             prog = mgx.module.load(str(path), format="msgpack")
         except RuntimeError as exc:
-            raise ModelFileError(
+            raise onnx_files.ModelFileError(
                 f"{path}: not a readable MIGraphX program ({one_line(exc)[:160]})"
             ) from None
         name, shape = _migraphx_inputs(prog)
@@ -834,8 +411,8 @@ def load_compiled(
             compile_seconds=time.perf_counter() - start,
             handle=prog,
         )
-    read_onnx(path)
-    if select_backend(backend) == "migraphx":
+    onnx_files.read_onnx(path)
+    if backends.select_backend(backend) == "migraphx":
         return compile_migraphx(path, 1, False)
     compiled = _compile_ort(path, optimize=False, tuned=False, threads=threads)
     compiled.settings = (
@@ -966,8 +543,9 @@ def classify(
     ``size`` defaults to the model's input size (299 if that is symbolic).
     Returns ``(compiled, table)``: the :class:`CompiledModel` and the top
     ``top`` classes as :func:`top_classes` gives them. Raises
-    :class:`InferenceError`, :class:`rocm_dl_guide.casestudies.inception_pretrained.ImageError`,
-    :class:`OSError` or :class:`RuntimeError`.
+    :class:`~rocm_dl_guide.optimization.onnx_files.InferenceError`,
+    :class:`rocm_dl_guide.casestudies.inception_pretrained.ImageError`, :class:`OSError` or
+    :class:`RuntimeError`.
     """
     from rocm_dl_guide.casestudies import inception_pretrained
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from rocm_dl_guide.core import device, profiles
 from rocm_dl_guide.core.files import atomic_path, atomic_write
-from rocm_dl_guide.optimization import inference
+from rocm_dl_guide.optimization import onnx_files
 
 CPU_FLAGS = (
     "avx2",
@@ -317,7 +317,8 @@ def quantize_onnx_int8(
 
     Raises :class:`PrecisionError` for a model that has nothing to quantize
     (no Conv, MatMul or Gemm) or is quantized already, and
-    :class:`inference.ModelFileError` for a file that is not a readable ONNX model.
+    :class:`~rocm_dl_guide.optimization.onnx_files.ModelFileError` for a file that
+    is not a readable ONNX model.
     """
     from onnxruntime.quantization import (
         CalibrationMethod,
@@ -329,8 +330,8 @@ def quantize_onnx_int8(
     config = config or replace(S8S8, per_channel=per_channel)
     types = {"uint8": QuantType.QUInt8, "int8": QuantType.QInt8}
     path, out = Path(path), Path(out)
-    model = inference.read_onnx(path)  # a clear error for a missing or corrupt file
-    ops = inference.op_counts(path)
+    model = onnx_files.read_onnx(path)  # a clear error for a missing or corrupt file
+    ops = onnx_files.op_counts(path)
     if any(op in ops for op in ("QuantizeLinear", "DequantizeLinear", "QLinearConv")):
         raise PrecisionError(f"{path}: already quantized (has {_quant_ops(ops)})")
     if not any(op in ops for op in QUANTIZABLE_OPS):

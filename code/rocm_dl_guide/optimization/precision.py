@@ -21,16 +21,19 @@ the ``smoke`` profile; random weights give near-tied logits, so agreement is
 never measured on them. Agreement (top-1 against the fp32 model's own
 predictions) and accuracy are measured on the CIFAR-10 network of the training
 chapter after training it (on fixtures in ``smoke``, on the real data set
-otherwise; :attr:`PrecisionBench.agreement_note` says which).
+otherwise;
+:attr:`~rocm_dl_guide.optimization.precision_results.PrecisionBench.agreement_note`
+says which). The result's table is
+:mod:`rocm_dl_guide.optimization.precision_results`; how agreement is measured,
+:mod:`rocm_dl_guide.optimization.agreement`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,13 @@ import numpy as np
 
 from rocm_dl_guide.core import device, profiles
 from rocm_dl_guide.core.provenance import library_versions
-from rocm_dl_guide.optimization import inference
+from rocm_dl_guide.optimization import (
+    agreement,
+    backends,
+    inference,
+    onnx_files,
+    precision_results,
+)
 from rocm_dl_guide.optimization.ort_int8 import (
     CPU_FLAGS,
     Int8Config,
@@ -65,10 +74,8 @@ ENGINES = (
 imports. ``torch.compile int8`` is PyTorch's own CPU int8
 (:mod:`rocm_dl_guide.optimization.pt2e`)."""
 
-REFERENCE = ("PyTorch eager", "fp32")
-
 FORMAT_ENGINES = (
-    REFERENCE,
+    precision_results.REFERENCE,
     ("PyTorch eager", "bf16"),
     ("torch.compile", "fp32"),
     ("torch.compile", "bf16"),
@@ -79,7 +86,7 @@ FORMAT_ENGINES = (
 formats, eager and compiled."""
 
 INT8_ENGINES = (
-    REFERENCE,
+    precision_results.REFERENCE,
     ("ONNX Runtime", "fp32"),
     ("ONNX Runtime", "int8"),
     ("torch.compile", "int8"),
@@ -90,8 +97,11 @@ table. With :data:`FORMAT_ENGINES` they make :data:`ENGINES`, which
 ``bench precision`` runs in one process."""
 
 
-def record_int8_choice(result: PrecisionBench, path: str | os.PathLike | None = None) -> Path:
-    """Record ``result``'s best int8 setting at batch 1 (:meth:`PrecisionBench.best_int8`)
+def record_int8_choice(
+    result: precision_results.PrecisionBench, path: str | os.PathLike | None = None
+) -> Path:
+    """Record ``result``'s best int8 setting at batch 1
+    (:meth:`~rocm_dl_guide.optimization.precision_results.PrecisionBench.best_int8`)
     for this CPU, beside the other CPUs'
     (:func:`rocm_dl_guide.optimization.ort_int8.record_choice`)."""
     return record_choice(
@@ -212,7 +222,7 @@ def _ort_engine(
 
 
 def migraphx_engine(path: Path, precision: str, batch: int, batches: list[np.ndarray]) -> Engine:
-    mgx = inference.migraphx_status().module
+    mgx = backends.migraphx_status().module
     prog = mgx.parse_onnx(str(path), default_dim_value=batch)
     target = mgx.get_target("gpu")
     name = prog.get_parameter_names()[0]
@@ -257,7 +267,7 @@ def skipped(
     from rocm_dl_guide.optimization import pt2e
 
     out = {}
-    has_mgx = inference.migraphx_status().available
+    has_mgx = backends.migraphx_status().available
     no_pt2e = pt2e.unavailable()
     for backend, precision in include:
         if backend == "MIGraphX":
@@ -287,7 +297,7 @@ def engines(
     quantized model of ``int8_paths``."""
     wanted = list(include)
     found = []
-    has_mgx = inference.migraphx_status().available
+    has_mgx = backends.migraphx_status().available
     for backend, precision in wanted:
         if backend == "PyTorch eager":
             found.append(torch_engine(model, precision))
@@ -304,294 +314,7 @@ def engines(
     return found
 
 
-# --------------------------------------------------------------------------- agreement
-
-
-@dataclass
-class PredictionAgreement:
-    """How one engine's predictions compare with the fp32 model's, on a test set."""
-
-    backend: str
-    precision: str
-    top1_agreement: float
-    """Share of test images whose top-1 class equals the fp32 model's."""
-    accuracy: float
-    images: int
-    key: str = ""
-    """The engine's :func:`engine_key`."""
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        """The 95% confidence interval of :attr:`top1_agreement` (:func:`wilson_interval`)."""
-        return wilson_interval(round(self.top1_agreement * self.images), self.images)
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson's score interval for a proportion (``z`` = 1.96: 95%), which,
-    unlike the normal approximation, stays inside [0, 1] and is not empty at
-    100% agreement (Brown, Cai and DasGupta 2001 recommend it for this)."""
-    if n <= 0 or not 0 <= successes <= n:
-        raise PrecisionError(f"{successes} successes out of {n}: no interval")
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def prediction_agreement(
-    engine_list: list[Engine], images: np.ndarray, labels: np.ndarray, batch: int = 100
-) -> list[PredictionAgreement]:
-    """Top-1 agreement of every engine with the first one (the fp32 reference)
-    and each one's accuracy, on ``images``/``labels``."""
-    if not engine_list:
-        raise PrecisionError("no engines to compare")
-    if len(images) != len(labels) or len(images) == 0:
-        raise PrecisionError(f"{len(images)} images for {len(labels)} labels")
-    preds = []
-    for engine in engine_list:
-        out = [engine.run(images[i : i + batch]).argmax(1) for i in range(0, len(images), batch)]
-        preds.append(np.concatenate(out))
-    reference = preds[0]
-    return [
-        PredictionAgreement(
-            backend=e.backend,
-            precision=e.precision,
-            top1_agreement=float((p == reference).mean()),
-            accuracy=float((p == labels).mean()),
-            images=len(labels),
-            key=e.key,
-        )
-        for e, p in zip(engine_list, preds, strict=True)
-    ]
-
-
 # --------------------------------------------------------------------------- the benchmark
-
-
-AGREEMENT_SLACK = 0.01
-"""How much less top-1 agreement than the best int8 configuration's still counts
-as as good when :meth:`PrecisionBench.best_int8` picks the fastest."""
-
-
-@dataclass
-class PrecisionBench:
-    """What :func:`run` returns; :meth:`to_dict` is the ``--json`` object."""
-
-    rows: list[dict[str, Any]]
-    """One per (backend, precision, batch): ``ms`` (median), ``speedup_vs_eager_fp32``,
-    ``top1_agreement`` (with its 95% ``agreement_interval`` over ``test_images``)
-    and ``accuracy`` (on the trained CIFAR-10 network)."""
-    machine: str
-    threads: int
-    cpu_flags: list[str]
-    """The flags of :data:`CPU_FLAGS` this CPU has."""
-    versions: dict[str, str]
-    profile: str
-    speed_model: str
-    """Inception v3, and which weights."""
-    agreement_model: str
-    agreement_note: str
-    """The trained network the agreement comes from, and on which data."""
-    warmup: dict[int, int]
-    iterations: dict[int, int]
-    skipped: dict[str, str] = field(default_factory=dict)
-    """``"backend precision"`` -> why it was not run on this machine."""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["warmup"] = {str(k): v for k, v in self.warmup.items()}
-        data["iterations"] = {str(k): v for k, v in self.iterations.items()}
-        return data
-
-    def frame(self):
-        """The rows as a table for a page: one line per engine and batch size."""
-        import pandas as pd
-
-        table = pd.DataFrame(self.rows)
-        if "agreement_interval" not in table:  # rows written before intervals were
-            table["agreement_interval"] = None
-        return pd.DataFrame(
-            {
-                "backend": table["backend"],
-                "precision": table["precision"],
-                "config": table["config"].map(lambda c: c["name"] if c else ""),
-                "batch": table["batch"],
-                "ms (median)": table["ms"],
-                "vs eager fp32": table["speedup_vs_eager_fp32"],
-                "top-1 agreement": table["top1_agreement"],
-                "95% interval": table["agreement_interval"].map(_interval_text),
-                "accuracy": table["accuracy"],
-                "instructions": table["instructions"],
-            }
-        )
-
-    def display_frame(self):
-        """:meth:`frame` as a page shows it: figures as text (a speed-up as
-        ``1.23x``, an agreement as a percentage, blank where none was measured),
-        and the int8 setting's column only where an int8 row has one."""
-        shown = self.frame()
-        formats = {
-            "ms (median)": "{:.1f}",
-            "vs eager fp32": "{:.2f}x",
-            "top-1 agreement": "{:.1%}",
-            "accuracy": "{:.1%}",
-        }
-        for column, fmt in formats.items():
-            shown[column] = shown[column].map(
-                lambda v, f=fmt: "" if v is None or v != v else f.format(v)
-            )
-        if not shown["config"].astype(bool).any():
-            shown = shown.drop(columns="config")
-        return shown
-
-    @property
-    def test_images(self) -> int | None:
-        """How many test images the agreement was measured on."""
-        return next((r["test_images"] for r in self.rows if r.get("test_images")), None)
-
-    def row(
-        self, backend: str, precision: str, batch: int, config: str | None = None
-    ) -> dict[str, Any]:
-        """The row of one engine at one batch size (``KeyError`` if it did not run);
-        for ONNX Runtime int8, the row of ``config`` (a name), else the best one
-        (:meth:`best_int8`)."""
-        if (backend, precision) == ("ONNX Runtime", "int8") and config is None:
-            return self.best_int8(batch)
-        for r in self.rows:
-            if (r["backend"], r["precision"], r["batch"]) == (backend, precision, batch) and (
-                config is None or (r["config"] or {}).get("name") == config
-            ):
-                return r
-        raise KeyError(f"{backend} {precision} {config or ''} did not run at batch {batch}")
-
-    def int8_rows(self, batch: int = 1) -> list[dict[str, Any]]:
-        """ONNX Runtime's int8 rows at ``batch``, one per configuration."""
-        return [
-            r
-            for r in self.rows
-            if (r["backend"], r["precision"], r["batch"]) == ("ONNX Runtime", "int8", batch)
-        ]
-
-    def best_int8(self, batch: int = 1, slack: float = AGREEMENT_SLACK) -> dict[str, Any]:
-        """The fastest ONNX Runtime int8 configuration at ``batch`` among those whose
-        agreement is within ``slack`` of the best agreement (``KeyError`` if none ran)."""
-        rows = self.int8_rows(batch)
-        if not rows:
-            raise KeyError(f"ONNX Runtime int8 did not run at batch {batch}")
-        agreements = [r["top1_agreement"] for r in rows if r["top1_agreement"] is not None]
-        floor = max(agreements) - slack if agreements else None
-        good = [r for r in rows if floor is None or (r["top1_agreement"] or 0) >= floor]
-        return min(good, key=lambda r: r["ms"])
-
-    def best(self, batch: int = 1) -> dict[str, Any]:
-        """The fastest engine at ``batch`` other than the reference."""
-        others = [
-            r
-            for r in self.rows
-            if r["batch"] == batch and (r["backend"], r["precision"]) != REFERENCE
-        ]
-        if not others:
-            raise KeyError(f"no engine but the reference ran at batch {batch}")
-        return max(others, key=lambda r: r["speedup_vs_eager_fp32"])
-
-    def plot(self, batch: int = 1):
-        """Speed-up over eager fp32 at ``batch`` against top-1 agreement, one point per engine."""
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6.4, 4))
-        for r in self.rows:
-            if r["batch"] != batch or r["top1_agreement"] is None:
-                continue
-            x, y = r["speedup_vs_eager_fp32"], 100 * r["top1_agreement"]
-            ax.scatter([x], [y], s=60, zorder=3)
-            ax.annotate(
-                f"{r['backend']} {r['precision']}",
-                (x, y),
-                textcoords="offset points",
-                xytext=(6, 4),
-                fontsize=8,
-            )
-        ax.axvline(1.0, color="grey", lw=0.8, ls=":")
-        ax.set_xlabel(f"speed-up over PyTorch eager fp32 (Inception v3, batch {batch})")
-        ax.set_ylabel("top-1 agreement with fp32 (%)")
-        ax.set_title(f"Speed against agreement on {self.machine}", fontsize=9)
-        ax.grid(alpha=0.3)
-        low = min(
-            [100 * r["top1_agreement"] for r in self.rows if r["top1_agreement"] is not None]
-            + [100.0]
-        )
-        ax.set_ylim(max(0.0, low - 5), 101)
-        fig.tight_layout()
-        return fig
-
-    def summary(self) -> str:
-        """A plain-text table, one line per row, and what the figures come from."""
-        lines = [
-            f"{'backend':<15} {'precision':<9} {'batch':>5} {'ms':>9} {'speedup':>8} "
-            f"{'agreement [95% CI]':>20} {'accuracy':>8}  config"
-        ]
-        for r in self.rows:
-            agree = "-" if r["top1_agreement"] is None else f"{100 * r['top1_agreement']:.1f}%"
-            agree += f" {_interval_text(r.get('agreement_interval'))}".rstrip()
-            acc = "-" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}%"
-            lines.append(
-                f"{r['backend']:<15} {r['precision']:<9} {r['batch']:>5} {r['ms']:>9.2f} "
-                f"{r['speedup_vs_eager_fp32']:>7.2f}x {agree:>20} {acc:>8}  "
-                + ((r.get("config") or {}).get("name") or "")
-            )
-        lines += [
-            f"speed: {self.speed_model}; medians on {self.machine}, {self.threads} thread(s)",
-            f"agreement and accuracy: {self.agreement_note}",
-            "CPU flags: " + (", ".join(self.cpu_flags) or "none"),
-        ]
-        lines += [f"not run: {name}: {why}" for name, why in self.skipped.items()]
-        return "\n".join(lines)
-
-
-def _interval_text(interval) -> str:
-    if not isinstance(interval, (list, tuple)):
-        return ""
-    return f"[{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]"
-
-
-AGREEMENT_EPOCHS = {"smoke": 4}
-"""Epochs the agreement model trains for where the training chapter's own
-(two, as the guide has it) leave it undecided: after two epochs on the
-fixtures its top logits are often nearly tied (57.5% test accuracy), so a
-rounding error flips predictions for no good reason; after three or four it
-classifies nearly every fixture test image right. The real data source keeps
-the chapter's epochs."""
-
-
-def trained_cifar10(profile: profiles.ProfileLike = None, epochs: int | None = None):
-    """The training chapter's CIFAR-10 network, trained with the shared loop
-    for ``epochs`` (default: :data:`AGREEMENT_EPOCHS` on the fixtures, else the
-    profile's); returns ``(model, data, note)``."""
-    from rocm_dl_guide.casestudies import cifar10
-
-    prof = profiles.current(profile)
-    if epochs is None and prof.data_source == "fixtures":
-        epochs = AGREEMENT_EPOCHS.get(prof.name)
-    run = cifar10.train(prof, epochs=epochs, progress=False, log=None)
-    note = (
-        f"the CIFAR-10 network of the training chapter, trained for {run.epochs} epoch(s) "
-        f"(test accuracy {100 * run.test_accuracy:.1f}%; data: {run.data.prepared.note})"
-    )
-    return run.model.cpu().eval(), run.data, note
-
-
-def _test_arrays(data, limit: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``limit`` test images (all of them for ``None``) and labels."""
-    images, labels = [], []
-    for x, y in data.test_loader:
-        images.append(np.asarray(x, dtype=np.float32))
-        labels.append(np.asarray(y))
-        if limit is not None and sum(len(b) for b in images) >= limit:
-            break
-    xs, ys = np.concatenate(images)[:limit], np.concatenate(labels)[:limit]
-    # MIGraphX programs have a fixed batch: keep whole batches of 100 where possible.
-    keep = (len(xs) // 100) * 100 or len(xs)
-    return np.ascontiguousarray(xs[:keep]), ys[:keep]
 
 
 def _steps(total: int, show: bool):
@@ -605,15 +328,15 @@ def _steps(total: int, show: bool):
 def _agreements(prof, include, threads, calibration, test_images, epochs, configs):
     """Train the CIFAR-10 network, quantize it, and compare every engine with its
     fp32 predictions: ``({(backend, precision): PredictionAgreement}, note)``."""
-    model, data, note = trained_cifar10(prof, epochs)
-    work = inference.models_dir()
+    model, data, note = agreement.trained_cifar10(prof, epochs)
+    work = onnx_files.models_dir()
     small = work / "cifar10_net.onnx"
-    inference.export_onnx(model, small, image_size=32)
+    onnx_files.export_onnx(model, small, image_size=32)
     calib = calibration_batches(data.train_loader, calibration)
     small_int8 = quantize_all(small, "cifar10_net", calib, configs, include)
-    xs, ys = _test_arrays(data, test_images)
+    xs, ys = agreement.test_arrays(data, test_images)
     found = engines(model, small, small_int8, calib, min(100, len(xs)), threads, include)
-    return {a.key: a for a in prediction_agreement(found, xs, ys)}, note
+    return {a.key: a for a in agreement.prediction_agreement(found, xs, ys)}, note
 
 
 def quantize_all(
@@ -627,7 +350,7 @@ def quantize_all(
     ``include`` has ONNX Runtime int8 (else nothing)."""
     if ("ONNX Runtime", "int8") not in list(include):
         return {}
-    out = inference.models_dir()
+    out = onnx_files.models_dir()
     slug = {c: c.name.lower().replace(" ", "-").replace("_", "") for c in configs}
     return {
         c: quantize_onnx_int8(path, out / f"{stem}.{slug[c]}.onnx", batches, config=c)
@@ -643,7 +366,7 @@ def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dic
     timings = bench.measure_side_by_side(
         {e.key: (lambda e=e: e.run(x)) for e in found}, warmup, iterations
     )
-    ref_ms = timings[engine_key(*REFERENCE)].median_ms
+    ref_ms = timings[engine_key(*precision_results.REFERENCE)].median_ms
     rows = []
     for e in found:
         key = e.key
@@ -679,7 +402,7 @@ def run(
     runs: tuple[int, int] | None = None,
     show_progress: bool = True,
     emulated: bool = False,
-) -> PrecisionBench:
+) -> precision_results.PrecisionBench:
     """The precision benchmark: agreement and accuracy of every engine on the
     trained CIFAR-10 network, then the median latency of every engine on
     Inception v3 at each of ``batches``, timed side by side (same warm-up, same
@@ -689,11 +412,12 @@ def run(
     agreement model; tiny-imagenet-200 at 299 pixels for Inception v3);
     agreement is measured on the first ``test_images`` of the CIFAR-10 test
     set (all of it by default: the fixture's 2,000 or the real 10,000), by a
-    network trained for ``agreement_epochs`` (default :func:`trained_cifar10`'s);
+    network trained for ``agreement_epochs`` (default
+    :func:`~rocm_dl_guide.optimization.agreement.trained_cifar10`'s);
     ``runs`` is ``(warm-up, timed)`` for every batch size (default:
     :func:`rocm_dl_guide.optimization.bench.iterations_for`). What is not run, and why, is
-    in :attr:`PrecisionBench.skipped` (``emulated`` runs bf16 and fp16 on a CPU
-    without instructions for them too).
+    in :attr:`~rocm_dl_guide.optimization.precision_results.PrecisionBench.skipped`
+    (``emulated`` runs bf16 and fp16 on a CPU without instructions for them too).
     """
     from rocm_dl_guide.casestudies import tiny_imagenet
     from rocm_dl_guide.optimization import bench
@@ -703,8 +427,8 @@ def run(
     flags = device.cpu_flags()
     not_run = skipped(include, flags, emulated)
     # The reference first: agreement and speed-ups are against it.
-    include = [REFERENCE] + [
-        e for e in include if e != REFERENCE and f"{e[0]} {e[1]}" not in not_run
+    include = [precision_results.REFERENCE] + [
+        e for e in include if e != precision_results.REFERENCE and f"{e[0]} {e[1]}" not in not_run
     ]
     configs = int8_configs(flags)
     bar = _steps(2 + len(batches), show_progress)
@@ -713,7 +437,7 @@ def run(
             prof, include, threads, calibration, test_images, agreement_epochs, configs
         )
         bar.update(1)
-        prepared = inference.export_inception(prof)
+        prepared = onnx_files.export_inception(prof)
         tiny = tiny_imagenet.tiny_imagenet_loaders(prof, image_size=299, batch_size=8)
         # With random weights (smoke) the int8 model is timed, never judged by
         # its answers: one batch gives it its scales (calibrating Inception v3
@@ -733,7 +457,7 @@ def run(
             gpu = engines(*args, batch, threads, [e for e in include if e[0] == "MIGraphX"])
             rows += _speed_rows(on_cpu + gpu, batch, w, n, agreements, flags)
             bar.update(1)
-    return PrecisionBench(
+    return precision_results.PrecisionBench(
         rows=rows,
         machine=inference.cpu_description(),
         threads=threads,

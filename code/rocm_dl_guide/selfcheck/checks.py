@@ -216,25 +216,25 @@ def check_inference(ctx: Setup) -> list[Outcome]:
     """Export Inception v3 to ONNX; run it on every importable backend, against PyTorch."""
     import importlib.util
 
-    from rocm_dl_guide.optimization import inference
+    from rocm_dl_guide.optimization import backends, inference, onnx_files
 
     if importlib.util.find_spec("onnx") is None:
         why = "the onnx package is not installed (pip install onnx; not in the wheelhouse)"
         return [Outcome("onnx-export", "skip", why, 0.0)]
     start = time.perf_counter()
-    prepared = inference.export_inception(ctx.profile, ctx.out_dir / "inception_v3.onnx")
+    prepared = onnx_files.export_inception(ctx.profile, ctx.out_dir / "inception_v3.onnx")
     model = prepared.model.to(ctx.device)
-    ops = inference.op_counts(prepared.onnx.path)
+    ops = onnx_files.op_counts(prepared.onnx.path)
     detail = f"{sum(ops.values())} nodes, {len(ops)} operator types; {prepared.loaded.note}"
     checks = [Outcome("onnx-export", "pass", detail, round(time.perf_counter() - start, 1))]
     x = inference.image_batch(batch_size=2)
-    mgx = inference.migraphx_status()
-    ort_version = inference.onnxruntime_version()
-    backends = {
+    mgx = backends.migraphx_status()
+    ort_version = backends.onnxruntime_version()
+    found = {
         "migraphx": (mgx.available, mgx.how),
         "onnxruntime": (ort_version is not None, "not installed"),
     }
-    for name, (available, why_not) in backends.items():
+    for name, (available, why_not) in found.items():
         if not available:
             checks.append(Outcome(f"inference:{name}", "skip", why_not, 0.0))
             continue

@@ -1,0 +1,202 @@
+"""The precision benchmark's result: one row per engine and batch size, as a
+table, a plot and plain text, and the best int8 setting among its rows.
+
+:class:`PrecisionBench` is what :func:`rocm_dl_guide.optimization.precision.run`
+returns and what ``bench precision --json`` prints (:meth:`PrecisionBench.to_dict`).
+Every speed-up in it is against :data:`REFERENCE`, PyTorch eager fp32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+REFERENCE = ("PyTorch eager", "fp32")
+"""The engine every speed-up (``speedup_vs_eager_fp32``) and every agreement is
+measured against."""
+
+AGREEMENT_SLACK = 0.01
+"""How much less top-1 agreement than the best int8 configuration's still counts
+as as good when :meth:`PrecisionBench.best_int8` picks the fastest."""
+
+
+@dataclass
+class PrecisionBench:
+    """What :func:`rocm_dl_guide.optimization.precision.run` returns;
+    :meth:`to_dict` is the ``--json`` object."""
+
+    rows: list[dict[str, Any]]
+    """One per (backend, precision, batch): ``ms`` (median), ``speedup_vs_eager_fp32``,
+    ``top1_agreement`` (with its 95% ``agreement_interval`` over ``test_images``)
+    and ``accuracy`` (on the trained CIFAR-10 network)."""
+    machine: str
+    threads: int
+    cpu_flags: list[str]
+    """The flags of :data:`rocm_dl_guide.optimization.ort_int8.CPU_FLAGS` this CPU has."""
+    versions: dict[str, str]
+    profile: str
+    speed_model: str
+    """Inception v3, and which weights."""
+    agreement_model: str
+    agreement_note: str
+    """The trained network the agreement comes from, and on which data."""
+    warmup: dict[int, int]
+    iterations: dict[int, int]
+    skipped: dict[str, str] = field(default_factory=dict)
+    """``"backend precision"`` -> why it was not run on this machine."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["warmup"] = {str(k): v for k, v in self.warmup.items()}
+        data["iterations"] = {str(k): v for k, v in self.iterations.items()}
+        return data
+
+    def frame(self):
+        """The rows as a table for a page: one line per engine and batch size."""
+        import pandas as pd
+
+        table = pd.DataFrame(self.rows)
+        if "agreement_interval" not in table:  # rows written before intervals were
+            table["agreement_interval"] = None
+        return pd.DataFrame(
+            {
+                "backend": table["backend"],
+                "precision": table["precision"],
+                "config": table["config"].map(lambda c: c["name"] if c else ""),
+                "batch": table["batch"],
+                "ms (median)": table["ms"],
+                "vs eager fp32": table["speedup_vs_eager_fp32"],
+                "top-1 agreement": table["top1_agreement"],
+                "95% interval": table["agreement_interval"].map(_interval_text),
+                "accuracy": table["accuracy"],
+                "instructions": table["instructions"],
+            }
+        )
+
+    def display_frame(self):
+        """:meth:`frame` as a page shows it: figures as text (a speed-up as
+        ``1.23x``, an agreement as a percentage, blank where none was measured),
+        and the int8 setting's column only where an int8 row has one."""
+        shown = self.frame()
+        formats = {
+            "ms (median)": "{:.1f}",
+            "vs eager fp32": "{:.2f}x",
+            "top-1 agreement": "{:.1%}",
+            "accuracy": "{:.1%}",
+        }
+        for column, fmt in formats.items():
+            shown[column] = shown[column].map(
+                lambda v, f=fmt: "" if v is None or v != v else f.format(v)
+            )
+        if not shown["config"].astype(bool).any():
+            shown = shown.drop(columns="config")
+        return shown
+
+    @property
+    def test_images(self) -> int | None:
+        """How many test images the agreement was measured on."""
+        return next((r["test_images"] for r in self.rows if r.get("test_images")), None)
+
+    def row(
+        self, backend: str, precision: str, batch: int, config: str | None = None
+    ) -> dict[str, Any]:
+        """The row of one engine at one batch size (``KeyError`` if it did not run);
+        for ONNX Runtime int8, the row of ``config`` (a name), else the best one
+        (:meth:`best_int8`)."""
+        if (backend, precision) == ("ONNX Runtime", "int8") and config is None:
+            return self.best_int8(batch)
+        for r in self.rows:
+            if (r["backend"], r["precision"], r["batch"]) == (backend, precision, batch) and (
+                config is None or (r["config"] or {}).get("name") == config
+            ):
+                return r
+        raise KeyError(f"{backend} {precision} {config or ''} did not run at batch {batch}")
+
+    def int8_rows(self, batch: int = 1) -> list[dict[str, Any]]:
+        """ONNX Runtime's int8 rows at ``batch``, one per configuration."""
+        return [
+            r
+            for r in self.rows
+            if (r["backend"], r["precision"], r["batch"]) == ("ONNX Runtime", "int8", batch)
+        ]
+
+    def best_int8(self, batch: int = 1, slack: float = AGREEMENT_SLACK) -> dict[str, Any]:
+        """The fastest ONNX Runtime int8 configuration at ``batch`` among those whose
+        agreement is within ``slack`` of the best agreement (``KeyError`` if none ran)."""
+        rows = self.int8_rows(batch)
+        if not rows:
+            raise KeyError(f"ONNX Runtime int8 did not run at batch {batch}")
+        agreements = [r["top1_agreement"] for r in rows if r["top1_agreement"] is not None]
+        floor = max(agreements) - slack if agreements else None
+        good = [r for r in rows if floor is None or (r["top1_agreement"] or 0) >= floor]
+        return min(good, key=lambda r: r["ms"])
+
+    def best(self, batch: int = 1) -> dict[str, Any]:
+        """The fastest engine at ``batch`` other than the reference."""
+        others = [
+            r
+            for r in self.rows
+            if r["batch"] == batch and (r["backend"], r["precision"]) != REFERENCE
+        ]
+        if not others:
+            raise KeyError(f"no engine but the reference ran at batch {batch}")
+        return max(others, key=lambda r: r["speedup_vs_eager_fp32"])
+
+    def plot(self, batch: int = 1):
+        """Speed-up over eager fp32 at ``batch`` against top-1 agreement, one point per engine."""
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for r in self.rows:
+            if r["batch"] != batch or r["top1_agreement"] is None:
+                continue
+            x, y = r["speedup_vs_eager_fp32"], 100 * r["top1_agreement"]
+            ax.scatter([x], [y], s=60, zorder=3)
+            ax.annotate(
+                f"{r['backend']} {r['precision']}",
+                (x, y),
+                textcoords="offset points",
+                xytext=(6, 4),
+                fontsize=8,
+            )
+        ax.axvline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set_xlabel(f"speed-up over PyTorch eager fp32 (Inception v3, batch {batch})")
+        ax.set_ylabel("top-1 agreement with fp32 (%)")
+        ax.set_title(f"Speed against agreement on {self.machine}", fontsize=9)
+        ax.grid(alpha=0.3)
+        low = min(
+            [100 * r["top1_agreement"] for r in self.rows if r["top1_agreement"] is not None]
+            + [100.0]
+        )
+        ax.set_ylim(max(0.0, low - 5), 101)
+        fig.tight_layout()
+        return fig
+
+    def summary(self) -> str:
+        """A plain-text table, one line per row, and what the figures come from."""
+        lines = [
+            f"{'backend':<15} {'precision':<9} {'batch':>5} {'ms':>9} {'speedup':>8} "
+            f"{'agreement [95% CI]':>20} {'accuracy':>8}  config"
+        ]
+        for r in self.rows:
+            agree = "-" if r["top1_agreement"] is None else f"{100 * r['top1_agreement']:.1f}%"
+            agree += f" {_interval_text(r.get('agreement_interval'))}".rstrip()
+            acc = "-" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}%"
+            lines.append(
+                f"{r['backend']:<15} {r['precision']:<9} {r['batch']:>5} {r['ms']:>9.2f} "
+                f"{r['speedup_vs_eager_fp32']:>7.2f}x {agree:>20} {acc:>8}  "
+                + ((r.get("config") or {}).get("name") or "")
+            )
+        lines += [
+            f"speed: {self.speed_model}; medians on {self.machine}, {self.threads} thread(s)",
+            f"agreement and accuracy: {self.agreement_note}",
+            "CPU flags: " + (", ".join(self.cpu_flags) or "none"),
+        ]
+        lines += [f"not run: {name}: {why}" for name, why in self.skipped.items()]
+        return "\n".join(lines)
+
+
+def _interval_text(interval) -> str:
+    if not isinstance(interval, (list, tuple)):
+        return ""
+    return f"[{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]"

@@ -384,6 +384,32 @@ def pytest_terminal_summary(terminalreporter):
                 terminalreporter.write_line(line)
 
 
+LEAN_PYTHON = Path(__file__).parent / "bin" / "python-without-packages"
+"""An interpreter with no site-packages: ``doctor --python`` finds no framework."""
+
+
+def doctor_cli(
+    *args: str,
+    stdin: str | None = None,
+    env: dict | None = None,
+    timeout: int = 300,
+    frameworks: bool = False,
+) -> subprocess.CompletedProcess:
+    """``python -m rocm_dl_guide doctor ARGS`` in a subprocess (stdout and stderr
+    captured as text). Unless ``frameworks`` is true, the framework probes run
+    in :data:`LEAN_PYTHON` (``--python``), which has none: a test about ROCm,
+    the SMI tools, logs or snapshots then costs no TensorFlow and PyTorch import.
+    The tests about the probes themselves (test_doctor.py) pass ``frameworks=True``."""
+    env = dict(os.environ if env is None else env)
+    cmd = [sys.executable, "-m", "rocm_dl_guide", "doctor", *args]
+    if not frameworks and "--snapshot" not in args and "--python" not in args:
+        env["GUIDE_BASE_PYTHON"] = sys.executable
+        cmd += ["--python", str(LEAN_PYTHON)]
+    return subprocess.run(
+        cmd, input=stdin, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
 def guide_cli(
     *args: str, timeout: int = 300, profile: str = "smoke"
 ) -> subprocess.CompletedProcess:

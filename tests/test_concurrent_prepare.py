@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -34,7 +35,7 @@ WORKER = textwrap.dedent(
     import dataclasses, pickle, shutil, sys, time
     from pathlib import Path
 
-    start, mode, source = float(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+    go, mode, source = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
     from rocm_dl_guide.core import archives, dataset_registry, datasets
 
     if mode == "fetch":  # the real-download path, served from a local file
@@ -52,8 +53,9 @@ WORKER = textwrap.dedent(
         dataset_registry.REGISTRY["cifar10"] = dataclasses.replace(spec, files=(rf,))
         datasets._DOWNLOADER = downloader
 
-    while time.time() < start:
-        time.sleep(0.001)
+    print("ready", flush=True)
+    while not go.exists():  # the start line: every worker has imported and waits
+        time.sleep(0.0005)
     if mode == "fixture":
         prepared = datasets.prepare("mnist", "smoke")
         raw = prepared.root / "MNIST" / "raw"
@@ -106,6 +108,25 @@ def finish(procs: list[subprocess.Popen], deadline: float) -> list[str]:
     return outs
 
 
+def start_together(procs: list[subprocess.Popen], go: Path, deadline: float) -> None:
+    """Wait until each process has printed ``ready`` (its imports are done and it
+    polls for ``go``), then create ``go``: they all leave the start line within
+    a millisecond of each other, as torchrun's ranks do, without a fixed delay."""
+    try:
+        for proc in procs:
+            line = ""
+            while line != "ready":
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not select.select([proc.stdout], [], [], wait)[0]:
+                    return  # past the deadline: finish() stops them all
+                line = proc.stdout.readline()
+                if not line:
+                    break  # it died before the start: finish() reports its output
+                line = line.strip()
+    finally:
+        go.touch()
+
+
 def child_env(cache: Path) -> dict[str, str]:
     env = dict(os.environ, ROCM_DL_GUIDE_DATA=str(cache))
     env.pop(profiles.DATA_SOURCE_VAR, None)
@@ -118,13 +139,14 @@ def race(tmp_path: Path, mode: str, source: Path, rounds: int) -> list[tuple[Pat
     script.write_text(WORKER)
     results = []
     for r in range(rounds):
-        cache = tmp_path / f"cache-{r}"
-        at = time.time() + 2.0  # after every interpreter has started and imported
+        cache, go = tmp_path / f"cache-{r}", tmp_path / f"go-{r}"
         procs = [
-            spawn([sys.executable, str(script), str(at), mode, str(source)], child_env(cache))
+            spawn([sys.executable, str(script), str(go), mode, str(source)], child_env(cache))
             for _ in range(PROCESSES)
         ]
-        outs = finish(procs, time.monotonic() + 60)
+        deadline = time.monotonic() + 60
+        start_together(procs, go, deadline)
+        outs = finish(procs, deadline)
         failed = [out for proc, out in zip(procs, outs, strict=True) if proc.returncode != 0]
         assert not failed, f"round {r}: {len(failed)} of {PROCESSES} failed:\n{failed[0][-2000:]}"
         results.append((cache, outs))
@@ -261,12 +283,12 @@ def test_a_waiting_process_says_so_once_and_uses_the_copy_built_meanwhile(tmp_pa
 
 EXPORTER = textwrap.dedent(
     """
-    import sys, time
+    import os, sys, time
     import torch
     from torch import nn
     from rocm_dl_guide.optimization import onnx_files
 
-    start, path = float(sys.argv[1]), sys.argv[2]
+    go, path = sys.argv[1], sys.argv[2]
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(4, 2))
@@ -277,8 +299,9 @@ EXPORTER = textwrap.dedent(
         return real_export(*args, **kwargs)
 
     onnx_files.export_onnx = counting_export
-    while time.time() < start:
-        time.sleep(0.001)
+    print("ready", flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.0005)
     onnx = onnx_files.export_once(model, path, image_size=16)
     print("read", onnx.input_name, onnx.output_name)
     """
@@ -290,12 +313,14 @@ def test_processes_exporting_one_onnx_model_at_once_export_it_once(tmp_path):
     script = tmp_path / "exporter.py"
     script.write_text(EXPORTER)
     target = tmp_path / "models" / "net.onnx"
-    at = time.time() + 15.0  # three PyTorch imports on two cores
+    go = tmp_path / "go"
     procs = [
-        spawn([sys.executable, str(script), str(at), str(target)], dict(os.environ))
+        spawn([sys.executable, str(script), str(go), str(target)], dict(os.environ))
         for _ in range(3)
     ]
-    outs = finish(procs, time.monotonic() + 120)
+    deadline = time.monotonic() + 120
+    start_together(procs, go, deadline)
+    outs = finish(procs, deadline)
     assert [p.returncode for p in procs] == [0, 0, 0], "\n".join(o[-1500:] for o in outs)
     assert sum(out.count("exported") for out in outs) == 1
     assert all(out.strip().splitlines()[-1] == "read image logits" for out in outs)

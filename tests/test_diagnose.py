@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import doctor_cli
 from rocm_dl_guide import doctor
 from rocm_dl_guide.doctor import diagnose, gpu_targets, hostfacts, rules, samples, snapshot, system
 
@@ -478,21 +477,12 @@ def test_binary_missing_and_wrongly_typed_snapshots(tmp_path):
         snapshot.from_dict(data, "typed.json")
 
 
-def _doctor(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "rocm_dl_guide", "doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-
-
 def test_cli_collect_then_snapshot_json(tmp_path):
     path = tmp_path / "mine.json"
-    first = _doctor("--collect", str(path), "--json")
+    first = doctor_cli("--collect", str(path), "--json")
     assert first.returncode == 0, first.stderr
     assert path.exists() and "snapshot written" in first.stderr
-    replay = _doctor("--snapshot", str(path), "--json")
+    replay = doctor_cli("--snapshot", str(path), "--json")
     assert replay.returncode == 0, replay.stderr
     live, again = json.loads(first.stdout), json.loads(replay.stdout)
     assert [c["id"] for c in live["checks"]] == [c["id"] for c in again["checks"]]
@@ -502,7 +492,7 @@ def test_cli_collect_then_snapshot_json(tmp_path):
 def test_cli_saved_case_replays_the_finding(tmp_path):
     path = tmp_path / "apu.json"
     path.write_text(json.dumps(snap("apu-igpu")))
-    out = _doctor("--snapshot", str(path))
+    out = doctor_cli("--snapshot", str(path))
     assert out.returncode == 0, out.stderr
     assert "Integrated GPU" in out.stdout and "HIP_VISIBLE_DEVICES=0" in out.stdout
 
@@ -510,7 +500,7 @@ def test_cli_saved_case_replays_the_finding(tmp_path):
 def test_cli_bad_snapshot_is_one_line_and_exit_2(tmp_path):
     path = tmp_path / "cut.json"
     path.write_text('{"format": "rocm-dl-guide-doctor-snapshot", "form')
-    out = _doctor("--snapshot", str(path))
+    out = doctor_cli("--snapshot", str(path))
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0 and "truncated" in out.stderr

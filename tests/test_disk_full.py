@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import LEAN_PYTHON, ROOT
 from rocm_dl_guide.core import files, runs
 from rocm_dl_guide.training import checkpoints
 
@@ -421,7 +421,11 @@ def test_onnx_export_on_a_full_disk_keeps_the_old_export(tmp_path: Path) -> None
 @pytest.mark.timeout(90)
 def test_doctor_collect_on_a_full_disk(tmp_path: Path) -> None:
     snapshot = tmp_path / "snapshot.json"
-    proc = run_limited(1000, "-m", "rocm_dl_guide", "doctor", "--collect", str(snapshot))
+    # The framework probes run in a Python with none (conftest.LEAN_PYTHON): the
+    # test is about the snapshot's write, not about importing TensorFlow.
+    lean = {"GUIDE_BASE_PYTHON": sys.executable}
+    doctor = ("doctor", "--collect", str(snapshot), "--python", str(LEAN_PYTHON))
+    proc = run_limited(1000, "-m", "rocm_dl_guide", *doctor, env=lean)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
     assert "Traceback" not in proc.stderr

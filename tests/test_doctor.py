@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import doctor_cli
 from rocm_dl_guide.doctor import rocminfo, samples
 
 
@@ -184,6 +185,29 @@ def test_doctor_on_this_machine_sees_the_frameworks():
     assert torch_report["installed"] and torch_report["version"] == torch.__version__
     assert torch_report["details"]["gpu_available"] == torch.cuda.is_available()
     assert isinstance(report["gpus"], list)
+
+
+def test_a_pytorch_that_crashes_at_import_does_not_take_doctor_down(tmp_path):
+    """An ``Illegal instruction`` at ``import torch`` (a wheel built for another
+    CPU or GPU) is what the doctor is for: only the probe's child dies. The
+    command line and the report never import PyTorch themselves; the profile
+    the report names comes from the probe's answer."""
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("import os, signal\nos.kill(os.getpid(), 4)\n")
+    (site / "tensorflow").mkdir()  # fails at once instead of a 5 s import
+    (site / "tensorflow" / "__init__.py").write_text("raise ImportError('a stand-in')\n")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(root / "code")]))
+    env.pop("ROCM_DL_GUIDE_PROFILE", None)
+    proc = doctor_cli("--json", env=env, frameworks=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["frameworks"]["pytorch"]["error"].endswith("crashed the process (signal 4)")
+    assert report["profile"] == "smoke"
+    text = doctor_cli(env=env, frameworks=True)
+    assert text.returncode == 0 and "Traceback" not in text.stderr
+    assert "importing pytorch crashed the process" in " ".join(text.stdout.split())
 
 
 # --------------------------------------------------------------------------- distributed

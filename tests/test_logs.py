@@ -8,11 +8,10 @@ AMD_LOG_LEVEL lines HIP's hip_code_object.cpp prints).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from conftest import doctor_cli
 from rocm_dl_guide.doctor import logs, snapshot
 
 # ROCm/legacy-rocm-build#5379 (an unprivileged LXC container, user in render)
@@ -180,29 +179,19 @@ def test_the_report_shows_the_log_and_the_checks_that_explain_it(tmp_path):
         doctor.from_snapshot(path)
 
 
-def _doctor(*args, stdin: str | None = None):
-    return subprocess.run(
-        [sys.executable, "-m", "rocm_dl_guide", "doctor", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_doctor_log_from_a_file_and_from_stdin(tmp_path):
     snap = tmp_path / "s.json"
     snap.write_text(json.dumps(snapshot.example("rx6600xt")))
     log = tmp_path / "seen.txt"
     log.write_text(KFD_INVALID)
-    done = _doctor("--snapshot", str(snap), "--log", str(log))
+    done = doctor_cli("--snapshot", str(snap), "--log", str(log))
     assert done.returncode == 0, done.stderr
     assert "line 2: Unable to open /dev/kfd read-write: Invalid argument" in done.stdout
-    piped = _doctor("--snapshot", str(snap), "--log", "-", "--json", stdin=TENSILE)
+    piped = doctor_cli("--snapshot", str(snap), "--log", "-", "--json", stdin=TENSILE)
     assert piped.returncode == 0, piped.stderr
     record = json.loads(piped.stdout)["log"]
     assert record["source"] == "standard input" and record["findings"][0]["id"] == "tensile"
-    missing = _doctor("--snapshot", str(snap), "--log", str(tmp_path / "nope.txt"))
+    missing = doctor_cli("--snapshot", str(snap), "--log", str(tmp_path / "nope.txt"))
     assert missing.returncode == 2 and "cannot read the log" in missing.stderr
 
 
@@ -210,9 +199,9 @@ def test_collect_keeps_the_log_in_the_snapshot(tmp_path):
     log = tmp_path / "seen.txt"
     log.write_text(SEGFAULT_DMESG)
     out = tmp_path / "collected.json"
-    done = _doctor("--collect", str(out), "--log", str(log), "--json")
+    done = doctor_cli("--collect", str(out), "--log", str(log), "--json")
     assert done.returncode == 0, done.stderr
     saved = json.loads(out.read_text())
     assert saved["log"] == {"source": "seen.txt", "text": SEGFAULT_DMESG}
-    replay = _doctor("--snapshot", str(out))
+    replay = doctor_cli("--snapshot", str(out))
     assert "a crash inside the HIP or HSA runtime" in replay.stdout

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 import rocm_dl_guide
+from conftest import doctor_cli
 from rocm_dl_guide import doctor
 from rocm_dl_guide.doctor import samples, smi, snapshot, system
 
@@ -319,20 +319,10 @@ def test_the_facts_cite_amds_pages():
     assert all(url.startswith("https://") for url in smi.SOURCES)
 
 
-def _doctor(*args, stdin: str | None = None):
-    return subprocess.run(
-        [sys.executable, "-m", "rocm_dl_guide", "doctor", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_doctor_smi_end_to_end_with_a_rocminfo_sample(tmp_path):
     sample = tmp_path / "mi300x.txt"
     sample.write_text(samples.load_sample("mi300x"))
-    done = _doctor("--smi", str(CPX_NPS4), "--rocminfo", str(sample))
+    done = doctor_cli("--smi", str(CPX_NPS4), "--rocminfo", str(sample))
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "GPU partitions (mi300x-cpx-nps4-static-partition.txt" in out
@@ -353,10 +343,10 @@ def test_doctor_smi_errors_are_one_sentence(tmp_path):
         (unknown, "notes.txt: no amd-smi or rocm-smi output doctor can read (it reads:"),
         (tmp_path / "nope.txt", "cannot read the smi output"),
     ):
-        done = _doctor("--snapshot", str(snap), "--smi", str(path))
+        done = doctor_cli("--snapshot", str(snap), "--smi", str(path))
         assert done.returncode == 2 and words in done.stderr, done.stderr
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    piped = _doctor("--snapshot", str(snap), "--smi", "-", "--json", stdin=CONCISE_QPX)
+    piped = doctor_cli("--snapshot", str(snap), "--smi", "-", "--json", stdin=CONCISE_QPX)
     assert piped.returncode == 0, piped.stderr
     record = json.loads(piped.stdout)["smi"]
     assert record["source"] == "standard input" and record["logical_devices"] == 4
@@ -395,11 +385,11 @@ def test_version_2_snapshots_migrate_to_3_with_no_smi(tmp_path):
 
 def test_collect_keeps_the_smi_text(tmp_path):
     out = tmp_path / "collected.json"
-    done = _doctor("--collect", str(out), "--smi", "-", "--json", stdin=SHOWBUS)
+    done = doctor_cli("--collect", str(out), "--smi", "-", "--json", stdin=SHOWBUS)
     assert done.returncode == 0, done.stderr
     saved = json.loads(out.read_text())
     assert saved["smi"] == {"source": "standard input", "text": SHOWBUS}
-    replay = _doctor("--snapshot", str(out))
+    replay = doctor_cli("--snapshot", str(out))
     assert "GPU partitions (standard input; read: rocm-smi --showbus)" in replay.stdout
 
 
@@ -587,7 +577,7 @@ def test_doctor_collect_runs_amd_smi_and_smi_file_wins(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("ROCM_PATH", str(tmp_path / "no-rocm"))
     out = tmp_path / "collected.json"
-    done = _doctor("--collect", str(out), "--json")
+    done = doctor_cli("--collect", str(out), "--json")
     assert done.returncode == 0, done.stderr
     saved = json.loads(out.read_text())["smi"]
     assert saved["source"] == "amd-smi static --partition; amd-smi list (run by doctor)"
@@ -604,7 +594,7 @@ def test_doctor_collect_runs_amd_smi_and_smi_file_wins(tmp_path, monkeypatch):
     (tmp_path / "calls.log").unlink()
     given = tmp_path / "bus.txt"
     given.write_text(SHOWBUS)
-    done = _doctor("--collect", str(out), "--smi", str(given), "--json")
+    done = doctor_cli("--collect", str(out), "--smi", str(given), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["smi"] == {"source": "bus.txt", "text": SHOWBUS}
     assert not (tmp_path / "calls.log").exists()  # the tools were not run

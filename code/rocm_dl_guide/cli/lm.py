@@ -52,7 +52,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _add_generate(sub) -> None:
-    from rocm_dl_guide.lm.generation import CACHES
+    from rocm_dl_guide.lm import CACHES
 
     p = sub.add_parser(
         "generate",

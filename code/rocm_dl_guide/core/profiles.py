@@ -150,11 +150,16 @@ def get(name: str) -> Profile:
         raise ProfileError(f"unknown profile {name!r}: choose one of {known}") from None
 
 
-def default_name() -> str:
-    """``gpu`` when PyTorch sees a GPU, else ``smoke``."""
-    from rocm_dl_guide.core.device import gpu_available
+def default_name(gpu: bool | None = None) -> str:
+    """``gpu`` when PyTorch sees a GPU, else ``smoke``. ``gpu`` is the answer
+    where the caller has it already (the doctor asks PyTorch in a child process,
+    so that a PyTorch that crashes at import cannot take it down); ``None`` asks
+    PyTorch in this process."""
+    if gpu is None:
+        from rocm_dl_guide.core.device import gpu_available
 
-    return "gpu" if gpu_available() else "smoke"
+        gpu = gpu_available()
+    return "gpu" if gpu else "smoke"
 
 
 def current(override: Profile | str | None = None) -> Profile:

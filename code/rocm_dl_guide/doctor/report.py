@@ -11,6 +11,7 @@ could not learn.
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from dataclasses import asdict, dataclass
 
@@ -414,8 +415,12 @@ class DoctorReport:
                 parts, given["source"], _rocminfo_gpus(self.system), given.get("error")
             )
         )
-        try:
-            out["profile"] = profiles.current().name
+        torch_info = self.system.frameworks.get("pytorch")
+        gpu = bool(torch_info and torch_info.installed and torch_info.details.get("gpu_available"))
+        try:  # PyTorch's answer comes from the probe: this process never imports it
+            out["profile"] = profiles.get(
+                os.environ.get(profiles.ENV_VAR) or profiles.default_name(gpu)
+            ).name
         except profiles.ProfileError as exc:
             out["profile"] = None
             out["profile_error"] = str(exc)

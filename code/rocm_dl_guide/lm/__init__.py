@@ -14,3 +14,9 @@ from rocm_dl_guide.core.messages import quiet_torchao_notices
 # ``transformers`` imports torchao, which makes PyTorch log notices about its
 # own internals (see :func:`~rocm_dl_guide.core.messages.quiet_torchao_notices`).
 quiet_torchao_notices()
+
+CACHES = ("none", "dynamic", "static")
+"""The KV caches :mod:`~rocm_dl_guide.lm.generation` compares: none (recompute
+every step), ``transformers``' default growing cache, and the static,
+preallocated one. Here, not in ``generation``, so that the command line lists
+them without importing PyTorch."""

@@ -17,13 +17,12 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-import torch
-
 from rocm_dl_guide.core import device as devices
 from rocm_dl_guide.core import profiles, provenance
 
 PARTS = ("attention", "generation", "quantization", "serving")
-"""The lists of the record, in the order they are measured."""
+"""The lists of the record, in the order they are measured. (PyTorch is imported
+inside the functions: the command line lists these without importing it.)"""
 LIBRARIES = ("transformers", "torchao", "peft", "openai", "fastapi", "uvicorn")
 """Versions recorded beside PyTorch's."""
 FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8")
@@ -34,6 +33,8 @@ BATCHES = (1, 4, 16)
 
 def machine() -> dict[str, Any]:
     """The device, the CPU and its relevant flags, and the library versions."""
+    import torch
+
     flags = devices.cpu_flags()
     versions = provenance.library_versions(("PyTorch",))
     for name in LIBRARIES:
@@ -65,6 +66,8 @@ def generation_rows(profile: profiles.Profile, model=None, tokenizer=None) -> li
     and compiled) at the page's middle length, and batches of :data:`BATCHES`
     at :data:`~rocm_dl_guide.lm.generation.BATCH_TOKENS` new tokens (batch 1 is
     the curve's row at that length)."""
+    import torch
+
     from rocm_dl_guide.lm import corpus, generation
 
     if model is None:

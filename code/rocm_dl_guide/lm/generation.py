@@ -31,10 +31,8 @@ from typing import Any
 import torch
 
 from rocm_dl_guide.core import profiles
+from rocm_dl_guide.lm import CACHES
 
-CACHES = ("none", "dynamic", "static")
-"""No KV cache (recompute every step), ``transformers``' default growing cache,
-and the static, preallocated one."""
 NEW_TOKENS = {"smoke": (64, 128, 256, 512), "gpu": (64, 256, 1024)}
 """New tokens per generation, per profile (``full`` takes ``gpu``'s)."""
 

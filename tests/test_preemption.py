@@ -160,14 +160,21 @@ HOOKS = Path(__file__).parent / "hooks"
 SMOKE_BATCHES = 20  # the smoke profile's max_train_batches: steps per epoch
 
 
+COMMAND_EPOCHS = 2
+"""The signal lands in epoch 2, and the resumed run finishes it: the epoch that
+was cut is compared with the uninterrupted one (a third epoch added 1/3 to
+each run and checked nothing the second does not)."""
+
+
 def _train(tmp_path: Path, name: str, *extra: str, nproc: int | None = None, at_step=None):
-    """``train mnist-pytorch --epochs 3 --json`` as a reader runs it; with ``at_step``
+    """``train mnist-pytorch --epochs 2 --json`` as a reader runs it; with ``at_step``
     a real SIGTERM arrives after that optimizer step (tests/hooks/sitecustomize.py)."""
     env = dict(os.environ, ROCM_DL_GUIDE_PROFILE="smoke")
     env["PYTHONPATH"] = os.pathsep.join([str(HOOKS), str(ROOT / "code"), env.get("PYTHONPATH", "")])
     if at_step is not None:
         env["ROCM_DL_GUIDE_TEST_SIGTERM_AT_STEP"] = str(at_step)
-    cmd = [sys.executable, "-m", "rocm_dl_guide", "train", "mnist-pytorch", "--epochs", "3"]
+    cmd = [sys.executable, "-m", "rocm_dl_guide", "train", "mnist-pytorch"]
+    cmd += ["--epochs", str(COMMAND_EPOCHS)]
     cmd += ["--json", "--checkpoint-dir", str(tmp_path / name), *extra]
     if nproc:
         cmd += ["--nproc", str(nproc)]
@@ -209,7 +216,7 @@ def test_sigterm_inside_epoch_2_then_resume_equals_an_uninterrupted_run(tmp_path
 
     resumed = _record(_train(tmp_path, "cut", "--resume", *flags, nproc=nproc))
     assert resumed["resumed_from_step"] == ckpt["step"]
-    assert resumed["epochs_completed"] == 3
+    assert resumed["epochs_completed"] == COMMAND_EPOCHS
     assert _losses(resumed) == _losses(whole)
 
 

@@ -402,6 +402,7 @@ def run(
     runs: tuple[int, int] | None = None,
     show_progress: bool = True,
     emulated: bool = False,
+    configs: list[Int8Config] | None = None,
 ) -> precision_results.PrecisionBench:
     """The precision benchmark: agreement and accuracy of every engine on the
     trained CIFAR-10 network, then the median latency of every engine on
@@ -418,6 +419,8 @@ def run(
     :func:`rocm_dl_guide.optimization.bench.iterations_for`). What is not run, and why, is
     in :attr:`~rocm_dl_guide.optimization.precision_results.PrecisionBench.skipped`
     (``emulated`` runs bf16 and fp16 on a CPU without instructions for them too).
+    ONNX Runtime's int8 is measured in each of ``configs`` (default: the settings
+    :func:`~rocm_dl_guide.optimization.ort_int8.int8_configs` gives for this CPU).
     """
     from rocm_dl_guide.casestudies import tiny_imagenet
     from rocm_dl_guide.optimization import bench
@@ -430,7 +433,7 @@ def run(
     include = [precision_results.REFERENCE] + [
         e for e in include if e != precision_results.REFERENCE and f"{e[0]} {e[1]}" not in not_run
     ]
-    configs = int8_configs(flags)
+    configs = int8_configs(flags) if configs is None else list(configs)
     bar = _steps(2 + len(batches), show_progress)
     with bench.torch_threads(threads), bar:
         agreements, agreement_note = _agreements(

@@ -412,16 +412,13 @@ def run(
     ``calibration`` batches calibrate int8 (the CIFAR-10 training loader for the
     agreement model; tiny-imagenet-200 at 299 pixels for Inception v3);
     agreement is measured on the first ``test_images`` of the CIFAR-10 test
-    set (all of it by default: the fixture's 2,000 or the real 10,000), by a
-    network trained for ``agreement_epochs`` (default
-    :func:`~rocm_dl_guide.optimization.agreement.trained_cifar10`'s);
+    set (all of it by default: the fixture's 2,000 or the real 10,000), by a network
+    trained for ``agreement_epochs`` (default: :func:`~.agreement.trained_cifar10`'s);
     ``runs`` is ``(warm-up, timed)`` for every batch size (default:
-    :func:`rocm_dl_guide.optimization.bench.iterations_for`). What is not run, and why, is
-    in :attr:`~rocm_dl_guide.optimization.precision_results.PrecisionBench.skipped`
-    (``emulated`` runs bf16 and fp16 on a CPU without instructions for them too).
-    ONNX Runtime's int8 is measured in each of ``configs`` (default: the settings
-    :func:`~rocm_dl_guide.optimization.ort_int8.int8_configs` gives for this CPU).
-    """
+    :func:`rocm_dl_guide.optimization.bench.iterations_for`); int8 in each of ``configs``
+    (default: :func:`~rocm_dl_guide.optimization.ort_int8.int8_configs`). What is not
+    run, and why, is in :attr:`~.precision_results.PrecisionBench.skipped` (``emulated``
+    runs bf16 and fp16 on a CPU without instructions for them too)."""
     from rocm_dl_guide.casestudies import tiny_imagenet
     from rocm_dl_guide.optimization import bench
 

@@ -125,6 +125,27 @@ def test_page_rendered(build, page):
     assert not missing, f"{page}: headings not rendered: {missing}"
 
 
+MATH_PAGES = (
+    "book/language-models/lora",
+    "book/language-models/attention",
+    "book/language-models/generation",
+    "book/language-models/quantization",
+)
+"""Pages that write math (``$...$``, ``$$...$$``); each must load MathJax."""
+
+
+@pytest.mark.parametrize("page", toc_files())
+def test_pages_with_math_load_mathjax(build, page):
+    """Sphinx adds MathJax only to the pages with math; a page-context handler
+    that replaced the builder's script list once dropped it from every page
+    (issue 44). Whether it then renders is the browser test's."""
+    html = (HTML / f"{page}.html").read_text(encoding="utf-8")
+    has_math = 'class="math notranslate nohighlight"' in html
+    assert has_math == (page in MATH_PAGES), f"{page}: math {has_math}"
+    loads = "mathjax@3/es5/tex-mml-chtml.js" in html
+    assert loads == has_math, f"{page}: math {has_math}, MathJax script {loads}"
+
+
 @pytest.mark.parametrize("page", [p for p in toc_files() if is_executable(p)])
 def test_executable_page_shows_outputs_and_no_errors(build, page):
     doc = parse(page)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HTML, ROOT, is_executable, toc_files
-from test_book import FIGURES, _Images
+from test_book import FIGURES, MATH_PAGES, _Images
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -60,11 +60,35 @@ def browser():
         b.close()
 
 
+MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/"
+"""Where Sphinx's pages load MathJax from (``sphinx.ext.mathjax``'s default)."""
+
+
+def _mathjax_files() -> Path:
+    """MathJax 3's distribution, from the django-static-mathjax wheel (requirements):
+    the test runs offline, so the browser gets the CDN's files from here."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mathjax")  # finds the files; imports nothing
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail("django-static-mathjax is not installed: make env installs it")
+    return Path(next(iter(spec.submodule_search_locations))) / "static" / "mathjax"
+
+
+def _serve_mathjax(route) -> None:
+    path = _mathjax_files() / route.request.url.removeprefix(MATHJAX_CDN).split("?")[0]
+    if path.is_file():
+        route.fulfill(path=str(path))
+    else:
+        route.fulfill(status=404, body=f"not in the MathJax distribution: {path.name}")
+
+
 class Visit:
     """A page opened in a fresh tab, with everything that went wrong while loading."""
 
     def __init__(self, browser, url: str):
         self.page = browser.new_page(viewport={"width": 1300, "height": 900})
+        self.page.route(f"{MATHJAX_CDN}**", _serve_mathjax)
         self.problems: list[str] = []
         self.page.on(
             "console",
@@ -124,6 +148,29 @@ def test_page_loads_cleanly_in_chromium(site, browser, page):
             assert sum(visible) >= 1, f"{page}: cell outputs are hidden"
             provenance = visit.page.get_by_text("Provenance.", exact=False).first
             assert provenance.is_visible(), f"{page}: provenance note not visible"
+    finally:
+        visit.close()
+
+
+@pytest.mark.parametrize("page", MATH_PAGES)
+def test_math_renders(site, browser, page):
+    """Every math element of the page is typeset by MathJax, and no raw TeX
+    delimiter is left in the text a reader sees."""
+    visit = Visit(browser, f"{site}/{page}.html")
+    try:
+        visit.page.wait_for_function(
+            "() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000
+        )
+        visit.page.evaluate("() => MathJax.startup.promise")
+        counts = visit.page.evaluate(
+            "() => [document.querySelectorAll('.math').length,"
+            " document.querySelectorAll('.math mjx-container').length]"
+        )
+        assert counts[0] > 0 and counts[1] == counts[0], f"{page}: math, typeset: {counts}"
+        text = visit.page.evaluate("() => document.querySelector('main').innerText")
+        raw = [d for d in ("\\(", "\\[", "$$") if d in text]
+        assert not raw, f"{page}: raw TeX delimiters {raw} in the visible text"
+        assert not visit.problems, f"{page}:\n" + "\n".join(visit.problems)
     finally:
         visit.close()
 

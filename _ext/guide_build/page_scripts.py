@@ -25,7 +25,10 @@ def _on_page_context(app, pagename, templatename, context, doctree) -> None:
             continue
         seen.add(key)
         unique.append(script)
-    context["script_files"] = unique
+    # In place: the list is the builder's own, and the handlers after this one
+    # add to it (sphinx.ext.mathjax adds MathJax to the pages with math). A new
+    # list here dropped their scripts: no page loaded MathJax (issue 44).
+    scripts[:] = unique
 
 
 def setup(app) -> None:

@@ -12,6 +12,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
+import yaml
 
 from conftest import HTML, ROOT, is_executable, source, toc_files, tool  # noqa: F401
 
@@ -134,16 +135,42 @@ MATH_PAGES = (
 """Pages that write math (``$...$``, ``$$...$$``); each must load MathJax."""
 
 
+def toc_ancestors(page: str) -> set[str]:
+    """The pages whose toctree holds ``page``, directly or further down: its
+    chapter's page and the root (``_toc.yml``'s chapters hang from the root)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    parent: dict[str, str] = {}
+
+    def walk(entries, above):
+        for entry in entries or []:
+            if "file" in entry:
+                parent[entry["file"]] = above
+            below = entry.get("file", above)
+            walk(entry.get("sections"), below)
+            walk(entry.get("chapters"), below)
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"), toc["root"])
+    walk(toc.get("chapters"), toc["root"])
+    found = set()
+    while page in parent:
+        page = parent[page]
+        found.add(page)
+    return found
+
+
 @pytest.mark.parametrize("page", toc_files())
 def test_pages_with_math_load_mathjax(build, page):
-    """Sphinx adds MathJax only to the pages with math; a page-context handler
-    that replaced the builder's script list once dropped it from every page
-    (issue 44). Whether it then renders is the browser test's."""
+    """Sphinx adds MathJax to the pages with math, and to the pages whose toctree
+    holds one (``MathDomain.has_equations``); a page-context handler that replaced
+    the builder's script list once dropped it from every page (issue 44). Whether
+    it then renders is the browser test's."""
     html = (HTML / f"{page}.html").read_text(encoding="utf-8")
     has_math = 'class="math notranslate nohighlight"' in html
     assert has_math == (page in MATH_PAGES), f"{page}: math {has_math}"
     loads = "mathjax@3/es5/tex-mml-chtml.js" in html
-    assert loads == has_math, f"{page}: math {has_math}, MathJax script {loads}"
+    holds_math = any(page in toc_ancestors(p) for p in MATH_PAGES)
+    assert loads == (has_math or holds_math), f"{page}: math {has_math}, MathJax script {loads}"
 
 
 @pytest.mark.parametrize("page", [p for p in toc_files() if is_executable(p)])
@@ -160,6 +187,9 @@ def test_executable_page_shows_outputs_and_no_errors(build, page):
     removed = len(re.findall(tagged, source(page).read_text()))
     cells = [c for c in doc.classes if c.split()[0] == "cell"]
     assert len(cells) == n_cells - removed, f"{page}: {len(cells)} of {n_cells} cells rendered"
+    # A widget (tqdm.auto's bar in a kernel) needs JavaScript from a CDN to render.
+    html = (HTML / f"{page}.html").read_text(encoding="utf-8")
+    assert "application/vnd.jupyter.widget" not in html, f"{page}: a widget output"
     errors = [c for c in doc.classes if "traceback" in c or "output error" in c]
     assert not errors, f"{page}: error outputs {errors}"
     # A traceback has no place anywhere; "Error: " may be quoted in prose (the

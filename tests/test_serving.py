@@ -29,6 +29,26 @@ def folder(tmp_path_factory):
     return path
 
 
+def test_saving_and_loading_a_model_folder_draws_no_bar(tmp_path, capfd):
+    """transformers draws "Writing model shards" and "Loading weights" bars by
+    default; in a notebook they become widgets a page cannot render offline
+    (the pretraining page had one). Both are off around the guide's calls, and
+    transformers' own setting is left as it was."""
+    from transformers.utils import logging as hf_logging
+
+    from rocm_dl_guide.lm import lora
+
+    data = pretrain.load("smoke")
+    lm = models.build(TINY, data.vocab_size, data.eos_id, seed=0)
+    capfd.readouterr()
+    assert hf_logging.is_progress_bar_enabled()
+    pretrain.export(lm, data.tokenizer, tmp_path)
+    lora.from_folder(tmp_path)
+    err = capfd.readouterr().err
+    assert "Writing model shards" not in err and "Loading weights" not in err, err
+    assert hf_logging.is_progress_bar_enabled()
+
+
 def test_model_folder_is_found_from_the_weights_and_written_again_when_they_change(
     tmp_path, monkeypatch
 ):

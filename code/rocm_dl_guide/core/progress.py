@@ -9,8 +9,10 @@ one more block of output, so there the loops print one line per epoch instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 ENV_VAR = "ROCM_DL_GUIDE_PROGRESS"
 
@@ -28,3 +30,22 @@ def enabled(requested: bool = True) -> bool:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+@contextlib.contextmanager
+def no_library_bars() -> Iterator[None]:
+    """Turn off ``transformers``' own bars ("Loading weights", "Writing model
+    shards") for the duration, then restore what was set before.
+
+    They report a model of a few MiB loading in milliseconds, which is no news on
+    a terminal; in a notebook ``tqdm.auto`` draws them as widgets, which a page
+    cannot render without fetching JavaScript from a CDN."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()

@@ -32,6 +32,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from rocm_dl_guide.core import casestudies, distributed, files, profiles
+from rocm_dl_guide.core.progress import no_library_bars
 from rocm_dl_guide.lm import hub, pretrain, topic_task
 from rocm_dl_guide.lm import model as models
 from rocm_dl_guide.lm import qlora as qlora_mod  # (``qlora`` is a parameter below)
@@ -126,7 +127,8 @@ def from_folder(folder: Path) -> tuple[models.CausalLM, Any]:
         if not (folder / name).is_file():
             raise FileNotFoundError(f"{folder} is not a transformers model folder: no {name}")
     try:
-        hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        with no_library_bars():
+            hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     except Exception as exc:  # transformers, safetensors and tokenizers raise many kinds
         first = str(exc).splitlines()[0] if str(exc) else ""

@@ -28,6 +28,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from rocm_dl_guide.core import distributed, files, profiles
+from rocm_dl_guide.core.progress import no_library_bars
 from rocm_dl_guide.lm import corpus as corpora
 from rocm_dl_guide.lm import model as models
 
@@ -388,6 +389,7 @@ def export(lm: models.CausalLM, tokenizer: Any, folder: Path) -> None:
     decoder = lm.decoder()
     eos = corpora.END_OF_TEXT
     decoder.generation_config.eos_token_id = tokenizer.token_to_id(eos)
-    decoder.save_pretrained(folder)
+    with no_library_bars():
+        decoder.save_pretrained(folder)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eos, bos_token=eos)
     fast.save_pretrained(folder)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from rocm_dl_guide.core import progress
 from rocm_dl_guide.lm import model as models
 
 QLORA = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True}
@@ -65,20 +66,15 @@ def four_bit(lm: models.CausalLM) -> models.CausalLM:
 
     from peft import prepare_model_for_kbit_training
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
-    from transformers.utils import logging as hf_logging
 
     device = next(lm.parameters()).device
     ok, why = qlora_support(device)
     if not ok:
         raise RuntimeError(f"QLoRA cannot run here: {why}")
     config = {**QLORA, "bnb_4bit_compute_dtype": qlora_compute_dtype(device)}
-    hf_logging.disable_progress_bar()  # a round trip through a temporary folder: no news
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            lm.decoder().save_pretrained(tmp)
-            hf = AutoModelForCausalLM.from_pretrained(
-                tmp, quantization_config=BitsAndBytesConfig(**config), device_map={"": device}
-            )
-    finally:
-        hf_logging.enable_progress_bar()
+    with progress.no_library_bars(), tempfile.TemporaryDirectory() as tmp:
+        lm.decoder().save_pretrained(tmp)
+        hf = AutoModelForCausalLM.from_pretrained(
+            tmp, quantization_config=BitsAndBytesConfig(**config), device_map={"": device}
+        )
     return models.CausalLM(prepare_model_for_kbit_training(hf, use_gradient_checkpointing=False))

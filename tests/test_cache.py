@@ -281,7 +281,7 @@ def test_provenance_record_reaches_the_table_as_data(tmp_path):
     }
     outputs = _glued_outputs(tmp_path, **fields)
     # What the executed notebook holds, and what MyST-NB makes of it.
-    cell = nbformat.v4.new_code_cell("provenance.note()")
+    cell = nbformat.v4.new_code_cell("provenance.note(profile)")
     cell.outputs = [nbformat.v4.new_output("display_data", **o) for o in outputs]
     nbformat.validate(nbformat.v4.new_notebook(cells=[cell]))  # a valid notebook file
     glue = dict(extract_glue_data_cell(cell))

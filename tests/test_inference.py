@@ -443,7 +443,7 @@ def test_bench_run_reports_side_by_side_medians(no_migraphx, prepared):
 
 
 def test_sweep_gives_latency_and_throughput_per_batch(no_migraphx, prepared):
-    result = bench.sweep((1, 2), prepared=prepared, threads=1, runs=(0, 1))
+    result = bench.sweep(SMOKE, (1, 2), prepared=prepared, threads=1, runs=(0, 1))
     frame = result.frame
     assert list(frame["batch"]) == [1, 1, 2, 2]
     assert frame["runtime"].iloc[0] == "PyTorch eager"

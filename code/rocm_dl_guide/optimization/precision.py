@@ -409,11 +409,10 @@ def run(
     Inception v3 at each of ``batches``, timed side by side (same warm-up, same
     threads, alternating blocks; :func:`rocm_dl_guide.optimization.bench.measure_side_by_side`).
 
-    ``calibration`` batches calibrate int8 (the CIFAR-10 training loader for the
-    agreement model; tiny-imagenet-200 at 299 pixels for Inception v3);
-    agreement is measured on the first ``test_images`` of the CIFAR-10 test
-    set (all of it by default: the fixture's 2,000 or the real 10,000), by a
-    network trained for ``agreement_epochs`` (default
+    ``calibration`` batches calibrate int8 (the CIFAR-10 training loader for the agreement
+    model; tiny-imagenet-200 at 299 pixels for Inception v3); agreement is measured on the
+    first ``test_images`` of the CIFAR-10 test set (all of it by default: the fixture's 2,000
+    or the real 10,000), by a network trained for ``agreement_epochs`` (default
     :func:`~rocm_dl_guide.optimization.agreement.trained_cifar10`'s);
     ``runs`` is ``(warm-up, timed)`` for every batch size (default:
     :func:`rocm_dl_guide.optimization.bench.iterations_for`). What is not run, and why, is
@@ -441,9 +440,8 @@ def run(
         bar.update(1)
         prepared = onnx_files.export_inception(profile)
         tiny = tiny_imagenet.tiny_imagenet_loaders(profile, image_size=299, batch_size=8)
-        # With random weights (smoke) the int8 model is timed, never judged by
-        # its answers: one batch gives it its scales (calibrating Inception v3
-        # costs about 3 s a batch on two CPU cores).
+        # With random weights (smoke) the int8 model is timed, never judged by its answers:
+        # one batch gives it its scales (calibrating Inception v3: 3 s a batch on 2 cores).
         speed_calibration = calibration if prepared.loaded.pretrained else 1
         big_calib = calibration_batches(tiny.val_loader, speed_calibration)
         big_int8 = quantize_all(prepared.onnx.path, "inception_v3", big_calib, configs, include)

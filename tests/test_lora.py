@@ -198,13 +198,13 @@ DDP_WORKER = textwrap.dedent(
     """
     import json, sys, torch
     from torch.utils.data import DataLoader
-    from rocm_dl_guide.core import distributed
+    from rocm_dl_guide.core import distributed, profiles
     from rocm_dl_guide.training import train
     from rocm_dl_guide.lm import lora, pretrain, topic_task
     from rocm_dl_guide.lm import model as models
 
     batch, seed, lr, out = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-    data = pretrain.load("smoke")
+    data = pretrain.load(profiles.current("smoke"))
     size = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)
     lm = lora.add_lora(models.build(size, data.vocab_size, data.eos_id, seed=seed))
     items = topic_task.examples()[0][:32]

@@ -76,6 +76,17 @@ CHAPTER_EXCEPTIONS = {
 PARSER_MODULES = frozenset({"cli", "__main__"})
 PARSER_CALLS = frozenset({"add_parser", "add_subparsers", "ArgumentParser"})
 
+# Where a run's profile (and with it its data source) is resolved from a name or the
+# environment: the profiles module itself, the command line (cli.common.run_profile) and
+# selfcheck's runner. Everything below them takes a resolved Profile (issue 43 item 3).
+PROFILE_RESOLVERS = frozenset({"core.profiles", "cli", "selfcheck"})
+PROFILE_EXCEPTIONS = {
+    # The report says which profile a run started here would get, and asks PyTorch
+    # through the probe (this process never imports it), so profiles.current() won't do.
+    "doctor.report": "the profile a run started here would get",
+}
+RESOLVING_FUNCTIONS = frozenset({"current", "get"})
+
 # --------------------------------------------------------------------------- the checks
 
 
@@ -251,6 +262,68 @@ def private_uses(
     return sorted(found, key=lambda text: int(text.split()[1].rstrip(":")))
 
 
+def _names_in(expr: ast.expr | None) -> set[str]:
+    """The names and attribute names in an annotation (string annotations parsed)."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        expr = ast.parse(expr.value, mode="eval").body
+    return (
+        {
+            getattr(node, "id", None) or getattr(node, "attr", None)
+            for node in ast.walk(expr)
+            if isinstance(node, (ast.Name, ast.Attribute))
+        }
+        if expr is not None
+        else set()
+    )
+
+
+def profile_resolutions(
+    module: str, source: str, modules: set[str], package: str | None = None
+) -> list[str]:
+    """Where ``module`` resolves a run profile itself, as ``"line N: ..."``: each call
+    of ``profiles.current`` or ``profiles.get`` (however the module or the function was
+    imported), and each function whose signature takes ``ProfileLike`` (a name or None
+    to resolve below the entry point). ``modules`` and ``package`` as for
+    :func:`private_uses`."""
+    if package is None:
+        package = module.rpartition(".")[0] or imports.ROOT_MODULE
+    tree = ast.parse(source)
+    aliases: dict[str, str] = {PACKAGE: imports.ROOT_MODULE}
+    functions: dict[str, str] = {}  # a name bound to profiles.current or profiles.get
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            target = imports.from_module(node, package)
+            for alias in node.names if target is not None else ():
+                if imports.child(target, alias.name) in modules:
+                    aliases[alias.asname or alias.name] = imports.child(target, alias.name)
+                elif target == "core.profiles" and alias.name in RESOLVING_FUNCTIONS:
+                    functions[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == PACKAGE and len(parts) > 1 and alias.asname:
+                    aliases[alias.asname] = ".".join(parts[1:])
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in functions:
+                found.append(f"line {node.lineno}: profiles.{functions[func.id]}")
+            elif (
+                isinstance(func, ast.Attribute)
+                and func.attr in RESOLVING_FUNCTIONS
+                and _module_of(func.value, aliases, modules) == "core.profiles"
+            ):
+                found.append(f"line {node.lineno}: profiles.{func.attr}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+            annotations = [a.annotation for a in every if a is not None] + [node.returns]
+            if any("ProfileLike" in _names_in(a) for a in annotations):
+                found.append(f"line {node.lineno}: ProfileLike in {node.name}'s signature")
+    return sorted(found, key=lambda text: int(text.split()[1].rstrip(":")))
+
+
 def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[str]:
     """``"name (line N): L lines"`` for each function longer than ``limit`` lines."""
     found = []
@@ -306,6 +379,28 @@ def test_no_private_names_across_modules():
 
     problems = _per_module(check)
     assert not problems, "private names used across modules:\n" + "\n".join(problems)
+
+
+def test_profile_resolved_only_at_the_entry_points():
+    """Issue 43 item 3, settings resolved once: a run's profile (and its data source)
+    is resolved from its name or the environment once, where the run starts (a
+    command, through ``cli.common.run_profile``; selfcheck's runner; a book page; a
+    test), and passed down as a ``Profile``. A function below those entry points that
+    resolved it again could disagree with the run's own (another data source, another
+    profile), so none calls ``profiles.current`` or ``profiles.get``, and none takes a
+    ``ProfileLike`` (a name, or None for "the profile in force"). The one exception,
+    with its reason, is in ``PROFILE_EXCEPTIONS``."""
+    modules = set(package_modules())
+
+    def check(name, path, source):
+        if listed(name, PROFILE_RESOLVERS) or name in PROFILE_EXCEPTIONS:
+            return []
+        return profile_resolutions(name, source, modules, imports.package_name(path, PACKAGE_DIR))
+
+    problems = _per_module(check)
+    assert not problems, (
+        "profiles resolved below the entry points (take a Profile instead):\n" + "\n".join(problems)
+    )
 
 
 def module_lengths(package_dir: Path = PACKAGE_DIR) -> dict[str, int]:
@@ -486,6 +581,28 @@ def test_each_check_can_fail(tmp_path):
         "line 7: core.datasets._is_network_error",
         "line 8: core.datasets._remove",
         "line 9: casestudies.mnist._epochs",
+    ]
+
+    # profiles resolved below the entry points, however spelled; a Profile taken is fine
+    modules = {"core", "core.profiles", "lm", "lm.hub", "lm.pretrain"}
+    src = textwrap.dedent(
+        """
+        from rocm_dl_guide.core import profiles
+        from ..core import profiles as p
+        from rocm_dl_guide.core.profiles import get as named
+        from . import hub
+        def load(profile: profiles.ProfileLike = None, n: "ProfileLike" = None):
+            return profiles.current(profile)
+        def settings(profile: profiles.Profile) -> dict:
+            return {"lr": p.get("smoke").name, "epochs": profile.epochs(3)}
+        named("gpu"), hub.get("x"), {}.get("y"), profiles.with_data_source(None, None)
+        """
+    )
+    assert profile_resolutions("lm.pretrain", src, modules) == [
+        "line 6: ProfileLike in load's signature",
+        "line 7: profiles.current",
+        "line 9: profiles.get",
+        "line 10: profiles.get",
     ]
 
     # long modules: the made-up package's longest module is found

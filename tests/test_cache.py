@@ -281,7 +281,7 @@ def test_provenance_record_reaches_the_table_as_data(tmp_path):
     }
     outputs = _glued_outputs(tmp_path, **fields)
     # What the executed notebook holds, and what MyST-NB makes of it.
-    cell = nbformat.v4.new_code_cell("provenance.note()")
+    cell = nbformat.v4.new_code_cell("provenance.note(profile)")
     cell.outputs = [nbformat.v4.new_output("display_data", **o) for o in outputs]
     nbformat.validate(nbformat.v4.new_notebook(cells=[cell]))  # a valid notebook file
     glue = dict(extract_glue_data_cell(cell))
@@ -362,10 +362,10 @@ def test_a_page_run_next_to_another_says_so_in_its_note_and_the_table(monkeypatc
     assert parallel.THREADS_VAR == provenance.BUILD_THREADS_VAR
     monkeypatch.setenv(profiles.ENV_VAR, "smoke")
     monkeypatch.delenv(provenance.BUILD_THREADS_VAR, raising=False)
-    alone = provenance.collect("none")
+    alone = provenance.collect(profiles.current(), "none")
     assert alone.build_threads == "" and "next to another page" not in alone.markdown()
     monkeypatch.setenv(provenance.BUILD_THREADS_VAR, "1/2")
-    shared = provenance.collect("none")
+    shared = provenance.collect(profiles.current(), "none")
     assert "ran it next to another page, with 1 of the 2 CPU threads" in shared.markdown()
     info = provenance_table.provenance_from_record(shared.record())
     assert info["device"].endswith("(1 of 2 CPU threads: ran next to another page)")
@@ -542,7 +542,7 @@ def test_note_outside_a_kernel_records_nothing(capsys, monkeypatch):
     from rocm_dl_guide.core import profiles, provenance
 
     monkeypatch.setenv(profiles.ENV_VAR, "smoke")
-    shown = provenance.note(framework="none")
+    shown = provenance.note(profiles.current(), framework="none")
     assert "Provenance." in shown.data and capsys.readouterr().out == ""
 
 

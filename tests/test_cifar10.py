@@ -15,13 +15,16 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rocm_dl_guide.casestudies import cifar10  # noqa: E402
+from rocm_dl_guide.core import profiles  # noqa: E402
 from rocm_dl_guide.training import checkpoints  # noqa: E402
+
+SMOKE = profiles.current("smoke")
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     ckpt = tmp_path_factory.mktemp("cifar10-ckpt")
-    return cifar10.train(profile="smoke", checkpoint_dir=ckpt, progress=False)
+    return cifar10.train(profile=SMOKE, checkpoint_dir=ckpt, progress=False)
 
 
 def test_net_is_the_guides_network():
@@ -50,7 +53,7 @@ def test_trains_well_above_chance(run):
 
 def test_per_class_accuracy_adds_up(run):
     frame = run.per_class.frame
-    assert list(frame["class"]) == cifar10.load("smoke").classes
+    assert list(frame["class"]) == cifar10.load(SMOKE).classes
     assert frame["class"].iloc[0] == "airplane" and len(frame) == 10
     assert frame["total"].sum() == len(run.data.test_set)
     overall = frame["correct"].sum() / frame["total"].sum()

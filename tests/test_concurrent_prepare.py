@@ -36,7 +36,7 @@ WORKER = textwrap.dedent(
     from pathlib import Path
 
     go, mode, source = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
-    from rocm_dl_guide.core import archives, dataset_registry, datasets
+    from rocm_dl_guide.core import archives, dataset_registry, datasets, profiles
 
     if mode == "fetch":  # the real-download path, served from a local file
         log = source.parent / "downloads.log"
@@ -57,7 +57,7 @@ WORKER = textwrap.dedent(
     while not go.exists():  # the start line: every worker has imported and waits
         time.sleep(0.0005)
     if mode == "fixture":
-        prepared = datasets.prepare("mnist", "smoke")
+        prepared = datasets.prepare("mnist", profiles.current("smoke"))
         raw = prepared.root / "MNIST" / "raw"
         counts = {}
         for stem in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",

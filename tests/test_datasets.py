@@ -370,7 +370,7 @@ def test_prepare_never_falls_back_to_the_fixture(monkeypatch: pytest.MonkeyPatch
     offline(monkeypatch)
     for name in ("gpu", "full"):
         with pytest.raises(datasets.DataUnavailableError) as err:
-            datasets.prepare("mnist", profile=name)
+            datasets.prepare("mnist", profile=profiles.current(name))
         message = str(err.value)
         assert "cannot download MNIST" in message and "Two ways out" in message
         assert "data import mnist" in message and "--data-source fixtures" in message
@@ -390,7 +390,7 @@ def test_data_source_is_independent_of_the_profile(monkeypatch: pytest.MonkeyPat
     # and the other way round: the smoke profile's sizes on the real data (no network here)
     monkeypatch.setenv(profiles.DATA_SOURCE_VAR, "real")
     with pytest.raises(datasets.DataUnavailableError, match="cannot download MNIST"):
-        datasets.prepare("mnist", profile="smoke")
+        datasets.prepare("mnist", profile=profiles.current("smoke"))
     monkeypatch.setenv(profiles.DATA_SOURCE_VAR, "synthetic")
     with pytest.raises(profiles.ProfileError, match="unknown data source 'synthetic'"):
         profiles.current("smoke")
@@ -398,7 +398,7 @@ def test_data_source_is_independent_of_the_profile(monkeypatch: pytest.MonkeyPat
 
 def test_prepare_smoke_never_downloads() -> None:
     # The autouse fixture makes any download attempt fail the test.
-    prepared = datasets.prepare("imdb", profile="smoke")
+    prepared = datasets.prepare("imdb", profile=profiles.current("smoke"))
     assert prepared.kind == "fixture" and "the smoke profile's default" in prepared.note
     assert (prepared.root / "aclImdb" / "train" / "pos").is_dir()
 
@@ -412,7 +412,7 @@ def test_fetch_real_archive_through_pooch(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert (root / "cifar-10-batches-py" / "test_batch").is_file()
     assert not (datasets.cache_dir() / "downloads" / "cifar10").exists()  # archive removed
     assert datasets.fetch("cifar10") == root and len(served) == 1  # cached: no second download
-    prepared = datasets.prepare("cifar10", profile="gpu")
+    prepared = datasets.prepare("cifar10", profile=profiles.current("gpu"))
     assert prepared.kind == "real" and prepared.root == root and "real CIFAR-10" in prepared.note
 
 
@@ -432,7 +432,9 @@ def test_fetch_real_idx_files_through_pooch(
     for stem in fixture_formats.IDX_FILES:
         assert (got / stem).read_bytes() == (raw / stem).read_bytes()
         assert (got / f"{stem}.gz").is_file()
-    (x_train, y_train), (x_test, _), prepared = loaders.mnist_arrays("fashion-mnist", "gpu")
+    (x_train, y_train), (x_test, _), prepared = loaders.mnist_arrays(
+        "fashion-mnist", profiles.current("gpu")
+    )
     assert (
         prepared.kind == "real" and x_train.shape == (30, 28, 28) and x_test.shape == (10, 28, 28)
     )
@@ -535,7 +537,7 @@ def test_cli_list(capsys: pytest.CaptureFixture[str], cache: Path) -> None:
     assert run_cli(["data", "list"]) == 0
     out = capsys.readouterr().out
     assert str(cache) in out and "Nothing cached yet" in out and "tiny-imagenet-200" in out
-    datasets.prepare("mnist", profile="smoke")
+    datasets.prepare("mnist", profile=profiles.current("smoke"))
     assert run_cli(["data", "list"]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("mnist "))

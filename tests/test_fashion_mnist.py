@@ -9,18 +9,22 @@ import numpy as np
 import pytest
 
 from rocm_dl_guide.casestudies import fashion_mnist
+from rocm_dl_guide.core import profiles
+
+SMOKE = profiles.current("smoke")
+FULL = profiles.current("full")
 
 matplotlib.use("Agg")
 
 
 @pytest.fixture(scope="module")
 def run():
-    return fashion_mnist.train(profile="smoke", progress=False)
+    return fashion_mnist.train(profile=SMOKE, progress=False)
 
 
 def test_loads_through_keras_datasets_and_restores_keras_home():
     before = os.environ.get("KERAS_HOME")
-    (x_train, y_train), (x_test, y_test), data = fashion_mnist.load_data("smoke")
+    (x_train, y_train), (x_test, y_test), data = fashion_mnist.load_data(SMOKE)
     assert os.environ.get("KERAS_HOME") == before
     assert data.kind == "fixture" and "fixture" in data.note
     assert x_train.dtype == np.uint8 and x_train.shape[1:] == (28, 28)
@@ -42,7 +46,7 @@ def test_classifier_beats_chance_by_far(run):
 
 
 def test_probability_model_and_prediction_figures(run):
-    (_, _), (x_test, y_test), _ = fashion_mnist.load_data("smoke")
+    (_, _), (x_test, y_test), _ = fashion_mnist.load_data(SMOKE)
     images = x_test[:15] / 255.0
     predictions = run.probabilities.predict(images, verbose=0)
     assert predictions.shape == (15, 10)
@@ -68,11 +72,11 @@ def test_probability_model_and_prediction_figures(run):
 
 
 def test_epochs_follow_the_profile():
-    assert fashion_mnist.epochs_for("smoke") == 3
-    assert fashion_mnist.epochs_for("full") == fashion_mnist.FULL_EPOCHS == 10
-    assert fashion_mnist.epochs_for("smoke", override=7) == 7
+    assert fashion_mnist.epochs_for(SMOKE) == 3
+    assert fashion_mnist.epochs_for(FULL) == fashion_mnist.FULL_EPOCHS == 10
+    assert fashion_mnist.epochs_for(SMOKE, override=7) == 7
     with pytest.raises(ValueError, match="epochs must be at least 1"):
-        fashion_mnist.epochs_for("smoke", override=0)
+        fashion_mnist.epochs_for(SMOKE, override=0)
 
 
 def test_cli_trains_fashion_mnist():

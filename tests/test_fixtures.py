@@ -20,11 +20,12 @@ from rocm_dl_guide.core import (
     fixture_images,
     fixtures,
     loaders,
+    profiles,
 )
 
 
 def smoke(name: str) -> datasets.PreparedData:
-    prepared = datasets.prepare(name, profile="smoke")
+    prepared = datasets.prepare(name, profile=profiles.current("smoke"))
     assert prepared.kind == "fixture"
     assert "not the real" in prepared.note
     return prepared
@@ -80,7 +81,9 @@ def test_idx_headers_are_upstream() -> None:
 
 
 def test_mnist_arrays_and_learnability() -> None:
-    (x_train, y_train), (x_test, y_test), prepared = loaders.mnist_arrays("mnist", "smoke")
+    (x_train, y_train), (x_test, y_test), prepared = loaders.mnist_arrays(
+        "mnist", profiles.current("smoke")
+    )
     assert prepared.kind == "fixture"
     assert x_train.shape == (2000, 28, 28) and x_train.dtype == np.uint8
     assert x_test.shape == (500, 28, 28) and y_test.dtype == np.uint8
@@ -95,7 +98,9 @@ def test_mnist_arrays_and_learnability() -> None:
 
 
 def test_fashion_mnist_logistic_regression_learns() -> None:
-    (x_train, y_train), (x_test, y_test), _ = loaders.mnist_arrays("fashion-mnist", "smoke")
+    (x_train, y_train), (x_test, y_test), _ = loaders.mnist_arrays(
+        "fashion-mnist", profiles.current("smoke")
+    )
     xtr = x_train.reshape(len(x_train), -1) / 255.0
     xte = x_test.reshape(len(x_test), -1) / 255.0
     w = np.zeros((xtr.shape[1], 10))
@@ -115,7 +120,7 @@ def test_fashion_mnist_logistic_regression_learns() -> None:
 def test_keras_fashion_mnist_load_data_reads_the_fixture() -> None:
     keras = pytest.importorskip("keras")
 
-    home = loaders.keras_home_for_fashion_mnist(profile="smoke")
+    home = loaders.keras_home_for_fashion_mnist(profile=profiles.current("smoke"))
     assert sorted(p.name for p in (home / "datasets" / "fashion-mnist").iterdir()) == sorted(
         f"{stem}.gz" for stem in fixture_formats.IDX_FILES
     )

@@ -12,13 +12,15 @@ from rocm_dl_guide.cli import main
 from rocm_dl_guide.core import profiles
 from rocm_dl_guide.lm import benchmark, corpus, generation, lora, pretrain
 
+SMOKE = profiles.current("smoke")
+
 STEPS = 24
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_lm_weights):
     """tiny-lm pretrained for one epoch: its greedy choices are not near-ties."""
-    lm, tokenizer, _ = lora.base_model("smoke", tiny_lm_weights)
+    lm, tokenizer, _ = lora.base_model(SMOKE, tiny_lm_weights)
     hf = lm.model.eval()
     prompt = torch.tensor([tokenizer.encode(corpus.PROMPT).ids])
     return hf, prompt
@@ -160,7 +162,7 @@ def test_generate_continues_the_prompt_with_the_given_weights(weights, trained, 
     assert record["source"] == str(weights) and record["tokens_per_s"] > 0
     # greedy: the very continuation generate() writes on the same weights
     expected = generation.generate(hf, prompt, 12)[0, prompt.shape[1] :]
-    tokenizer = pretrain.load("smoke").tokenizer
+    tokenizer = pretrain.load(SMOKE).tokenizer
     assert record["text"] == tokenizer.decode(expected.tolist())
     assert main([*argv, "--model", str(weights), "--temperature", "1.5", "--seed", "3"]) == 0
     out, err = capsys.readouterr()
@@ -211,7 +213,7 @@ def test_bench_llm_generation_rows_cover_the_curve_the_static_cache_and_batches(
     monkeypatch.setitem(generation.NEW_TOKENS, "smoke", (4, 8))
     monkeypatch.setattr(generation, "BATCH_TOKENS", 2)
     monkeypatch.setattr(generation, "_compile_kwargs", lambda compiled: {"disable_compile": True})
-    tokenizer = pretrain.load("smoke").tokenizer
+    tokenizer = pretrain.load(SMOKE).tokenizer
     rows = benchmark.generation_rows(profiles.current("smoke"), hf, tokenizer)
     curve = [(r["new_tokens"], r["cache"]) for r in rows if r["batch"] == 1 and not r["compiled"]]
     assert curve[:8] == [(n, c) for n in (2, 4, 8, 16) for c in ("none", "dynamic")]

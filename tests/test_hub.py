@@ -156,7 +156,9 @@ def test_wikitext_articles_are_split_at_their_titles_and_validation_is_held_out(
     title, text = corpus.documents[0]
     assert title == "Assert" and "= = Section of Assert = =" in text
     assert not set(corpus.train) & set(corpus.held_out)
-    assert corpora.for_profile("smoke").name == "pydoc-topics"  # fixtures: Python's docs
+    assert (
+        corpora.for_profile(profiles.current("smoke")).name == "pydoc-topics"
+    )  # fixtures: Python's docs
 
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(b"PAR1 not really")
@@ -176,7 +178,7 @@ def test_pretraining_on_the_real_source_tokenizes_wikitext(fake_hub, tmp_path):
 def _pretrained_folder(root: Path) -> Path:
     """A model folder in the Hub's layout (config.json, model.safetensors,
     tokenizer.json): a small random Llama with the chapter's tokenizer."""
-    data = pretrain.load("smoke")
+    data = pretrain.load(profiles.current("smoke"))
     lm = models.build(TINY, data.vocab_size, data.eos_id, seed=3)
     folder = root / "smollm"
     lm.model.save_pretrained(folder)
@@ -213,15 +215,15 @@ def test_lora_on_the_real_source_fine_tunes_the_pinned_pretrained_model(
 
 def test_a_model_folder_that_is_not_one_gets_one_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a transformers model folder: no config.json"):
-        lora.base_model("smoke", tmp_path)
+        lora.base_model(profiles.current("smoke"), tmp_path)
     folder = _pretrained_folder(tmp_path)
     (folder / "model.safetensors").write_bytes(b"\0" * 64)
     with pytest.raises(ValueError, match="smollm is not a readable model"):
-        lora.base_model("smoke", folder)
+        lora.base_model(profiles.current("smoke"), folder)
 
 
 def test_answers_of_several_tokens_are_labelled_and_matched_whole(tmp_path):
-    data = pretrain.load("smoke")
+    data = pretrain.load(profiles.current("smoke"))
     word = "supercalifragilistic"
     answer = topic_task.answer_ids(data.tokenizer, word)
     assert len(answer) > 1

@@ -11,12 +11,14 @@ import pytest
 from rocm_dl_guide.casestudies import imdb
 from rocm_dl_guide.core import fixtures, profiles
 
+SMOKE = profiles.current("smoke")
+
 matplotlib.use("Agg")
 
 
 @pytest.fixture(scope="module")
 def run():
-    return imdb.train(profile="smoke", progress=False)
+    return imdb.train(profile=SMOKE, progress=False)
 
 
 @pytest.fixture

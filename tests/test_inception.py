@@ -17,6 +17,9 @@ torch = pytest.importorskip("torch")
 from rocm_dl_guide.casestudies import inception, inception_pretrained, tiny_imagenet  # noqa: E402
 from rocm_dl_guide.core import casestudies, datasets, profiles  # noqa: E402
 
+SMOKE = profiles.current("smoke")
+GPU = profiles.current("gpu")
+
 # --------------------------------------------------------------------------- evaluation
 
 
@@ -27,7 +30,7 @@ def test_categories_come_from_the_weights_metadata():
 
 
 def test_smoke_profile_uses_random_weights_and_says_so():
-    loaded = inception_pretrained.load_pretrained("smoke")
+    loaded = inception_pretrained.load_pretrained(SMOKE)
     assert not loaded.pretrained
     assert loaded.note.startswith("RANDOM weights") and "smoke" in loaded.note
     assert not loaded.model.training
@@ -41,8 +44,8 @@ def test_offline_weights_are_an_error_not_random_weights(monkeypatch):
 
     monkeypatch.setattr(api, "load_state_dict_from_url", offline)
     for call in (
-        lambda: inception_pretrained.load_pretrained("smoke", pretrained=True),
-        lambda: inception_pretrained.load_pretrained("gpu"),
+        lambda: inception_pretrained.load_pretrained(SMOKE, pretrained=True),
+        lambda: inception_pretrained.load_pretrained(GPU),
     ):
         with pytest.raises(datasets.DataUnavailableError) as err:
             call()
@@ -59,7 +62,7 @@ def test_a_corrupt_weights_file_is_not_hidden(monkeypatch):
 
     monkeypatch.setattr(api, "load_state_dict_from_url", corrupt)
     with pytest.raises(RuntimeError, match="invalid hash"):
-        inception_pretrained.load_pretrained("smoke", pretrained=True)
+        inception_pretrained.load_pretrained(SMOKE, pretrained=True)
 
 
 def test_preprocess_and_top5_on_the_photo():
@@ -68,7 +71,7 @@ def test_preprocess_and_top5_on_the_photo():
     assert x.shape == (3, 299, 299) and x.dtype == torch.float32
     # normalised: roughly zero-centred, not in [0, 1]
     assert float(x.min()) < 0 < float(x.max())
-    loaded = inception_pretrained.load_pretrained("smoke")
+    loaded = inception_pretrained.load_pretrained(SMOKE)
     prediction = inception_pretrained.classify(loaded.model, photo, loaded.categories, device="cpu")
     assert prediction.device == "cpu"
     top = prediction.frame
@@ -95,7 +98,7 @@ def test_not_an_image_gives_one_clear_error(tmp_path):
     profiles.current().name != "gpu", reason="needs the gpu profile (pretrained weights)"
 )
 def test_gpu_profile_pretrained_top1_is_right():
-    loaded = inception_pretrained.load_pretrained("gpu")
+    loaded = inception_pretrained.load_pretrained(GPU)
     assert loaded.pretrained, loaded.note
     top = inception_pretrained.classify(
         loaded.model,
@@ -224,7 +227,7 @@ def test_transforms_follow_the_guide():
 
 
 def test_finetune_model_replaces_the_head():
-    model, loaded = inception.finetune_model(10, "smoke")
+    model, loaded = inception.finetune_model(10, SMOKE)
     assert model.fc.out_features == 10 and model.AuxLogits is None and not model.aux_logits
     assert not loaded.pretrained
     model.train()
@@ -234,7 +237,7 @@ def test_finetune_model_replaces_the_head():
 
 def test_smoke_training_runs_and_learns(tmp_path):
     # no epochs asked for: the smoke profile's two (the page's run)
-    run = inception.train(profile="smoke", checkpoint_dir=tmp_path, progress=False)
+    run = inception.train(profile=SMOKE, checkpoint_dir=tmp_path, progress=False)
     hist = run.result.history
     assert run.epochs == casestudies.get("inception-v3").epoch_caps["smoke"] == 2
     assert [m.epoch for m in hist] == [1, 2]

@@ -25,6 +25,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from conftest import guide_cli  # noqa: E402
 from rocm_dl_guide.casestudies import inception_pretrained  # noqa: E402
+from rocm_dl_guide.core import profiles  # noqa: E402
 from rocm_dl_guide.optimization import (  # noqa: E402
     backends,
     bench,
@@ -34,6 +35,9 @@ from rocm_dl_guide.optimization import (  # noqa: E402
 )
 from rocm_dl_guide.optimization.graph_views import graph_views  # noqa: E402
 
+SMOKE = profiles.current("smoke")
+GPU = profiles.current("gpu")
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "book" / "optimization"
 
@@ -42,7 +46,7 @@ PAGES = ROOT / "book" / "optimization"
 def prepared(tmp_path_factory):
     """Inception v3 (smoke profile: random weights) and its ONNX export, once."""
     path = tmp_path_factory.mktemp("models") / "inception_v3.onnx"
-    return onnx_files.export_inception("smoke", path)
+    return onnx_files.export_inception(SMOKE, path)
 
 
 @pytest.fixture(scope="module")
@@ -414,15 +418,17 @@ def test_side_by_side_timing_alternates_blocks():
 
 
 def test_smoke_profile_uses_fewer_runs_at_large_batches():
-    assert bench.iterations_for(1, "smoke") == (3, 20)
-    assert bench.iterations_for(32, "smoke") == (1, 3)
-    assert bench.iterations_for(32, "gpu") == (10, 100)
-    assert bench.batch_sizes("gpu") == (1, 8, 32)
-    assert bench.batch_sizes("smoke") == (1, 2, 4)
+    assert bench.iterations_for(1, SMOKE) == (3, 20)
+    assert bench.iterations_for(32, SMOKE) == (1, 3)
+    assert bench.iterations_for(32, GPU) == (10, 100)
+    assert bench.batch_sizes(GPU) == (1, 8, 32)
+    assert bench.batch_sizes(SMOKE) == (1, 2, 4)
 
 
 def test_bench_run_reports_side_by_side_medians(no_migraphx, prepared):
-    result = bench.run(batch=1, iterations=2, warmup=1, threads=1, prepared=prepared, tuning=True)
+    result = bench.run(
+        SMOKE, batch=1, iterations=2, warmup=1, threads=1, prepared=prepared, tuning=True
+    )
     data = result.to_dict()
     for key in ("backend", "device", "eager_ms", "compiled_ms", "speedup", "max_rel_error"):
         assert key in data
@@ -437,7 +443,7 @@ def test_bench_run_reports_side_by_side_medians(no_migraphx, prepared):
 
 
 def test_sweep_gives_latency_and_throughput_per_batch(no_migraphx, prepared):
-    result = bench.sweep((1, 2), prepared=prepared, threads=1, runs=(0, 1))
+    result = bench.sweep(SMOKE, (1, 2), prepared=prepared, threads=1, runs=(0, 1))
     frame = result.frame
     assert list(frame["batch"]) == [1, 1, 2, 2]
     assert frame["runtime"].iloc[0] == "PyTorch eager"

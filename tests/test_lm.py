@@ -9,7 +9,12 @@ import pytest
 import torch
 
 from conftest import TINY_LM_RECORD
+from rocm_dl_guide.core import profiles
 from rocm_dl_guide.lm import corpus, model, pretrain
+
+SMOKE = profiles.current("smoke")
+GPU = profiles.current("gpu")
+FULL = profiles.current("full")
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +124,7 @@ def test_train_tiny_lm_records_perplexities_and_beats_the_untrained_model(tiny_l
 
     assert pretrain.folder_for(weights) == tmp_path / pretrain.MODEL_FOLDER
     assert pretrain.folder_is_current(weights)
-    data = pretrain.load("smoke")
+    data = pretrain.load(SMOKE)
     lm = model.build(model.SIZES["smoke"], data.vocab_size, data.eos_id, seed=1)
     checkpoints.load_weights(lm, weights)
     folder = AutoModelForCausalLM.from_pretrained(tmp_path / pretrain.MODEL_FOLDER)
@@ -132,9 +137,9 @@ def test_tiny_lm_epochs_come_from_the_recipe_capped_by_the_registry():
     from rocm_dl_guide.core import casestudies
 
     caps = casestudies.get("tiny-lm").epoch_caps
-    assert pretrain.settings("smoke")["epochs"] == caps["smoke"]
-    assert pretrain.settings("gpu")["epochs"] == caps["gpu"]
-    assert pretrain.settings("full")["epochs"] == pretrain.RECIPE["epochs"]
+    assert pretrain.settings(SMOKE)["epochs"] == caps["smoke"]
+    assert pretrain.settings(GPU)["epochs"] == caps["gpu"]
+    assert pretrain.settings(FULL)["epochs"] == pretrain.RECIPE["epochs"]
 
 
 FSDP_TIMEOUT = 180

@@ -14,12 +14,14 @@ import pytest
 import torch
 
 from conftest import guide_cli
-from rocm_dl_guide.core import distributed, preemption
+from rocm_dl_guide.core import distributed, preemption, profiles
 from rocm_dl_guide.core.runs import runs_dir
 from rocm_dl_guide.lm import lora, pretrain, qlora, topic_task
 from rocm_dl_guide.lm import model as models
 from rocm_dl_guide.training import checkpoints
 from rocm_dl_guide.training.metrics import IGNORE_INDEX
+
+SMOKE = profiles.current("smoke")
 
 TIMEOUT = 240
 TINY = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)
@@ -31,7 +33,7 @@ features, and fails on fewer ("shape '[32, 0]' is invalid", bitsandbytes 0.50)."
 
 @pytest.fixture(scope="module")
 def data():
-    return pretrain.load("smoke")
+    return pretrain.load(SMOKE)
 
 
 @pytest.fixture(scope="module")
@@ -132,15 +134,15 @@ def test_the_adapter_reloads_and_a_corrupt_one_gets_one_clear_error(data, tmp_pa
 
 def test_a_bad_base_model_path_gets_one_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no pretrained model at .*train tiny-lm"):
-        lora.base_model("smoke", tmp_path / "missing.pt")
+        lora.base_model(SMOKE, tmp_path / "missing.pt")
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"not weights")
     with pytest.raises(checkpoints.CheckpointError, match="garbage.pt.*not a readable"):
-        lora.base_model("smoke", garbage)
+        lora.base_model(SMOKE, garbage)
 
 
 def test_the_optimizer_state_of_lora_is_a_small_part_of_full_fine_tuning(base):
-    lm, tokenizer, _ = lora.base_model("smoke", base)
+    lm, tokenizer, _ = lora.base_model(SMOKE, base)
     train, _ = topic_task.examples()
     full = lora._full_optimizer_bytes(lm, tokenizer, train)
     # AdamW: two fp32 moments per weight and a step counter per tensor
@@ -159,9 +161,7 @@ def test_the_optimizer_state_of_lora_is_a_small_part_of_full_fine_tuning(base):
 def test_a_lora_checkpoint_resumes_exactly(base, tmp_path, monkeypatch):
     """SIGTERM inside epoch 2 (as a scheduler preempts a job), then ``resume``: the
     adapters end equal to those of an uninterrupted run."""
-    straight = lora.train(
-        "smoke", epochs=2, checkpoint_dir=tmp_path / "a", base=base, progress=False
-    )
+    straight = lora.train(SMOKE, epochs=2, checkpoint_dir=tmp_path / "a", base=base, progress=False)
     batches = -(-straight.train_size // lora.RECIPE["batch_size"])  # steps per epoch
     fetched = {"n": 0}
     at = (batches + 3) * lora.RECIPE["batch_size"] + 5  # while batch 4 of epoch 2 is drawn
@@ -175,11 +175,11 @@ def test_a_lora_checkpoint_resumes_exactly(base, tmp_path, monkeypatch):
 
     monkeypatch.setattr(topic_task.TopicPrompts, "__getitem__", signalling)
     with pytest.raises(preemption.Preempted) as stopped:
-        lora.train("smoke", epochs=2, checkpoint_dir=tmp_path / "b", base=base, progress=False)
+        lora.train(SMOKE, epochs=2, checkpoint_dir=tmp_path / "b", base=base, progress=False)
     assert (stopped.value.epoch, stopped.value.batch) == (2, 4)
     monkeypatch.setattr(topic_task.TopicPrompts, "__getitem__", original)
     resumed = lora.train(
-        "smoke", epochs=2, checkpoint_dir=tmp_path / "b", base=base, resume=True, progress=False
+        SMOKE, epochs=2, checkpoint_dir=tmp_path / "b", base=base, resume=True, progress=False
     )
     assert resumed.result.resumed_from_step == batches + 4
     a = {n: p for n, p in straight.model.named_parameters() if p.requires_grad}
@@ -198,13 +198,13 @@ DDP_WORKER = textwrap.dedent(
     """
     import json, sys, torch
     from torch.utils.data import DataLoader
-    from rocm_dl_guide.core import distributed
+    from rocm_dl_guide.core import distributed, profiles
     from rocm_dl_guide.training import train
     from rocm_dl_guide.lm import lora, pretrain, topic_task
     from rocm_dl_guide.lm import model as models
 
     batch, seed, lr, out = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-    data = pretrain.load("smoke")
+    data = pretrain.load(profiles.current("smoke"))
     size = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)
     lm = lora.add_lora(models.build(size, data.vocab_size, data.eos_id, seed=seed))
     items = topic_task.examples()[0][:32]
@@ -334,7 +334,7 @@ def test_qlora_holds_the_base_in_4_bits_and_trains_only_the_adapters(data):
 
 @pytest.mark.timeout(TIMEOUT)
 def test_qlora_fine_tuning_learns_to_answer(base, tmp_path):
-    run = lora.train("smoke", epochs=3, base=base, qlora=True, progress=False)
+    run = lora.train(SMOKE, epochs=3, base=base, qlora=True, progress=False)
     assert run.qlora and run.summary().startswith("QLoRA on tiny-lm")
     # On a base pretrained for one epoch, three epochs reach the common answers.
     # Seed-dependent: a base of seed 1 with LoRA seeds 1 and 2 gave 0.28 and 0.40,
@@ -344,7 +344,7 @@ def test_qlora_fine_tuning_learns_to_answer(base, tmp_path):
     assert history[-1].train_loss < 0.5 * history[0].train_loss
     assert run.base_bytes < 0.6 * base.stat().st_size
     with pytest.raises(ValueError, match="--qlora with --fsdp"):
-        lora.train("smoke", epochs=1, base=base, qlora=True, fsdp=True, progress=False)
+        lora.train(SMOKE, epochs=1, base=base, qlora=True, fsdp=True, progress=False)
     done = guide_cli("train", "tiny-lm", "--qlora", "--epochs", "1", timeout=120)
     assert done.returncode != 0 and "tiny-lm does not support --qlora" in done.stderr
 

@@ -7,10 +7,13 @@ import sys
 import pytest
 
 from rocm_dl_guide.casestudies import mnist
+from rocm_dl_guide.core import profiles
+
+SMOKE = profiles.current("smoke")
 
 
 def test_pytorch_mnist_beats_chance_by_far():
-    run = mnist.train_pytorch(profile="smoke", progress=False)
+    run = mnist.train_pytorch(profile=SMOKE, progress=False)
     assert run.data.kind == "fixture" and "fixture" in run.data.note
     assert run.test_accuracy > 0.8, run.summary()  # chance 0.1; seeds 1-3: 0.94, 0.96, 0.95
     frame = run.result.to_frame()
@@ -20,7 +23,7 @@ def test_pytorch_mnist_beats_chance_by_far():
 
 
 def test_keras_mnist_beats_chance_by_far():
-    run = mnist.train_keras(profile="smoke", progress=False)
+    run = mnist.train_keras(profile=SMOKE, progress=False)
     assert run.data.kind == "fixture"
     assert run.test_accuracy > 0.6, run.summary()  # chance 0.1; seeds 1-3: 0.77, 0.77, 0.77
     assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(run.result.history.columns)
@@ -28,7 +31,7 @@ def test_keras_mnist_beats_chance_by_far():
 
 def test_epochs_must_be_positive():
     with pytest.raises(ValueError, match="epochs must be at least 1"):
-        mnist.train_pytorch(profile="smoke", epochs=0, progress=False)
+        mnist.train_pytorch(profile=SMOKE, epochs=0, progress=False)
 
 
 def _cli(*args, env=None):

@@ -18,7 +18,7 @@ onnx = pytest.importorskip("onnx")
 
 from conftest import guide_cli  # noqa: E402
 from rocm_dl_guide.casestudies import cifar10  # noqa: E402
-from rocm_dl_guide.core import device  # noqa: E402
+from rocm_dl_guide.core import device, profiles  # noqa: E402
 from rocm_dl_guide.optimization import (  # noqa: E402
     agreement,
     backends,
@@ -28,6 +28,8 @@ from rocm_dl_guide.optimization import (  # noqa: E402
     precision,
     precision_results,
 )
+
+SMOKE = profiles.current("smoke")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -318,7 +320,7 @@ def test_bench_precision_json_rows(tmp_path):
     configs = ort_int8.int8_configs(device.cpu_flags())[:2]
     result = precision.run(
         batches=(1,),
-        profile="smoke",
+        profile=SMOKE,
         include=[("ONNX Runtime", "fp32"), ("ONNX Runtime", "int8")],
         calibration=4,
         test_images=200,
@@ -453,10 +455,10 @@ def test_a_broken_int8_choice_record_is_one_clear_error(tmp_path, content):
 
 def test_export_int8_uses_the_default_setting_where_none_was_measured(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCM_DL_GUIDE_RUNS", str(tmp_path / "runs"))
-    prepared = onnx_files.export_inception("smoke")
+    prepared = onnx_files.export_inception(SMOKE)
     model = tmp_path / "inception_v3.onnx"
     model.write_bytes(prepared.onnx.path.read_bytes())
-    out, config, why = ort_int8.export_int8(model, "smoke", calibration=1)
+    out, config, why = ort_int8.export_int8(model, SMOKE, calibration=1)
     assert out == tmp_path / "inception_v3.int8.onnx" and config == ort_int8.DEFAULT_INT8
     assert "no int8 setting measured on this CPU" in why
     ops = onnx_files.op_counts(out)

@@ -50,7 +50,7 @@ def test_provenance_names_profile_device_and_versions(monkeypatch):
     from rocm_dl_guide.core import provenance
 
     monkeypatch.setenv(profiles.ENV_VAR, "smoke")
-    note = provenance.collect(framework="pytorch")
+    note = provenance.collect(profiles.current(), framework="pytorch")
     text = note.markdown()
     assert "`smoke` profile" in text
     assert note.device.startswith("CPU") or note.device.startswith("GPU")

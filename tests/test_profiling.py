@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import guide_cli  # noqa: E402
+from rocm_dl_guide.core import profiles  # noqa: E402
 from rocm_dl_guide.optimization import profiling  # noqa: E402
 
 
@@ -22,7 +23,9 @@ def training(tmp_path_factory):
     folder = tmp_path_factory.mktemp("profile")
     # Every operator, not the top 12: the optimizer step's share of the time falls
     # out of the top 12 when the machine is busy (it did once in CI).
-    return profiling.profile_step("training", steps=2, device="cpu", folder=folder, limit=1000)
+    return profiling.profile_step(
+        profiles.current(), "training", steps=2, device="cpu", folder=folder, limit=1000
+    )
 
 
 def test_training_profile_finds_the_steps_operators(training):
@@ -52,7 +55,9 @@ def test_trace_is_a_chrome_trace_in_the_folder_and_a_download(training):
 
 
 def test_inference_profile_is_dominated_by_convolutions(tmp_path):
-    result = profiling.profile_step("inference", steps=1, device="cpu", folder=tmp_path)
+    result = profiling.profile_step(
+        profiles.current(), "inference", steps=1, device="cpu", folder=tmp_path
+    )
     frame = result.frame
     conv = frame[frame["operator"].str.contains("convolution")]
     # The convolutions' share depends on the threads: 68% with two, 46% with one
@@ -69,7 +74,9 @@ def test_inference_profile_is_dominated_by_convolutions(tmp_path):
 )
 def test_profile_step_refuses_what_it_cannot_do(kwargs, message):
     with pytest.raises(profiling.ProfilingError, match=message):
-        profiling.profile_step(**{"kind": "training", "device": "cpu", **kwargs})
+        profiling.profile_step(
+            profiles.current(), **{"kind": "training", "device": "cpu", **kwargs}
+        )
 
 
 def test_only_kinetos_progress_lines_are_dropped(capfd):

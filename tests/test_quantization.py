@@ -9,8 +9,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
+from rocm_dl_guide.core import profiles
 from rocm_dl_guide.lm import corpus, generation, lora, pretrain
 from rocm_dl_guide.lm import quantization as quant
+
+SMOKE = profiles.current("smoke")
 
 CPU = torch.device("cpu")
 BLOCKS = 16
@@ -24,8 +27,8 @@ relative to the spread (max - min) of float32's logits at that position."""
 @pytest.fixture(scope="module")
 def trained(tiny_lm_weights):
     """tiny-lm pretrained for one epoch, its held-out blocks and a prompt."""
-    lm, tokenizer, _ = lora.base_model("smoke", tiny_lm_weights)
-    data = pretrain.load("smoke")
+    lm, tokenizer, _ = lora.base_model(SMOKE, tiny_lm_weights)
+    data = pretrain.load(SMOKE)
     val = DataLoader(Subset(data.val_loader.dataset, range(BLOCKS)), batch_size=8)
     prompt = torch.tensor([tokenizer.encode(corpus.PROMPT).ids])
     return lm.eval(), val, prompt

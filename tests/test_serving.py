@@ -12,8 +12,11 @@ import time
 import pytest
 import torch
 
+from rocm_dl_guide.core import profiles
 from rocm_dl_guide.lm import model as models
 from rocm_dl_guide.lm import pretrain, serving
+
+SMOKE = profiles.current("smoke")
 
 TINY = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)
 
@@ -22,7 +25,7 @@ TINY = models.ModelSize(layers=2, width=32, heads=2, ffn=64, context=128)
 def folder(tmp_path_factory):
     """A small randomly initialised decoder with the chapter's tokenizer, saved as
     a transformers model folder (what ``model_folder`` exports; no pretraining)."""
-    data = pretrain.load("smoke")
+    data = pretrain.load(SMOKE)
     lm = models.build(TINY, data.vocab_size, data.eos_id, seed=0)
     path = tmp_path_factory.mktemp("served-model")
     pretrain.export(lm, data.tokenizer, path)
@@ -60,7 +63,7 @@ def test_model_folder_is_found_from_the_weights_and_written_again_when_they_chan
     from rocm_dl_guide.lm import lora
     from rocm_dl_guide.training import checkpoints
 
-    data = pretrain.load("smoke")
+    data = pretrain.load(SMOKE)
     lm = models.build(TINY, data.vocab_size, data.eos_id, seed=0)
     weights = tmp_path / pretrain.WEIGHTS_NAME
     checkpoints.save_weights(lm, weights)
@@ -71,13 +74,13 @@ def test_model_folder_is_found_from_the_weights_and_written_again_when_they_chan
         raise AssertionError("a current folder needs no model")
 
     monkeypatch.setattr(lora, "base_model", not_loaded)
-    assert serving.model_folder("smoke") == tmp_path / pretrain.MODEL_FOLDER
+    assert serving.model_folder(SMOKE) == tmp_path / pretrain.MODEL_FOLDER
 
     changed = models.build(TINY, data.vocab_size, data.eos_id, seed=1)
     checkpoints.save_weights(changed, weights)
     assert not pretrain.folder_is_current(weights)
     monkeypatch.setattr(lora, "base_model", lambda profile, path: (changed, data.tokenizer, path))
-    folder = serving.model_folder("smoke")
+    folder = serving.model_folder(SMOKE)
     assert pretrain.folder_is_current(weights)
     saved = AutoModelForCausalLM.from_pretrained(folder)
     for name, tensor in changed.decoder().state_dict().items():

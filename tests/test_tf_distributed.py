@@ -13,8 +13,11 @@ import time
 import matplotlib
 import pytest
 
+from rocm_dl_guide.core import profiles
 from rocm_dl_guide.core.ports import free_ports
 from rocm_dl_guide.distributed import tf_distributed, tf_tasks
+
+SMOKE = profiles.current("smoke")
 
 matplotlib.use("Agg")
 
@@ -24,12 +27,12 @@ CHANCE = 0.1  # ten classes
 
 @pytest.fixture(scope="module")
 def multiworker():
-    return tf_distributed.multiworker_custom_loop("smoke", workers=2, timeout=TIMEOUT)
+    return tf_distributed.multiworker_custom_loop(SMOKE, workers=2, timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
 def baseline():
-    return tf_distributed.single_worker_baseline("smoke", timeout=TIMEOUT)
+    return tf_distributed.single_worker_baseline(SMOKE, timeout=TIMEOUT)
 
 
 def _says_fixture(run):
@@ -64,7 +67,7 @@ def test_short_error_leaves_out_the_printed_tensors():
 
 
 def test_mirrored_fit_on_two_replicas_beats_chance():
-    run = tf_distributed.mirrored_fit("smoke", devices=2, timeout=TIMEOUT)
+    run = tf_distributed.mirrored_fit(SMOKE, devices=2, timeout=TIMEOUT)
     _says_fixture(run)
     assert run.strategy == "MirroredStrategy" and run.method == "Keras fit"
     assert run.replicas == 2 and len(run.devices) == 2, run.summary()
@@ -101,7 +104,7 @@ def test_multiworker_accuracy_is_comparable_to_one_worker(multiworker, baseline)
 
 
 def test_keras_fit_under_multiworker_still_fails_with_per_replica_error():
-    issue = tf_distributed.keras_fit_multiworker_known_issue("smoke", timeout=TIMEOUT)
+    issue = tf_distributed.keras_fit_multiworker_known_issue(SMOKE, timeout=TIMEOUT)
     assert issue.data.kind == "fixture" and "fixture" in issue.summary()
     if issue.status == tf_distributed.WORKS_NOW:
         pytest.fail(
@@ -141,7 +144,7 @@ def test_a_failing_worker_stops_the_others_and_shows_its_stderr(monkeypatch, sta
     monkeypatch.setattr(tf_distributed, "FAILURE_GRACE", 1.0)
     start = time.monotonic()
     with pytest.raises(tf_distributed.TfDistributedError, match="process 1 of 2 failed") as err:
-        tf_distributed.multiworker_custom_loop("smoke", epochs=1, timeout=60)
+        tf_distributed.multiworker_custom_loop(SMOKE, epochs=1, timeout=60)
     assert time.monotonic() - start < 30
     assert "worker boom" in str(err.value) and "exit 1" in str(err.value)
     assert len(started) == 2 and all(p.poll() is not None for p in started)
@@ -150,5 +153,5 @@ def test_a_failing_worker_stops_the_others_and_shows_its_stderr(monkeypatch, sta
 def test_a_run_out_of_time_is_killed(monkeypatch, started):
     monkeypatch.setattr(tf_distributed, "CHILD_CODE", "import time; time.sleep(600)")
     with pytest.raises(tf_distributed.TfDistributedError, match="timed out after 2 s"):
-        tf_distributed.mirrored_fit("smoke", epochs=1, timeout=2)
+        tf_distributed.mirrored_fit(SMOKE, epochs=1, timeout=2)
     assert len(started) == 1 and started[0].poll() is not None

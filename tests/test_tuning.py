@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import guide_cli  # noqa: E402
+from rocm_dl_guide.core import profiles  # noqa: E402
 from rocm_dl_guide.optimization import tuning  # noqa: E402
 
 
@@ -21,7 +22,7 @@ def test_conv_workload_reports_the_miopen_settings_and_the_user_database(tmp_pat
     monkeypatch.setenv("MIOPEN_FIND_ENFORCE", "3")
     monkeypatch.setenv("MIOPEN_USER_DB_PATH", str(db))
     monkeypatch.delenv("MIOPEN_FIND_MODE", raising=False)
-    result = tuning.conv_workload(batch=1, device="cpu", warmup=0, iterations=2)
+    result = tuning.conv_workload(profiles.current(), batch=1, device="cpu", warmup=0, iterations=2)
     assert result.miopen_env == {"MIOPEN_FIND_ENFORCE": "3", "MIOPEN_USER_DB_PATH": str(db)}
     assert result.user_db_files == {"gfx942_304.ukdb": 12}
     assert not result.miopen_used  # the CPU has no MIOpen, and the summary says so
@@ -34,12 +35,16 @@ def test_conv_workload_reports_the_miopen_settings_and_the_user_database(tmp_pat
 
 def test_conv_workload_compares_with_its_baseline():
     baseline = {"ms": 1000.0, "batch": 1}
-    result = tuning.conv_workload(batch=1, device="cpu", warmup=0, iterations=1, baseline=baseline)
+    result = tuning.conv_workload(
+        profiles.current(), batch=1, device="cpu", warmup=0, iterations=1, baseline=baseline
+    )
     assert result.baseline_ms == 1000.0
     assert result.speedup == pytest.approx(1000.0 / result.median_ms)
     assert "the baseline" in result.summary()
     with pytest.raises(tuning.TuningError, match="batch 8"):
-        tuning.conv_workload(batch=1, device="cpu", iterations=1, baseline={"ms": 1, "batch": 8})
+        tuning.conv_workload(
+            profiles.current(), batch=1, device="cpu", iterations=1, baseline={"ms": 1, "batch": 8}
+        )
 
 
 @pytest.mark.parametrize(

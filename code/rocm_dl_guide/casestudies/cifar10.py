@@ -99,7 +99,7 @@ class CifarData:
 
 
 def load(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     batch_size: int = BATCH_SIZE,
     seed: int = 0,
     device: torch.device | None = None,
@@ -252,7 +252,7 @@ class CifarRun:
         return self.result.plot(ax=ax, title=f"CIFAR-10 CNN ({self.data.prepared.kind} data)")
 
 
-def training_workload(profile: profiles.ProfileLike = None, device=None):
+def training_workload(profile: profiles.Profile, device=None):
     """What ``selfcheck`` times: the network and its training loader
     (a :class:`rocm_dl_guide.training.training_speed.Workload`)."""
     from rocm_dl_guide.training.training_speed import Workload
@@ -261,7 +261,7 @@ def training_workload(profile: profiles.ProfileLike = None, device=None):
 
 
 def train(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     epochs: int | None = None,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
@@ -285,10 +285,9 @@ def train(
     from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.training import train as loop
 
-    prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs, example="cifar10")
+    n_epochs = profile.epochs(FULL_EPOCHS, epochs, example="cifar10")
     dev = devices.pick()
-    data = load(prof, seed=seed, device=dev)
+    data = load(profile, seed=seed, device=dev)
     torch.manual_seed(seed)
     model = Net()
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
@@ -318,6 +317,6 @@ def train(
         test_accuracy=per_class.overall,
         epochs=n_epochs,
         device=str(devices.describe()),
-        profile=prof.name,
+        profile=profile.name,
         weights=result.weights,
     )

@@ -58,7 +58,7 @@ def _keras():
 
 
 def load_data(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], datasets.PreparedData]:
     """``((train_images, train_labels), (test_images, test_labels), prepared)``.
 
@@ -66,12 +66,8 @@ def load_data(
     images of 28x28 pixels, labels 0-9); the data layer decides what it reads,
     the real files or the fixture, and ``prepared.note`` says which.
     """
-    prof = profiles.current(profile)
-    prepared = datasets.prepare("fashion-mnist", prof)
-    # A profile that wanted real data but fell back to the fixture: take the fixture
-    # again without a second download attempt.
-    source = "smoke" if prepared.kind == "fixture" else prof.name
-    home = loaders.keras_home_for_fashion_mnist(source)
+    prepared = datasets.prepare("fashion-mnist", profile)
+    home = loaders.keras_home_for_fashion_mnist(profile)
     keras = _keras()
     with loaders.use_keras_home(home):
         train, test = keras.datasets.fashion_mnist.load_data()
@@ -127,9 +123,9 @@ def probability_model(model):
     return keras.Sequential([model, keras.layers.Softmax()], name="fashion_mnist_probabilities")
 
 
-def epochs_for(profile: profiles.ProfileLike = None, override: int | None = None) -> int:
+def epochs_for(profile: profiles.Profile, override: int | None = None) -> int:
     """The number of epochs: ``override``, else the guide's 10 capped by the profile."""
-    return profiles.current(profile).epochs(FULL_EPOCHS, override, example="fashion-mnist")
+    return profile.epochs(FULL_EPOCHS, override, example="fashion-mnist")
 
 
 # --------------------------------------------------------------------------- figures
@@ -246,7 +242,7 @@ class FashionMnistRun(ClassifierRun):
 
 
 def train(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     epochs: int | None = None,
     progress: bool = True,
     seed: int = 1,
@@ -254,9 +250,8 @@ def train(
     """The whole case study: load, scale, build, train, evaluate on the test set."""
     from rocm_dl_guide.training import keras_train
 
-    prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs, example="fashion-mnist")
-    (train_images, train_labels), (test_images, test_labels), data = load_data(prof)
+    n_epochs = profile.epochs(FULL_EPOCHS, epochs, example="fashion-mnist")
+    (train_images, train_labels), (test_images, test_labels), data = load_data(profile)
     train_images, test_images = train_images / 255.0, test_images / 255.0
     keras = _keras()
     keras.utils.set_random_seed(seed)
@@ -278,7 +273,7 @@ def train(
         test_loss=float(test_loss),
         epochs=n_epochs,
         device=result.device,
-        profile=prof.name,
+        profile=profile.name,
         data=data,
         result=result,
         model=model,

@@ -93,9 +93,9 @@ def _keras():
 # --------------------------------------------------------------------------- the files
 
 
-def data_folder(profile: profiles.ProfileLike = None) -> tuple[datasets.PreparedData, Path]:
+def data_folder(profile: profiles.Profile) -> tuple[datasets.PreparedData, Path]:
     """``(prepared, dataset_dir)``: the data layer's IMDB and its ``aclImdb`` folder."""
-    prepared = datasets.prepare("imdb", profiles.current(profile))
+    prepared = datasets.prepare("imdb", profile)
     return prepared, prepared.root / "aclImdb"
 
 
@@ -349,9 +349,9 @@ def repeats_for(data: datasets.PreparedData) -> int:
     return FIXTURE_REPEATS if data.kind == "fixture" else 1
 
 
-def epochs_for(profile: profiles.ProfileLike = None, override: int | None = None) -> int:
+def epochs_for(profile: profiles.Profile, override: int | None = None) -> int:
     """The number of epochs: ``override``, else the guide's 10 capped by the profile."""
-    return profiles.current(profile).epochs(FULL_EPOCHS, override, example="imdb")
+    return profile.epochs(FULL_EPOCHS, override, example="imdb")
 
 
 @dataclass
@@ -385,7 +385,7 @@ class ImdbRun:
 
 
 def train(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     epochs: int | None = None,
     progress: bool = True,
     seed: int = SEED,
@@ -393,9 +393,8 @@ def train(
     """The whole case study: prepare, split, vectorize, train, evaluate, export."""
     from rocm_dl_guide.training import keras_train
 
-    prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs, example="imdb")
-    data, dataset_dir = data_folder(prof)
+    n_epochs = profile.epochs(FULL_EPOCHS, epochs, example="imdb")
+    data, dataset_dir = data_folder(profile)
     raw = load_datasets(dataset_dir, seed=seed, verbose=False)
     vectorize_layer = make_vectorizer(raw.train)
     train_ds, val_ds, test_ds = vectorize_datasets(vectorize_layer, raw, repeats_for(data))
@@ -420,7 +419,7 @@ def train(
         export_accuracy=float(export_acc),
         epochs=n_epochs,
         device=result.device,
-        profile=prof.name,
+        profile=profile.name,
         data=data,
         result=result,
         model=model,

@@ -63,9 +63,7 @@ RECIPE = {
 """The ``full`` profile's settings, which are the guide's."""
 
 
-def finetune_model(
-    num_classes: int, profile: profiles.ProfileLike = None
-) -> tuple[nn.Module, LoadedModel]:
+def finetune_model(num_classes: int, profile: profiles.Profile) -> tuple[nn.Module, LoadedModel]:
     """Inception v3 (pretrained where the profile says so and the weights can be
     had) with its classifier replaced for ``num_classes`` and the auxiliary
     classifier removed, as in the guide. Returns ``(model, what was loaded)``;
@@ -120,7 +118,7 @@ class InceptionRun:
 
 
 def train(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     epochs: int | None = None,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
@@ -151,14 +149,13 @@ def train(
     from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.training import train as loop
 
-    prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs, example="inception-v3")
+    n_epochs = profile.epochs(FULL_EPOCHS, epochs, example="inception-v3")
     dev = devices.pick()
     data = tiny_imagenet_loaders(
-        prof, image_size=image_size, batch_size=batch_size, seed=seed, device=dev
+        profile, image_size=image_size, batch_size=batch_size, seed=seed, device=dev
     )
     torch.manual_seed(seed)
-    model, loaded = finetune_model(len(data.classes), prof)
+    model, loaded = finetune_model(len(data.classes), profile)
     if lr is None:
         lr = LEARNING_RATE if loaded.pretrained else RANDOM_INIT_LR
     optimizer = torch.optim.SGD(
@@ -173,7 +170,7 @@ def train(
         scheduler=scheduler,
         val_loader=data.val_loader,
         device=dev,
-        max_train_batches=prof.max_train_batches,
+        max_train_batches=profile.max_train_batches,
         checkpoint_dir=checkpoint_dir,
         resume=resume,
         checkpoint_every=checkpoint_every,
@@ -191,27 +188,26 @@ def train(
         lr=lr,
         epochs=n_epochs,
         device=str(devices.describe()),
-        profile=prof.name,
+        profile=profile.name,
         weights=result.weights,
     )
 
 
-def training_workload(profile: profiles.ProfileLike = None, device=None) -> Workload:
+def training_workload(profile: profiles.Profile, device=None) -> Workload:
     """What ``selfcheck`` times: the fine-tuning model and the training loader."""
     from rocm_dl_guide.training.training_speed import Workload
 
-    prof = profiles.current(profile)
-    data = tiny_imagenet_loaders(prof, device=device)
+    data = tiny_imagenet_loaders(profile, device=device)
     classes = len(data.classes)
 
     def model_fn():
-        return finetune_model(classes, prof)[0]
+        return finetune_model(classes, profile)[0]
 
     return Workload(model_fn, data.train_loader, data.image_size)
 
 
 def compare_training_speed(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     batch_size: int | None = None,
     image_size: int | None = None,
 ) -> SpeedComparison:
@@ -228,11 +224,10 @@ def compare_training_speed(
     from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.training import training_speed
 
-    prof = profiles.current(profile)
     dev = devices.pick()
     on_gpu = dev.type == "cuda"
     data = tiny_imagenet_loaders(
-        prof,
+        profile,
         image_size=image_size,
         batch_size=batch_size or (BATCH_SIZE if on_gpu else 16),
         device=dev,

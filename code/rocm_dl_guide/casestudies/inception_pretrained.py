@@ -83,9 +83,7 @@ def random_inception(num_classes: int = 1000, aux_logits: bool = True) -> nn.Mod
     )
 
 
-def load_pretrained(
-    profile: profiles.ProfileLike = None, pretrained: bool | None = None
-) -> LoadedModel:
+def load_pretrained(profile: profiles.Profile, pretrained: bool | None = None) -> LoadedModel:
     """Inception v3 with ImageNet weights from torchvision's weights API, in eval mode.
 
     ``pretrained`` defaults to the profile's data source (``real``: pretrained,
@@ -94,8 +92,7 @@ def load_pretrained(
     downloaded, :class:`~rocm_dl_guide.core.datasets.DataUnavailableError` says so
     and what to do instead: there is no silent fallback to random weights.
     """
-    prof = profiles.current(profile)
-    want = prof.pretrained if pretrained is None else pretrained
+    want = profile.pretrained if pretrained is None else pretrained
     weights = weights_enum()
     cats = categories()
     if want:
@@ -111,7 +108,7 @@ def load_pretrained(
         note = f"pretrained weights {weights} (ImageNet-1k top-1 accuracy {acc}%)"
         return LoadedModel(model.eval(), True, note, cats)
     note = (
-        f"RANDOM weights ({prof.source_note()}), so the predictions below are "
+        f"RANDOM weights ({profile.source_note()}), so the predictions below are "
         "meaningless (the real ones need the real data source: "
         f"{profiles.DATA_SOURCE_VAR}=real, with network)"
     )

@@ -57,7 +57,7 @@ class MnistRun(ClassifierRun):
     """What :func:`train_pytorch` and :func:`train_keras` return."""
 
 
-def torch_loaders(profile: profiles.ProfileLike = None, device=None):
+def torch_loaders(profile: profiles.Profile, device=None):
     """``(train_loader, test_loader, prepared)``: torchvision's ``MNIST`` over the
     data the profile's source gives, normalised as in the upstream example; on a
     GPU with two loader workers and pinned memory."""
@@ -67,7 +67,7 @@ def torch_loaders(profile: profiles.ProfileLike = None, device=None):
 
     from rocm_dl_guide.core import device as devices
 
-    data = datasets.prepare("mnist", profile=profiles.current(profile))
+    data = datasets.prepare("mnist", profile=profile)
     # The mean and standard deviation of the MNIST training images, as in the
     # upstream example.
     tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
@@ -80,7 +80,7 @@ def torch_loaders(profile: profiles.ProfileLike = None, device=None):
     return train_loader, test_loader, data
 
 
-def training_workload(profile: profiles.ProfileLike = None, device=None):
+def training_workload(profile: profiles.Profile, device=None):
     """What ``selfcheck`` times: the CNN and its training loader
     (a :class:`rocm_dl_guide.training.training_speed.Workload`)."""
     from rocm_dl_guide.training.training_speed import Workload
@@ -89,7 +89,7 @@ def training_workload(profile: profiles.ProfileLike = None, device=None):
 
 
 def train_pytorch(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     epochs: int | None = None,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
@@ -107,11 +107,10 @@ def train_pytorch(
     from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.training import train
 
-    prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS_TORCH, epochs, example="mnist-pytorch")
+    n_epochs = profile.epochs(FULL_EPOCHS_TORCH, epochs, example="mnist-pytorch")
     torch.manual_seed(seed)
     dev = devices.pick()
-    train_loader, test_loader, data = torch_loaders(prof, dev)
+    train_loader, test_loader, data = torch_loaders(profile, dev)
 
     model = mnist_cnn()
     optimizer = torch.optim.Adadelta(model.parameters(), lr=LEARNING_RATE)
@@ -124,7 +123,7 @@ def train_pytorch(
         scheduler=scheduler,
         val_loader=test_loader,
         device=dev,
-        max_train_batches=prof.max_train_batches,
+        max_train_batches=profile.max_train_batches,
         checkpoint_dir=checkpoint_dir,
         resume=resume,
         checkpoint_every=checkpoint_every,
@@ -138,7 +137,7 @@ def train_pytorch(
         test_loss=test_loss,
         epochs=n_epochs,
         device=str(devices.describe()),
-        profile=prof.name,
+        profile=profile.name,
         data=data,
         result=result,
     )
@@ -164,7 +163,7 @@ def keras_mlp():
 
 
 def train_keras(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     epochs: int | None = None,
     progress: bool = True,
     seed: int = 1,
@@ -173,9 +172,8 @@ def train_keras(
     from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.training import keras_train
 
-    prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS_KERAS, epochs, example="mnist-tensorflow")
-    (x_train, y_train), (x_test, y_test), data = loaders.mnist_arrays("mnist", profile=prof)
+    n_epochs = profile.epochs(FULL_EPOCHS_KERAS, epochs, example="mnist-tensorflow")
+    (x_train, y_train), (x_test, y_test), data = loaders.mnist_arrays("mnist", profile=profile)
     devices.import_tensorflow()
     import keras
 
@@ -202,7 +200,7 @@ def train_keras(
         test_loss=float(test_loss),
         epochs=n_epochs,
         device=result.device,
-        profile=prof.name,
+        profile=profile.name,
         data=data,
         result=result,
     )

@@ -177,7 +177,7 @@ class TinyImageNet:
 
 
 def tiny_imagenet_loaders(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     image_size: int | None = None,
     batch_size: int = BATCH_SIZE,
     num_workers: int | None = None,
@@ -198,9 +198,8 @@ def tiny_imagenet_loaders(
 
     from rocm_dl_guide.core import device as devices
 
-    prof = profiles.current(profile)
-    size = image_size or prof.image_size or TRAIN_CROP_SIZE
-    prepared = datasets.prepare("tiny-imagenet-200", profile=prof)
+    size = image_size or profile.image_size or TRAIN_CROP_SIZE
+    prepared = datasets.prepare("tiny-imagenet-200", profile=profile)
     root = prepared.root / "tiny-imagenet-200"
     reorganize_val(root)
     train_tf, val_tf = transforms_for(size)

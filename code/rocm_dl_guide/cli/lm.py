@@ -89,7 +89,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     prof = run_profile("serve", args.profile)
     try:
-        return serving.serve_forever(args.port, prof, not args.no_continuous_batching, args.engine)
+        return serving.serve_forever(prof, args.port, not args.no_continuous_batching, args.engine)
     except (hub.HubUnavailableError, serving.ServingError, OSError, ValueError) as exc:
         return fail("serve", exc)
 

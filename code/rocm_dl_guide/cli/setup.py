@@ -122,17 +122,17 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     from rocm_dl_guide.core import profiles
 
     try:
-        current = profiles.current().name
+        current = profiles.current()
     except profiles.ProfileError as exc:
         where = f"${profiles.ENV_VAR} or ${profiles.DATA_SOURCE_VAR}"
         print(f"profiles: {exc} (from {where})", file=sys.stderr)
         return 2
     for p in profiles.PROFILES.values():
-        mark = "*" if p.name == current else " "
+        mark = "*" if p.name == current.name else " "
         print(f"{mark} {p.name:<6} {p.description}")
-    print(f"\nSelect one with {profiles.ENV_VAR}=NAME (now: {current}).")
+    print(f"\nSelect one with {profiles.ENV_VAR}=NAME (now: {current.name}).")
     print(
-        f"Data: {profiles.current().source_note()}; choose with "
+        f"Data: {current.source_note()}; choose with "
         f"{profiles.DATA_SOURCE_VAR}=real|fixtures or --data-source."
     )
     return 0

@@ -22,9 +22,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     try:
-        result = profiling.profile_step(
-            args.kind, steps=args.steps, profile=prof, folder=args.output
-        )
+        result = profiling.profile_step(prof, args.kind, steps=args.steps, folder=args.output)
     except (onnx_files.InferenceError, OSError, RuntimeError, ValueError) as exc:
         return fail("trace", exc)
     print(json.dumps(result.to_dict()) if args.json else result.summary())

@@ -222,11 +222,11 @@ def _real_note(spec: DatasetInfo, how: str) -> str:
     return f"the real {spec.title} data set ({how})"
 
 
-def fetch(name: str, profile: profiles.ProfileLike = None) -> Path:
+def fetch(name: str) -> Path:
     """Download (once), verify and extract the REAL data set ``name``; return its root.
 
-    Always the real data, whatever the profile (``profile`` is accepted for
-    symmetry with :func:`prepare` and does not change that). Raises
+    Always the real data, whatever the profile (:func:`prepare` asks the
+    profile). Raises
     :class:`DataUnavailableError` when it cannot be downloaded (no network),
     with what to do instead (``data import`` of a file downloaded elsewhere, or
     the fixtures with ``--data-source fixtures``), and
@@ -405,7 +405,7 @@ def _build_fixture(spec: DatasetInfo, root: Path) -> None:
         )
 
 
-def prepare(name: str, profile: profiles.ProfileLike = None) -> PreparedData:
+def prepare(name: str, profile: profiles.Profile) -> PreparedData:
     """The data set ``name`` ready for its loaders: real data, or the fixture.
 
     The profile's data source decides (see :mod:`rocm_dl_guide.core.profiles`):
@@ -421,15 +421,14 @@ def prepare(name: str, profile: profiles.ProfileLike = None) -> PreparedData:
     """
 
     spec = info(name)
-    prof = profiles.current(profile)
-    what = f"the {spec.title} {'fixture' if prof.use_fixtures else 'data set'}"
+    what = f"the {spec.title} {'fixture' if profile.use_fixtures else 'data set'}"
     with _local_main_first(what):
-        if prof.use_fixtures:
-            return prepare_fixture(spec.name, prof.source_note())
-        root = fetch(spec.name, prof)
+        if profile.use_fixtures:
+            return prepare_fixture(spec.name, profile.source_note())
+        root = fetch(spec.name)
     marker = read_marker(root) or {}
     note = marker.get("note") or _real_note(spec, "cached")
-    return PreparedData(spec.name, root, "real", f"{note}; {prof.source_note()}")
+    return PreparedData(spec.name, root, "real", f"{note}; {profile.source_note()}")
 
 
 def _local_main_first(what: str) -> contextlib.AbstractContextManager[Any]:

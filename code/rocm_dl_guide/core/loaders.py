@@ -32,7 +32,7 @@ from rocm_dl_guide.core.dataset_registry import REGISTRY, UnknownDatasetError, i
 
 
 def mnist_arrays(
-    name: str = "mnist", profile: profiles.ProfileLike = None
+    name: str, profile: profiles.Profile
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], datasets.PreparedData]:
     """``((x_train, y_train), (x_test, y_test), prepared)`` as uint8 arrays, like Keras'.
 
@@ -57,7 +57,7 @@ def mnist_arrays(
     return (x_train, y_train), (x_test, y_test), prepared
 
 
-def keras_home_for_fashion_mnist(profile: profiles.ProfileLike = None) -> Path:
+def keras_home_for_fashion_mnist(profile: profiles.Profile) -> Path:
     """A ``KERAS_HOME`` whose ``datasets/fashion-mnist/`` holds the four IDX ``.gz`` files.
 
     ``keras.datasets.fashion_mnist.load_data()`` takes no path argument (Keras

@@ -131,11 +131,6 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-ProfileLike = Profile | str | None
-"""What functions taking a ``profile`` accept: a :class:`Profile`, a name, or
-``None`` for the profile in force (see :func:`current`)."""
-
-
 class ProfileError(ValueError):
     """An unknown profile name or data source."""
 
@@ -165,9 +160,11 @@ def default_name(gpu: bool | None = None) -> str:
 def current(override: Profile | str | None = None) -> Profile:
     """The profile in force: ``override``, else ``$ROCM_DL_GUIDE_PROFILE``, else the default.
 
-    Entry points (the CLI, a case study's ``train``) resolve the profile once with
-    this and pass the :class:`Profile` down; given a :class:`Profile`, this
-    returns it unchanged.
+    Entry points (a command, through :func:`rocm_dl_guide.cli.common.run_profile`;
+    a book page, in its first cell; a test) resolve the profile once with this and
+    pass the :class:`Profile` down: the functions below them take a
+    :class:`Profile`, never a name. Given a :class:`Profile`, this returns it
+    unchanged.
     """
     if isinstance(override, Profile):
         return override

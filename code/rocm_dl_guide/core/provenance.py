@@ -147,12 +147,12 @@ class Provenance:
         return self.markdown().replace("**", "").replace("`", "")
 
 
-def collect(framework: str = "pytorch", profile: profiles.ProfileLike = None) -> Provenance:
-    """Gather the note. ``framework`` says whose view of the device to report
-    (``"pytorch"``, ``"tensorflow"``, or ``"none"`` for pages that use neither)."""
+def collect(profile: profiles.Profile, framework: str = "pytorch") -> Provenance:
+    """Gather the note of a page run with ``profile``. ``framework`` says whose view of
+    the device to report (``"pytorch"``, ``"tensorflow"``, or ``"none"`` for pages
+    that use neither)."""
     from rocm_dl_guide.core.device import cpu_name, describe
 
-    prof = profiles.current(profile)
     if framework == "tensorflow":
         device = _tensorflow_device()
     elif framework == "pytorch":
@@ -162,11 +162,11 @@ def collect(framework: str = "pytorch", profile: profiles.ProfileLike = None) ->
     versions = library_versions()
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return Provenance(
-        profile=prof.name,
+        profile=profile.name,
         device=device,
         versions=versions,
         executed_at=when,
-        data_source=prof.data_source,
+        data_source=profile.data_source,
         build_threads=os.environ.get(BUILD_THREADS_VAR, ""),
     )
 
@@ -199,14 +199,15 @@ def record(prov: Provenance) -> None:
         glue(GLUE_KEY, _Record(prov.record()), display=False)
 
 
-def note(framework: str = "pytorch", profile: profiles.ProfileLike = None):
-    """Display the provenance note in a notebook (returns an IPython Markdown object).
+def note(profile: profiles.Profile, framework: str = "pytorch"):
+    """Display the provenance note of a page run with ``profile`` in a notebook
+    (returns an IPython Markdown object).
 
     The same facts are recorded as data with :func:`record`, for the book's
     provenance table.
     """
     from IPython.display import Markdown
 
-    prov = collect(framework, profile)
+    prov = collect(profile, framework)
     record(prov)
     return Markdown(prov.markdown())

@@ -345,7 +345,7 @@ def _run_from(
 
 
 def mirrored_fit(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     epochs: int | None = None,
     devices: int = 2,
     seed: int = 1,
@@ -359,17 +359,16 @@ def mirrored_fit(
     """
     if devices < 1:
         raise ValueError(f"devices must be at least 1, got {devices}")
-    prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs)
+    n_epochs = profile.epochs(FULL_EPOCHS, epochs)
     start = time.perf_counter()
-    task = _task(prof, "mirrored_fit", n_epochs, seed, devices=devices)
+    task = _task(profile, "mirrored_fit", n_epochs, seed, devices=devices)
     reports = _run_children(task, [None], timeout)
     wall = time.perf_counter() - start
-    return _run_from(reports, "MirroredStrategy", "Keras fit", prof, n_epochs, wall)
+    return _run_from(reports, "MirroredStrategy", "Keras fit", profile, n_epochs, wall)
 
 
 def multiworker_custom_loop(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     epochs: int | None = None,
     workers: int = 2,
     seed: int = 1,
@@ -384,35 +383,33 @@ def multiworker_custom_loop(
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs)
+    n_epochs = profile.epochs(FULL_EPOCHS, epochs)
     start = time.perf_counter()
-    task = _task(prof, "multiworker_loop", n_epochs, seed, workers=workers)
+    task = _task(profile, "multiworker_loop", n_epochs, seed, workers=workers)
     ports = ports_mod.free_ports(workers)
     reports = _run_children(task, [tf_config(ports, i) for i in range(workers)], timeout)
     wall = time.perf_counter() - start
     strategy = "MultiWorkerMirroredStrategy"
-    return _run_from(reports, strategy, "custom loop", prof, n_epochs, wall)
+    return _run_from(reports, strategy, "custom loop", profile, n_epochs, wall)
 
 
 def single_worker_baseline(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     epochs: int | None = None,
     seed: int = 1,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> TfDistributedRun:
     """The same model and custom loop as :func:`multiworker_custom_loop`, in one process
     under TensorFlow's default strategy (one replica, batch :data:`BATCH_SIZE`)."""
-    prof = profiles.current(profile)
-    n_epochs = prof.epochs(FULL_EPOCHS, epochs)
+    n_epochs = profile.epochs(FULL_EPOCHS, epochs)
     start = time.perf_counter()
-    reports = _run_children(_task(prof, "single_loop", n_epochs, seed), [None], timeout)
+    reports = _run_children(_task(profile, "single_loop", n_epochs, seed), [None], timeout)
     wall = time.perf_counter() - start
-    return _run_from(reports, "default strategy", "custom loop", prof, n_epochs, wall)
+    return _run_from(reports, "default strategy", "custom loop", profile, n_epochs, wall)
 
 
 def keras_fit_multiworker_known_issue(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     workers: int = 2,
     seed: int = 1,
     timeout: float = DEFAULT_TIMEOUT,
@@ -423,9 +420,8 @@ def keras_fit_multiworker_known_issue(
     PerReplica error of keras-team/keras#20585, ``works now`` when every worker's
     ``fit`` finished, and ``fails differently`` for any other error.
     """
-    prof = profiles.current(profile)
     start = time.perf_counter()
-    task = _task(prof, "keras_fit_multiworker", 1, seed, workers=workers)
+    task = _task(profile, "keras_fit_multiworker", 1, seed, workers=workers)
     ports = ports_mod.free_ports(workers)
     configs = [tf_config(ports, i) for i in range(workers)]
     reports = _run_children(task, configs, timeout, need_all=False)
@@ -448,6 +444,6 @@ def keras_fit_multiworker_known_issue(
         status=status,
         message=message,
         seconds=time.perf_counter() - start,
-        profile=prof.name,
+        profile=profile.name,
         data=_data(reports[0]),
     )

@@ -417,7 +417,10 @@ class DoctorReport:
         )
         torch_info = self.system.frameworks.get("pytorch")
         gpu = bool(torch_info and torch_info.installed and torch_info.details.get("gpu_available"))
-        try:  # PyTorch's answer comes from the probe: this process never imports it
+        # The one profile resolved outside an entry point: the report says which
+        # profile a run started here would get, and asks PyTorch through the probe
+        # (this process never imports it), so it cannot use profiles.current().
+        try:
             out["profile"] = profiles.get(
                 os.environ.get(profiles.ENV_VAR) or profiles.default_name(gpu)
             ).name

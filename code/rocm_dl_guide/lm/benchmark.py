@@ -122,7 +122,7 @@ MEASURE: dict[str, Callable[[profiles.Profile], list[dict[str, Any]]]] = {
 
 
 def run(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     parts: tuple[str, ...] = PARTS,
     log: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
@@ -131,10 +131,9 @@ def run(
     unknown = [p for p in parts if p not in MEASURE]
     if unknown:
         raise ValueError(f"unknown part {unknown[0]!r}: one of {', '.join(PARTS)}")
-    prof = profiles.current(profile)
-    record: dict[str, Any] = {"profile": prof.name, "machine": machine()}
+    record: dict[str, Any] = {"profile": profile.name, "machine": machine()}
     for part in PARTS:
         if part in parts:
             log(f"measuring {part} ...")
-            record[part] = MEASURE[part](prof)
+            record[part] = MEASURE[part](profile)
     return record

@@ -137,10 +137,10 @@ def wikitext_articles(parquet: Path) -> tuple[tuple[str, str], ...]:
     return tuple((title, "".join(body).strip()) for title, body in articles)
 
 
-def for_profile(profile: profiles.ProfileLike = None) -> Corpus:
+def for_profile(profile: profiles.Profile) -> Corpus:
     """The corpus of ``profile``'s data source: Python's documentation offline
     (``fixtures``), WikiText-2 from the Hub with ``real``."""
-    return wikitext2() if profiles.current(profile).pretrained else python_docs()
+    return wikitext2() if profile.pretrained else python_docs()
 
 
 def tokenizer_path(corpus: Corpus, vocab_size: int) -> Path:

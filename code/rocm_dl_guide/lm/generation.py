@@ -62,7 +62,7 @@ class GenRow:
         return asdict(self)
 
 
-def load(profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None):
+def load(profile: profiles.Profile, path: str | os.PathLike | None = None):
     """The chapter's model ready to generate: ``(model, tokenizer, source)``.
 
     The pretrained decoder of :func:`rocm_dl_guide.lm.lora.base_model` (tiny-lm

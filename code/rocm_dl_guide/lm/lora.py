@@ -66,27 +66,24 @@ ADAPTER_DIR = "adapter"
 """The saved adapter (PEFT's ``save_pretrained``), next to the run's checkpoints."""
 
 
-def base_model(profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None):
+def base_model(profile: profiles.Profile, path: str | os.PathLike | None = None):
     """The pretrained decoder, its tokenizer and where it came from.
 
     ``path`` is the weights ``tiny-lm`` saved, or a ``transformers`` model folder
     (``config.json``, ``tokenizer.json`` and the weights). Without it, the model
     :func:`base_weights` finds.
     """
-    prof = profiles.current(profile)
-    path = base_weights(prof, path)
+    path = base_weights(profile, path)
     if Path(path).is_dir():
         return (*from_folder(Path(path)), Path(path))
-    data = pretrain.load(prof)
-    size = models.SIZES.get(prof.name, models.SIZES["smoke"])
+    data = pretrain.load(profile)
+    size = models.SIZES.get(profile.name, models.SIZES["smoke"])
     lm = models.build(size, data.vocab_size, data.eos_id)
     checkpoints.load_weights(lm, path)
     return lm, data.tokenizer, Path(path)
 
 
-def base_weights(
-    profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None
-) -> Path:
+def base_weights(profile: profiles.Profile, path: str | os.PathLike | None = None) -> Path:
     """Where :func:`base_model`'s weights are, without loading them: ``path`` if
     given; on the ``real`` data source, SmolLM2-135M's folder from the Hub
     (pinned; downloaded once); offline, the weights of ``train tiny-lm`` in its
@@ -95,8 +92,7 @@ def base_weights(
     waiting for a pretraining run in progress)."""
     from rocm_dl_guide.core.runs import runs_dir
 
-    prof = profiles.current(profile)
-    if path is None and prof.pretrained:
+    if path is None and profile.pretrained:
         path = hub.fetch(hub.SMOLLM2_135M)
         print(f"base model: {hub.SMOLLM2_135M.describe()}, {path}", flush=True)
     if path is not None and Path(path).is_dir():
@@ -107,7 +103,7 @@ def base_weights(
             path = runs_dir("tiny-lm") / pretrain.WEIGHTS_NAME
             if not _pretrained(path):
                 print(f"no pretrained tiny-lm at {path}: pretraining it first", flush=True)
-                pretrain.train(prof, checkpoint_dir=path.parent, samples=False, progress=False)
+                pretrain.train(profile, checkpoint_dir=path.parent, samples=False, progress=False)
         print(f"base model: {path}", flush=True)
     if not Path(path).is_file():
         raise FileNotFoundError(
@@ -324,7 +320,7 @@ class LoraRun:
 
 
 def train(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     epochs: int | None = None,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
@@ -343,12 +339,11 @@ def train(
     from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.training import train as loop
 
-    prof = profiles.current(profile)
     if qlora and fsdp:
         raise ValueError("--qlora with --fsdp: FSDP2 does not shard bitsandbytes' 4-bit weights")
-    n_epochs = prof.epochs(RECIPE["epochs"], epochs, example="lora")
+    n_epochs = profile.epochs(RECIPE["epochs"], epochs, example="lora")
     dev = devices.pick()
-    lm, tokenizer, base_path = base_model(prof, base)
+    lm, tokenizer, base_path = base_model(profile, base)
     train_items, test_items = topic_task.examples()
     lm, base = _base_facts(lm.to(dev), tokenizer, train_items, test_items, qlora)
     torch.manual_seed(seed)
@@ -399,7 +394,7 @@ def train(
         test_size=len(test_items),
         tokens_per_example=prompts.mean_tokens,
         device=str(devices.describe()),
-        profile=prof.name,
+        profile=profile.name,
         epochs=n_epochs,
         qlora=qlora,
     )

@@ -60,17 +60,16 @@ held-out perplexity). Passes over the corpus: :data:`RECIPE`'s, capped per
 profile by the case-study registry (``casestudies.get("tiny-lm").epoch_caps``)."""
 
 
-def settings(profile: profiles.ProfileLike = None) -> dict[str, Any]:
+def settings(profile: profiles.Profile) -> dict[str, Any]:
     """The training settings of ``profile``: sequences and tokens per step, peak
     learning rate and passes over the corpus (before ``--epochs``)."""
-    prof = profiles.current(profile)
-    batch = BATCH_SIZES.get(prof.name, RECIPE["batch_size"])
-    context = models.SIZES.get(prof.name, models.SIZES["smoke"]).context
+    batch = BATCH_SIZES.get(profile.name, RECIPE["batch_size"])
+    context = models.SIZES.get(profile.name, models.SIZES["smoke"]).context
     return {
         "batch": batch,
         "tokens_per_step": batch * context,
-        "peak_lr": LEARNING_RATES.get(prof.name, RECIPE["lr"]),
-        "epochs": prof.epochs(RECIPE["epochs"], example="tiny-lm"),
+        "peak_lr": LEARNING_RATES.get(profile.name, RECIPE["lr"]),
+        "epochs": profile.epochs(RECIPE["epochs"], example="tiny-lm"),
     }
 
 
@@ -126,17 +125,14 @@ class LMData:
         return self.tokenizer.token_to_id(corpora.END_OF_TEXT)
 
 
-def load(
-    profile: profiles.ProfileLike = None, *, batch_size: int | None = None, seed: int = 0
-) -> LMData:
+def load(profile: profiles.Profile, *, batch_size: int | None = None, seed: int = 0) -> LMData:
     """Corpus, tokenizer (cached) and loaders for ``profile``'s model size."""
-    prof = profiles.current(profile)
-    size = models.SIZES[prof.name] if prof.name in models.SIZES else models.SIZES["smoke"]
-    corpus = corpora.for_profile(prof)
+    size = models.SIZES[profile.name] if profile.name in models.SIZES else models.SIZES["smoke"]
+    corpus = corpora.for_profile(profile)
     tok = corpora.tokenizer(corpus, VOCAB_SIZE)
     train_tokens = corpora.encode_documents(tok, corpus.train)
     val_tokens = corpora.encode_documents(tok, corpus.held_out)
-    batch = batch_size or settings(prof)["batch"]
+    batch = batch_size or settings(profile)["batch"]
     gen = torch.Generator().manual_seed(seed)
     return LMData(
         corpus=corpus,
@@ -258,7 +254,7 @@ class LMRun:
 
 
 def train(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     epochs: int | None = None,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
@@ -279,11 +275,10 @@ def train(
     from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.training import train as loop
 
-    prof = profiles.current(profile)
-    n_epochs = prof.epochs(RECIPE["epochs"], epochs, example="tiny-lm")
-    size = models.SIZES.get(prof.name, models.SIZES["smoke"])
+    n_epochs = profile.epochs(RECIPE["epochs"], epochs, example="tiny-lm")
+    size = models.SIZES.get(profile.name, models.SIZES["smoke"])
     dev = devices.pick()
-    data = load(prof, seed=seed)
+    data = load(profile, seed=seed)
     model = models.build(size, data.vocab_size, data.eos_id, seed=seed)
     model.to(dev)
     before = perplexity(model, data.val_loader, dev)  # every rank alone, before the group exists
@@ -291,7 +286,7 @@ def train(
     samples_before = _samples(model, data) if samples and main else {}
     optimizer = models.optimizer(
         model.parameters(),
-        lr=settings(prof)["peak_lr"],
+        lr=settings(profile)["peak_lr"],
         betas=RECIPE["betas"],
         weight_decay=RECIPE["weight_decay"],
     )
@@ -334,7 +329,7 @@ def train(
         samples_before=samples_before,
         samples_after=samples_after,
         device=str(devices.describe()),
-        profile=prof.name,
+        profile=profile.name,
         epochs=n_epochs,
     )
 

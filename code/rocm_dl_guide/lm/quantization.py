@@ -217,7 +217,7 @@ def perplexity(model: nn.Module, loader, device: torch.device | str) -> float:
     return pretrain.perplexity(_Float32Logits(model), loader, torch.device(device))
 
 
-def held_out(profile: profiles.ProfileLike, tokenizer: Any, blocks: int | None = None):
+def held_out(profile: profiles.Profile, tokenizer: Any, blocks: int | None = None):
     """A loader of the first ``blocks`` held-out blocks of ``profile``'s corpus,
     tokenized with ``tokenizer`` (the model's own: tiny-lm's, or SmolLM2's)."""
     from torch.utils.data import DataLoader
@@ -226,9 +226,8 @@ def held_out(profile: profiles.ProfileLike, tokenizer: Any, blocks: int | None =
     from rocm_dl_guide.lm import model as models
     from rocm_dl_guide.lm import pretrain
 
-    prof = profiles.current(profile)
-    block = models.SIZES.get(prof.name, models.SIZES["smoke"]).context
-    tokens = corpora.encode_documents(tokenizer, corpora.for_profile(prof).held_out)
+    block = models.SIZES.get(profile.name, models.SIZES["smoke"]).context
+    tokens = corpora.encode_documents(tokenizer, corpora.for_profile(profile).held_out)
     if blocks is not None:
         tokens = tokens[: blocks * block + 1]
     return DataLoader(pretrain.TokenBlocks(tokens, block), batch_size=8)
@@ -322,7 +321,7 @@ def measure(
 
 
 def table(
-    profile: profiles.ProfileLike = None,
+    profile: profiles.Profile,
     new_tokens: int | None = None,
     iterations: int | None = None,
     blocks: int | None = None,
@@ -334,12 +333,11 @@ def table(
     from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.lm import corpus, lora
 
-    prof = profiles.current(profile)
-    name = prof.name if prof.name in NEW_TOKENS else "gpu"
+    name = profile.name if profile.name in NEW_TOKENS else "gpu"
     dev = devices.pick()
-    lm, tokenizer, _ = lora.base_model(prof)
+    lm, tokenizer, _ = lora.base_model(profile)
     prompt = torch.tensor([tokenizer.encode(corpus.PROMPT).ids])
-    loader = held_out(prof, tokenizer, blocks or EVAL_BLOCKS[name])
+    loader = held_out(profile, tokenizer, blocks or EVAL_BLOCKS[name])
     return measure(
         lm.eval(),
         prompt,

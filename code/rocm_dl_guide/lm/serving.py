@@ -82,7 +82,7 @@ class ServingError(RuntimeError):
 # --------------------------------------------------------------------------- the model folder
 
 
-def model_folder(profile: profiles.ProfileLike = None) -> Path:
+def model_folder(profile: profiles.Profile) -> Path:
     """The profile's language model as a ``transformers`` model folder, which the
     engine loads: SmolLM2-135M's own folder where the profile uses it, otherwise
     the folder that pretraining ``tiny-lm`` wrote next to its weights (pretrained
@@ -526,18 +526,17 @@ def scaling(rows: list[ServeRow], continuous_batching: bool = True) -> float | N
     return mine[max(mine)].tokens_per_s_total / mine[1].tokens_per_s_total
 
 
-def max_tokens_for(profile: profiles.ProfileLike = None) -> int:
+def max_tokens_for(profile: profiles.Profile) -> int:
     """:data:`MAX_TOKENS` of the profile."""
-    name = profiles.current(profile).name
-    return MAX_TOKENS.get(name, MAX_TOKENS["gpu"])
+    return MAX_TOKENS.get(profile.name, MAX_TOKENS["gpu"])
 
 
 # --------------------------------------------------------------------------- the command line
 
 
 def serve_forever(
+    profile: profiles.Profile,
     port: int | None = None,
-    profile: profiles.ProfileLike = None,
     continuous_batching: bool = True,
     engine: str = "transformers",
 ) -> int:

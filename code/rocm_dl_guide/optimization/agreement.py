@@ -103,16 +103,15 @@ classifies nearly every fixture test image right. The real data source keeps
 the chapter's epochs."""
 
 
-def trained_cifar10(profile: profiles.ProfileLike = None, epochs: int | None = None):
+def trained_cifar10(profile: profiles.Profile, epochs: int | None = None):
     """The training chapter's CIFAR-10 network, trained with the shared loop
     for ``epochs`` (default: :data:`AGREEMENT_EPOCHS` on the fixtures, else the
     profile's); returns ``(model, data, note)``."""
     from rocm_dl_guide.casestudies import cifar10
 
-    prof = profiles.current(profile)
-    if epochs is None and prof.data_source == "fixtures":
-        epochs = AGREEMENT_EPOCHS.get(prof.name)
-    run = cifar10.train(prof, epochs=epochs, progress=False, log=None)
+    if epochs is None and profile.data_source == "fixtures":
+        epochs = AGREEMENT_EPOCHS.get(profile.name)
+    run = cifar10.train(profile, epochs=epochs, progress=False, log=None)
     note = (
         f"the CIFAR-10 network of the training chapter, trained for {run.epochs} epoch(s) "
         f"(test accuracy {100 * run.test_accuracy:.1f}%; data: {run.data.prepared.note})"

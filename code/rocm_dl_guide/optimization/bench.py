@@ -43,19 +43,19 @@ SMOKE_BATCH_SIZES = (1, 2, 4)
 and the book build runs the sweep on every clean build."""
 
 
-def batch_sizes(profile: profiles.ProfileLike = None) -> tuple[int, ...]:
+def batch_sizes(profile: profiles.Profile) -> tuple[int, ...]:
     """The batch sizes :func:`sweep` times: 1, 8 and 32, or 1, 2 and 4 in ``smoke``."""
-    return SMOKE_BATCH_SIZES if profiles.current(profile).short_benchmarks else BATCH_SIZES
+    return SMOKE_BATCH_SIZES if profile.short_benchmarks else BATCH_SIZES
 
 
-def iterations_for(batch: int, profile: profiles.ProfileLike = None) -> tuple[int, int]:
+def iterations_for(batch: int, profile: profiles.Profile) -> tuple[int, int]:
     """``(warm-up runs, timed runs)`` for one batch size.
 
     With a GPU profile: 10 and 100 at every batch size. In the ``smoke`` profile
     (two CPU cores) fewer runs at larger batches keep a page under a minute:
     3 + 20 at batch 1, 1 + 6 up to batch 8, 1 + 3 above.
     """
-    if not profiles.current(profile).short_benchmarks:
+    if not profile.short_benchmarks:
         return 10, 100
     if batch <= 1:
         return 3, 20
@@ -218,6 +218,7 @@ def _method(backend: str, provider: str) -> str:
 
 
 def tuning_comparison(
+    profile: profiles.Profile,
     prepared: onnx_files.ExportedInception | None = None,
     batch: int = 1,
     warmup: int | None = None,
@@ -231,10 +232,10 @@ def tuning_comparison(
     MIGraphX, ONNX Runtime with graph optimisations off against all of them,
     which is the CPU counterpart and is labelled so in :attr:`TuningResult.method`.
     """
-    prepared = prepared or onnx_files.export_inception()
+    prepared = prepared or onnx_files.export_inception(profile)
     name = backends.select_backend(backend)
     threads = threads or inference.default_threads()
-    w, n = iterations_for(batch, prepared.profile)
+    w, n = iterations_for(batch, profile)
     warmup = w if warmup is None else warmup
     iterations = n if iterations is None else iterations
     x = inference.image_batch(batch_size=batch)
@@ -267,6 +268,7 @@ def tuning_comparison(
 
 
 def run(
+    profile: profiles.Profile,
     batch: int = 1,
     iterations: int | None = None,
     warmup: int | None = None,
@@ -274,7 +276,6 @@ def run(
     tuning: bool = False,
     threads: int | None = None,
     prepared: onnx_files.ExportedInception | None = None,
-    profile: profiles.ProfileLike = None,
 ) -> InferenceBench:
     """PyTorch eager against the compiled backend at one batch size, on the
     sample photo repeated ``batch`` times; with ``tuning``, also
@@ -284,7 +285,7 @@ def run(
     name = backends.select_backend(backend)
     prepared = prepared or onnx_files.export_inception(profile)
     threads = threads or inference.default_threads()
-    w, n = iterations_for(batch, prepared.profile)
+    w, n = iterations_for(batch, profile)
     warmup = w if warmup is None else warmup
     iterations = n if iterations is None else iterations
     x = inference.image_batch(batch_size=batch)
@@ -320,7 +321,7 @@ def run(
         note=inference.backend_note(compiled),
     )
     if tuning:
-        tr = tuning_comparison(prepared, batch, warmup, iterations, name, threads)
+        tr = tuning_comparison(profile, prepared, batch, warmup, iterations, name, threads)
         result.untuned_ms = tr.untuned.median_ms
         result.tuned_ms = tr.tuned.median_ms
         result.tuning_speedup = tr.speedup
@@ -373,6 +374,7 @@ class Sweep:
 
 
 def sweep(
+    profile: profiles.Profile,
     batches: tuple[int, ...] | None = None,
     prepared: onnx_files.ExportedInception | None = None,
     backend: str | None = None,
@@ -385,8 +387,8 @@ def sweep(
     :func:`iterations_for`); ``batches`` default to :func:`batch_sizes`."""
     import pandas as pd
 
-    batches = batches or batch_sizes()
-    prepared = prepared or onnx_files.export_inception()
+    batches = batches or batch_sizes(profile)
+    prepared = prepared or onnx_files.export_inception(profile)
     name = backends.select_backend(backend)
     threads = threads or inference.default_threads()
     results: dict[int, InferenceBench] = {}
@@ -394,7 +396,7 @@ def sweep(
     for batch in batches:
         warmup, iterations = runs or (None, None)
         r = results[batch] = run(
-            batch, iterations, warmup, name, threads=threads, prepared=prepared
+            profile, batch, iterations, warmup, name, threads=threads, prepared=prepared
         )
         label = f"{backends.BACKEND_TITLES[name]} ({r.provider})"
         for runtime, ms in (("PyTorch eager", r.eager_ms), (label, r.compiled_ms)):

@@ -19,9 +19,7 @@ from rocm_dl_guide.core.files import atomic_write
 from rocm_dl_guide.optimization import backends, inference, onnx_files
 
 
-def write_cpp_inputs(
-    directory: str | os.PathLike, profile: profiles.ProfileLike = None
-) -> dict[str, Path]:
+def write_cpp_inputs(directory: str | os.PathLike, profile: profiles.Profile) -> dict[str, Path]:
     """Write what the C++ example (``code/cpp``) reads: the ONNX model, the
     preprocessed sample photo as raw float32 (1 x 3 x 299 x 299, C order) and
     PyTorch's logits for it (1 x 1000 float32), to compare with."""

@@ -268,7 +268,7 @@ class ExportedInception:
 
 
 def export_inception(
-    profile: profiles.ProfileLike = None, path: str | os.PathLike | None = None
+    profile: profiles.Profile, path: str | os.PathLike | None = None
 ) -> ExportedInception:
     """Load Inception v3 as the profile says (pretrained weights, or random ones in
     ``smoke``; :attr:`LoadedModel.note` says which) and export it to ONNX, by
@@ -279,9 +279,8 @@ def export_inception(
     """
     from rocm_dl_guide.casestudies import inception_pretrained
 
-    prof = profiles.current(profile)
-    loaded = inception_pretrained.load_pretrained(prof)
+    loaded = inception_pretrained.load_pretrained(profile)
     target = Path(path) if path is not None else models_dir() / MODEL_FILE
     onnx_model = export_once(loaded.model, target)
     onnx_model.weights_note = loaded.note
-    return ExportedInception(loaded=loaded, onnx=onnx_model, profile=prof.name)
+    return ExportedInception(loaded=loaded, onnx=onnx_model, profile=profile.name)

@@ -182,7 +182,7 @@ def chosen_int8(path: str | os.PathLike | None = None) -> tuple[Int8Config, str]
 
 
 def export_int8(
-    path: str | os.PathLike, profile: profiles.ProfileLike = None, calibration: int = 16
+    path: str | os.PathLike, profile: profiles.Profile, calibration: int = 16
 ) -> tuple[Path, Int8Config, str]:
     """Inception v3's ONNX model at ``path`` in int8 with this CPU's setting
     (:func:`chosen_int8`), calibrated on ``calibration`` batches of the profile's

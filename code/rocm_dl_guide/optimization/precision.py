@@ -392,8 +392,8 @@ def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dic
 
 
 def run(
+    profile: profiles.Profile,
     batches: tuple[int, ...] = (1, 8, 32),
-    profile: profiles.ProfileLike = None,
     threads: int | None = None,
     include: Iterable[tuple[str, str]] = ENGINES,
     calibration: int = 16,
@@ -422,7 +422,6 @@ def run(
     from rocm_dl_guide.casestudies import tiny_imagenet
     from rocm_dl_guide.optimization import bench
 
-    prof = profiles.current(profile)
     threads = threads or inference.default_threads()
     flags = device.cpu_flags()
     not_run = skipped(include, flags, emulated)
@@ -434,14 +433,13 @@ def run(
     bar = _steps(2 + len(batches), show_progress)
     with bench.torch_threads(threads), bar:
         agreements, agreement_note = _agreements(
-            prof, include, threads, calibration, test_images, agreement_epochs, configs
+            profile, include, threads, calibration, test_images, agreement_epochs, configs
         )
         bar.update(1)
-        prepared = onnx_files.export_inception(prof)
-        tiny = tiny_imagenet.tiny_imagenet_loaders(prof, image_size=299, batch_size=8)
-        # With random weights (smoke) the int8 model is timed, never judged by
-        # its answers: one batch gives it its scales (calibrating Inception v3
-        # costs about 3 s a batch on two CPU cores).
+        prepared = onnx_files.export_inception(profile)
+        tiny = tiny_imagenet.tiny_imagenet_loaders(profile, image_size=299, batch_size=8)
+        # With random weights (smoke) the int8 model is timed, never judged by its answers:
+        # one batch gives it its scales (calibrating Inception v3: 3 s a batch on 2 cores).
         speed_calibration = calibration if prepared.loaded.pretrained else 1
         big_calib = calibration_batches(tiny.val_loader, speed_calibration)
         big_int8 = quantize_all(prepared.onnx.path, "inception_v3", big_calib, configs, include)
@@ -452,7 +450,7 @@ def run(
         # sizes); MIGraphX compiles a program per batch size.
         on_cpu = engines(*args, 1, threads, [e for e in include if e[0] != "MIGraphX"])
         for batch in batches:
-            w, n = runs or bench.iterations_for(batch, prof)
+            w, n = runs or bench.iterations_for(batch, profile)
             warmups[batch], iterations[batch] = w, n
             gpu = engines(*args, batch, threads, [e for e in include if e[0] == "MIGraphX"])
             rows += _speed_rows(on_cpu + gpu, batch, w, n, agreements, flags)
@@ -463,7 +461,7 @@ def run(
         threads=threads,
         cpu_flags=[f for f in CPU_FLAGS if f in flags],
         versions=library_versions(("PyTorch", "ONNX Runtime", "MIGraphX")),
-        profile=prof.name,
+        profile=profile.name,
         speed_model=f"Inception v3 ({prepared.loaded.note})",
         agreement_model="CIFAR-10 network (training chapter)",
         agreement_note=agreement_note,

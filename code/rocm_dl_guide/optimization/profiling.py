@@ -243,9 +243,9 @@ def record_steps(one: Callable[[], Any], steps: int, device) -> tuple[Any, list[
 
 
 def profile_step(
+    profile: profiles.Profile,
     kind: str = "training",
     steps: int = 3,
-    profile: profiles.ProfileLike = None,
     device=None,
     folder: str | Path | None = None,
     limit: int = 12,
@@ -264,10 +264,9 @@ def profile_step(
         raise ProfilingError(f"unknown kind of step {kind!r}: choose from {', '.join(KINDS)}")
     if steps < 1:
         raise ProfilingError(f"steps must be 1 or more, not {steps}")
-    prof = profiles.current(profile)
     dev = torch.device(device) if device is not None else devices.pick()
     make = _training_step if kind == "training" else _inference_step
-    one, title, note = make(prof, dev)
+    one, title, note = make(profile, dev)
     on_gpu = dev.type == "cuda"
     example = EXAMPLES[kind]
     target = Path(folder) if folder is not None else runs.runs_dir(f"profile-{example}-{kind}")

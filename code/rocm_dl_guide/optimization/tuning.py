@@ -136,8 +136,8 @@ def _user_db_files(environ: dict[str, str]) -> dict[str, int]:
 
 
 def conv_workload(
+    profile: profiles.Profile,
     batch: int | None = None,
-    profile: profiles.ProfileLike = None,
     device=None,
     warmup: int | None = None,
     iterations: int | None = None,
@@ -152,10 +152,9 @@ def conv_workload(
     from rocm_dl_guide.casestudies import inception_pretrained
     from rocm_dl_guide.core import device as devices
 
-    prof = profiles.current(profile)
     dev = torch.device(device) if device is not None else devices.pick()
-    batch = batch or (1 if prof.short_benchmarks else 32)
-    default_warmup, default_iterations = bench.iterations_for(batch, prof)
+    batch = batch or (1 if profile.short_benchmarks else 32)
+    default_warmup, default_iterations = bench.iterations_for(batch, profile)
     warmup = default_warmup if warmup is None else warmup
     iterations = default_iterations if iterations is None else iterations
     if baseline is not None and int(baseline.get("batch", batch)) != batch:

@@ -287,9 +287,9 @@ def check_profiler(ctx: Setup) -> Outcome:
     from rocm_dl_guide.optimization import profiling
 
     result = profiling.profile_step(
+        ctx.profile,
         "training",
         steps=2,
-        profile=ctx.profile,
         device=ctx.device,
         folder=ctx.out_dir / "profile",
     )

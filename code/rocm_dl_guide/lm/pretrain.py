@@ -85,16 +85,18 @@ SOURCE_FILE = "rocm_dl_guide_source.json"
 time and inode)."""
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
-    "<|{{ message['role'] }}|>\n{{ message['content'] }}\n"
+    "<|{{ message['role'] }}|> {{ message['content'] }}\n"
     "{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
 """The model's chat template (Jinja, as ``apply_chat_template`` renders it): each
-message as its role in ``<|...|>`` on a line of its own, then its text on the
-next line; a reply starts after ``<|assistant|>`` and a newline. A question
-becomes ``"<|user|>\nWhat is a list?\n<|assistant|>\n"``. The byte-level BPE
-encodes these markers as ordinary text (no special tokens), and the model never
-saw them in pretraining: the template makes chat requests possible, not good."""
+message on a line of its own, its role in ``<|...|>``, a space and its text;
+the reply follows ``<|assistant|>``. A question becomes ``"<|user|> What is a
+list?\\n<|assistant|>"``. The byte-level BPE encodes these markers as ordinary
+text (no special tokens), and the model never saw them in pretraining: the
+template makes chat requests possible, not good. (With the markers on lines
+of their own, ``"<|user|>\\n...\\n<|assistant|>\\n"``, the smoke profile's
+model answered nothing but newlines.)"""
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 """Where ``transformers`` 5 saves a tokenizer's chat template, and reads it from."""
 

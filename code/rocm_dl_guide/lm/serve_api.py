@@ -341,11 +341,17 @@ def check_length(endpoint: str, body: dict[str, Any], served: Served) -> None:
             f"{key} must be at most the model's context of {context} tokens, not {limit}", key
         )
     tokens = served.prompt_tokens(endpoint, body)
-    if tokens + (limit or 1) > context:
-        room = f"ask for at most {context - tokens}" if tokens < context else "shorten the prompt"
+    counted = f"{tokens} token{'s' * (tokens != 1)}"
+    if tokens >= context:
         raise ApiError(
-            f"the prompt's {tokens} tokens and {key} {limit or 1} are more than the model's "
-            f"context of {context} tokens: {room}",
+            f"the prompt ({counted}) fills the model's context of {context} tokens, leaving "
+            "no room for an answer: shorten it",
+            param="prompt" if endpoint == COMPLETIONS else "messages",
+        )
+    if limit is not None and tokens + limit > context:
+        raise ApiError(
+            f"the prompt ({counted}) and {key} {limit} together exceed the model's context "
+            f"of {context} tokens: ask for at most {context - tokens}",
             param=key,
         )
 

@@ -163,6 +163,8 @@ def check_request(endpoint: str, raw: bytes, served: Served) -> dict[str, Any]:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(f"the request body is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ApiError("the request body is not valid JSON (nested too deeply)") from None
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
     body = {key: value for key, value in body.items() if value is not None}

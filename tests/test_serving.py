@@ -1,20 +1,30 @@
 """Serving: ``transformers serve`` on 127.0.0.1 answers a real OpenAI client (the
-model listed, whole and streamed completions, concurrent requests), a port in
-use or a server that dies at start gives one clear error, and stopping leaves
-no process behind."""
+model listed under its short name, whole and streamed completions and chats,
+concurrent requests) and a client of plain HTTP (server-sent events read by
+hand); a request it cannot serve is a 400 with the reason; a port in use or a
+server that dies at start gives one clear error; stopping, or Ctrl-C on
+``serve``, leaves no process behind."""
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
+import shutil
+import signal
 import socket
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 import torch
 
 from rocm_dl_guide.core import profiles
 from rocm_dl_guide.lm import model as models
-from rocm_dl_guide.lm import pretrain, serving
+from rocm_dl_guide.lm import pretrain, serve_api, serving
 
 SMOKE = profiles.current("smoke")
 
@@ -41,7 +51,7 @@ def test_saving_and_loading_a_model_folder_draws_no_bar(tmp_path, capfd):
 
     from rocm_dl_guide.lm import lora
 
-    data = pretrain.load("smoke")
+    data = pretrain.load(SMOKE)
     lm = models.build(TINY, data.vocab_size, data.eos_id, seed=0)
     capfd.readouterr()
     assert hf_logging.is_progress_bar_enabled()
@@ -68,7 +78,7 @@ def test_model_folder_is_found_from_the_weights_and_written_again_when_they_chan
     weights = tmp_path / pretrain.WEIGHTS_NAME
     checkpoints.save_weights(lm, weights)
     pretrain.save_folder(lm, data.tokenizer, weights)
-    monkeypatch.setattr(lora, "base_weights", lambda profile=None: weights)
+    monkeypatch.setattr(lora, "base_weights", lambda profile=None, model=None: weights)
 
     def not_loaded(*args, **kwargs):
         raise AssertionError("a current folder needs no model")
@@ -87,6 +97,34 @@ def test_model_folder_is_found_from_the_weights_and_written_again_when_they_chan
         assert torch.equal(saved.state_dict()[name], tensor), name
 
 
+def test_a_model_folder_written_before_the_chat_template_gets_it(tmp_path, monkeypatch):
+    """A folder without today's chat template (written before it existed) is not
+    current: ``model_folder`` writes it again, template included, which the
+    tokenizer then carries."""
+    from transformers import AutoTokenizer
+
+    from rocm_dl_guide.lm import lora
+    from rocm_dl_guide.training import checkpoints
+
+    data = pretrain.load(SMOKE)
+    lm = models.build(TINY, data.vocab_size, data.eos_id, seed=0)
+    weights = tmp_path / pretrain.WEIGHTS_NAME
+    checkpoints.save_weights(lm, weights)
+    target = pretrain.save_folder(lm, data.tokenizer, weights)
+    assert pretrain.folder_is_current(weights)
+    (target / pretrain.CHAT_TEMPLATE_FILE).unlink()  # as folders were written before
+    assert not pretrain.folder_is_current(weights)
+    monkeypatch.setattr(lora, "base_weights", lambda profile=None, model=None: weights)
+    monkeypatch.setattr(lora, "base_model", lambda profile, path: (lm, data.tokenizer, path))
+    assert serving.model_folder(SMOKE) == target
+    assert pretrain.folder_is_current(weights)
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    assert tokenizer.chat_template == pretrain.CHAT_TEMPLATE
+    question = [{"role": "user", "content": "What is a list?"}]
+    prompt = tokenizer.apply_chat_template(question, add_generation_prompt=True, tokenize=False)
+    assert prompt == "<|user|> What is a list?\n<|assistant|>"
+
+
 @pytest.fixture(scope="module")
 def server(folder):
     with serving.Server(folder, lifetime=300) as s:
@@ -103,11 +141,46 @@ def gone(pid: int) -> bool:
         return f.read().split(") ")[1].startswith("Z")
 
 
+def post(server, path: str, body: dict | bytes, timeout: float = 120):
+    """``POST`` a body (JSON-encoded if a dict) with plain HTTP: ``(status, text)``."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(
+        f"{server.url}{path}", data, {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
 @pytest.mark.timeout(300)
-def test_models_lists_the_served_model(server, folder):
+def test_models_lists_the_served_model_under_its_short_name(server, folder):
     assert serving.list_models(server) == [server.model_id]
-    assert server.model_id == str(folder.resolve())
+    assert server.model_id == serve_api.served_name(folder) == folder.name
     assert server.url == f"http://127.0.0.1:{server.port}/v1"
+
+
+def test_the_short_name_is_tiny_lm_or_the_hub_id(tmp_path):
+    """A folder pretraining wrote is ``tiny-lm``, a Hub snapshot its Hub id
+    (from its manifest), any other folder its own name."""
+    from rocm_dl_guide.lm import hub
+
+    assert serve_api.served_name(tmp_path) == tmp_path.name
+    (tmp_path / pretrain.SOURCE_FILE).write_text("{}")
+    assert serve_api.served_name(tmp_path) == "tiny-lm"
+    (tmp_path / hub.MANIFEST).write_text(json.dumps({"repo_id": hub.SMOLLM2_135M.repo_id}))
+    assert serve_api.served_name(tmp_path) == "HuggingFaceTB/SmolLM2-135M"
+
+
+@pytest.mark.timeout(120)
+def test_the_model_is_accepted_by_its_short_name_or_its_folder(server):
+    for model in (server.model_id, str(server.folder)):
+        status, text = post(
+            server, "/completions", {"model": model, "prompt": "A", "max_tokens": 2}
+        )
+        assert status == 200, text
+        assert json.loads(text)["model"] == server.model_id  # answers name it by its short name
 
 
 @pytest.mark.timeout(120)
@@ -129,6 +202,178 @@ def test_a_streamed_completion_comes_in_pieces_that_add_up(server):
     assert 0 < streamed.ttft_s < streamed.total_s
 
 
+def read_events(server, path: str, body: dict) -> list[str]:
+    """A streamed request by plain HTTP: the ``data:`` payloads of its server-sent
+    events, read line by line (each event is one ``data:`` line and a blank one)."""
+    request = urllib.request.Request(
+        f"{server.url}{path}",
+        json.dumps({**body, "stream": True}).encode(),
+        {"Content-Type": "application/json"},
+    )
+    payloads = []
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        assert answer.status == 200
+        assert answer.headers["Content-Type"].startswith("text/event-stream")
+        for raw in answer:
+            line = raw.decode().rstrip("\n")
+            if line:
+                assert line.startswith("data: "), line
+                payloads.append(line[len("data: ") :])
+    return payloads
+
+
+@pytest.mark.timeout(180)
+def test_a_chat_read_by_hand_from_its_events_is_the_whole_answer(server):
+    """Plain HTTP, no OpenAI client: the streamed chat's events end with
+    ``data: [DONE]``, and their deltas add up to the whole answer (greedy);
+    the same holds for a completion."""
+    chat = {
+        "model": server.model_id,
+        "messages": [{"role": "user", "content": "What is an exception?"}],
+        "max_tokens": 10,
+        "temperature": 0,
+    }
+    status, text = post(server, "/chat/completions", chat)
+    assert status == 200, text
+    whole = json.loads(text)
+    assert whole["object"] == "chat.completion" and whole["model"] == server.model_id
+    answer = whole["choices"][0]["message"]
+    assert answer["role"] == "assistant" and answer["content"]
+    assert whole["usage"]["completion_tokens"] == 10
+
+    payloads = read_events(server, "/chat/completions", chat)
+    assert payloads[-1] == "[DONE]" and "[DONE]" not in payloads[:-1]
+    events = [json.loads(p) for p in payloads[:-1]]
+    assert all(e["object"] == "chat.completion.chunk" for e in events)
+    assert all(e["model"] == server.model_id for e in events)
+    deltas = [e["choices"][0]["delta"] for e in events]
+    assert deltas[0].get("role") == "assistant"
+    assert "".join(d.get("content") or "" for d in deltas) == answer["content"]
+    assert events[-1]["choices"][0]["finish_reason"] == "length"
+    assert events[-1]["usage"]["completion_tokens"] == 10
+    # the package's own client gets the same answer
+    assert serving.chat(server, "What is an exception?", max_tokens=10).text == answer["content"]
+
+    completion = {"model": server.model_id, "prompt": serving.PROMPT, "max_tokens": 8}
+    status, text = post(server, "/completions", completion)
+    assert status == 200, text
+    payloads = read_events(server, "/completions", completion)
+    assert payloads[-1] == "[DONE]"
+    pieces = [json.loads(p)["choices"][0]["text"] for p in payloads[:-1]]
+    assert "".join(pieces) == json.loads(text)["choices"][0]["text"]
+
+
+BAD_REQUESTS = {
+    "negative max_tokens": (
+        "/completions",
+        {"prompt": "A", "max_tokens": -5},
+        "max_tokens",
+        "max_tokens must be a whole number of at least 1, not -5",
+    ),
+    "max_tokens past the context": (
+        "/chat/completions",
+        {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 100_000},
+        "max_tokens",
+        "max_tokens must be at most the model's context of 4096 tokens, not 100000",
+    ),
+    "prompt and max_tokens past the context": (
+        "/completions",
+        {"prompt": "A", "max_tokens": 4096},
+        "max_tokens",
+        "the prompt (1 token) and max_tokens 4096 together exceed the model's context of 4096 "
+        "tokens: ask for at most 4095",
+    ),
+    "unknown model": (
+        "/completions",
+        {"model": "gpt-4", "prompt": "A"},
+        "model",
+        'unknown model "gpt-4": this server serves "NAME" (also accepted by its folder, "FOLDER")',
+    ),
+    "malformed JSON": (
+        "/chat/completions",
+        b'{"model": "x", "messages": [}',
+        None,
+        "the request body is not valid JSON",
+    ),
+    "not an object": ("/completions", b"[1, 2]", None, "the request body must be a JSON object"),
+    "unsupported parameter": (
+        "/chat/completions",
+        {"messages": [{"role": "user", "content": "Hi"}], "tools": []},
+        "tools",
+        "unsupported parameter 'tools': /v1/chat/completions takes frequency_penalty, ",
+    ),
+    "several answers": (
+        "/completions",
+        {"prompt": "A", "n": 3},
+        "n",
+        "n 3 is not supported: this server writes one answer per request",
+    ),
+    "temperature not a number": (
+        "/completions",
+        {"prompt": "A", "temperature": "hot"},
+        "temperature",
+        'temperature must be a number from 0 to 2, not "hot"',
+    ),
+    "sampling with continuous batching": (
+        "/completions",
+        {"prompt": "A", "temperature": 0.8},
+        "temperature",
+        "temperature 0.8 needs a server without continuous batching",
+    ),
+    "no messages": (
+        "/chat/completions",
+        {"messages": []},
+        "messages",
+        "messages must be a non-empty list of messages",
+    ),
+    "a role the template has no place for": (
+        "/chat/completions",
+        {"messages": [{"role": "tool", "content": "42"}]},
+        "messages",
+        "messages[0]'s role must be one of system, user, assistant",
+    ),
+    "a list of prompts": (
+        "/completions",
+        {"prompt": ["A", "B"]},
+        "prompt",
+        "prompt must be a non-empty string",
+    ),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", BAD_REQUESTS, ids=list(BAD_REQUESTS))
+def test_a_request_the_server_cannot_serve_is_a_400_with_the_reason(server, case):
+    path, body, param, message = BAD_REQUESTS[case]
+    message = message.replace("NAME", server.model_id).replace("FOLDER", str(server.folder))
+    status, text = post(server, path, body)
+    assert status == 400, text
+    error = json.loads(text)["error"]
+    assert error["message"].startswith(message), error["message"]
+    assert error["type"] == "invalid_request_error" and error["param"] == param
+    assert "\n" not in error["message"]  # one sentence
+    assert f"400 /v1{path}: {error['message']}" in server.log_tail(40)  # the log says why too
+    assert post(server, "/completions", {"prompt": "A", "max_tokens": 1})[0] == 200
+
+
+def test_requests_are_checked_before_the_engine_sees_them(folder):
+    """What reaches the engine: the model named by its folder, the parameters it
+    ignores dropped at their neutral values, greedy decoding where it batches."""
+    served = serve_api.Served.load("tiny-lm", str(folder))
+    assert served.chat and served.context == 4096
+    body = {"model": "tiny-lm", "prompt": "A", "n": 1, "user": "me", "logprobs": None}
+    checked = serve_api.check_request(serve_api.COMPLETIONS, json.dumps(body).encode(), served)
+    assert checked == {"model": str(folder), "prompt": "A", "temperature": 0}
+    served.batching = False
+    sampled = {"prompt": "A", "temperature": 0.7, "stop": ["."], "seed": 1}
+    checked = serve_api.check_request(serve_api.COMPLETIONS, json.dumps(sampled).encode(), served)
+    assert checked == {**sampled, "model": str(folder)}
+    with pytest.raises(serve_api.ApiError, match="n 2 is not supported"):
+        serve_api.check_request(serve_api.COMPLETIONS, b'{"prompt": "A", "n": 2}', served)
+    with pytest.raises(serve_api.ApiError, match="echo true is not supported"):
+        serve_api.check_request(serve_api.COMPLETIONS, b'{"prompt": "A", "echo": true}', served)
+
+
 @pytest.mark.timeout(180)
 def test_concurrent_requests_all_succeed_and_are_measured(server):
     answers = serving.send_concurrently(server, 8, 8, max_tokens=8)
@@ -140,6 +385,33 @@ def test_concurrent_requests_all_succeed_and_are_measured(server):
     assert all(r.tokens_per_s_total > 0 and r.tokens_per_s_per_request > 0 for r in rows)
     # throughput against concurrency is the page's measurement: on a shared CPU it varies
     assert serving.scaling(rows) > 0
+
+
+@pytest.mark.timeout(180)
+def test_one_at_a_time_a_request_samples_and_a_model_without_chat_template_says_so(
+    folder, tmp_path
+):
+    """Without continuous batching a request has its own sampling settings and
+    stop strings; a model without a chat template answers a chat with a 400 that
+    points to /v1/completions, never a 500."""
+    plain = tmp_path / "no-template"
+    shutil.copytree(folder, plain)
+    (plain / pretrain.CHAT_TEMPLATE_FILE).unlink()
+    with serving.Server(plain, continuous_batching=False, lifetime=150) as server:
+        chat = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+        for streamed in (False, True):
+            status, text = post(server, "/chat/completions", {**chat, "stream": streamed})
+            assert status == 400, text
+            error = json.loads(text)["error"]
+            assert error["message"] == (
+                f"the model {server.model_id!r} has no chat template, so it cannot answer chat "
+                "requests: send the text to continue to /v1/completions instead"
+            )
+            assert error["code"] == "no_chat_template"
+        sampled = {"prompt": "A", "max_tokens": 4, "temperature": 0.9, "seed": 3, "stop": ["\n"]}
+        status, text = post(server, "/completions", sampled)
+        assert status == 200, text
+        assert json.loads(text)["choices"][0]["finish_reason"] in ("stop", "length")
 
 
 @pytest.mark.timeout(60)
@@ -227,12 +499,8 @@ def test_vllm_is_started_with_the_same_settings_or_refused_with_the_reason(folde
 
     settings = serving.Server(folder, continuous_batching=False).settings()
     args = serving.vllm_args(settings)
-    assert args[:4] == [
-        "--model",
-        str(folder.resolve()),
-        "--served-model-name",
-        str(folder.resolve()),
-    ]
+    path = str(folder.resolve())
+    assert args[:5] == ["--model", path, "--served-model-name", folder.name, path]
     assert args[-2:] == ["--max-num-seqs", "1"]
     assert "--max-num-seqs" not in serving.vllm_args({**settings, "continuous_batching": True})
     with pytest.raises(ValueError, match="unknown engine 'sglang'"):
@@ -247,3 +515,69 @@ def test_vllm_is_started_with_the_same_settings_or_refused_with_the_reason(folde
     assert server.process is None
     assert main(["serve", "--engine", "vllm", "--profile", "smoke"]) == 1
     assert capsys.readouterr().err.strip() == f"serve: {why}"
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (every thread's)."""
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(c) for c in f.read().split()]
+    return found
+
+
+@pytest.mark.timeout(240)
+def test_serve_prints_curl_lines_that_work_and_ctrl_c_ends_it_with_nothing_left(folder):
+    """``serve`` as a reader runs it: it prints the model's name and a curl line
+    per endpoint, which answer as pasted (parsed as a shell parses them), logs a
+    refused request's reason, and Ctrl-C ends it within 3 s, the engine and
+    its port with it."""
+    port = serving.ports.free_ports(1)[0]
+    cmd = [sys.executable, "-m", "rocm_dl_guide", "serve", "--model", str(folder)]
+    proc = subprocess.Popen(
+        [*cmd, "--port", str(port), "--profile", "smoke"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # a terminal's Ctrl-C: SIGINT at its default, whatever this process inherited
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if "stop:" in line:
+                break
+        url = f"http://127.0.0.1:{port}/v1"
+        assert f"serving {folder.name} with transformers serve at {url}" in lines, lines
+        curls = {ln.split()[0]: ln.split(None, 1)[1] for ln in lines if "curl " in ln}
+        assert set(curls) == {"models:", "completions:", "chat:"}
+        for endpoint in ("completions", "chat"):
+            args = shlex.split(curls[f"{endpoint}:"])
+            assert args[0] == "curl" and args[1].startswith(url)
+            body = json.loads(args[args.index("-d") + 1])
+            assert body["model"] == folder.name
+            request = urllib.request.Request(args[1], json.dumps(body).encode())
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                assert answer.status == 200  # no Content-Type header needed either
+        engines = children(proc.pid)
+        assert len(engines) == 1
+        refused = urllib.request.Request(f"{url}/completions", b'{"prompt": "A", "max_tokens": 0}')
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(refused, timeout=60)
+        assert err.value.code == 400
+        reason = "400 /v1/completions: max_tokens must be a whole number of at least 1, not 0"
+        for line in proc.stdout:  # the server's log follows
+            if reason in line:
+                break
+        assert reason in line
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+        assert time.monotonic() - started < 3
+        assert all(gone(pid) for pid in engines)
+        assert not serving.port_in_use(port)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

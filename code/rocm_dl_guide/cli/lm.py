@@ -89,7 +89,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     prof = run_profile("serve", args.profile)
     try:
-        return serving.serve_forever(prof, args.port, not args.no_continuous_batching, args.engine)
+        batching = not args.no_continuous_batching
+        return serving.serve_forever(prof, args.port, batching, args.engine, args.model)
     except (hub.HubUnavailableError, serving.ServingError, OSError, ValueError) as exc:
         return fail("serve", exc)
 
@@ -99,9 +100,12 @@ def _add_serve(sub) -> None:
         "serve",
         help="serve the language-model chapter's model with an OpenAI-compatible API",
         description="Starts transformers serve (or vLLM) on 127.0.0.1 with the chapter's model "
-        "(the pretrained tiny-lm, or SmolLM2-135M with --data-source real), prints the base URL "
-        "and the model id, and serves /v1/models, /v1/completions and /v1/chat/completions "
-        "until Ctrl-C.",
+        "(the pretrained tiny-lm, or SmolLM2-135M with --data-source real), prints the base URL, "
+        "the model's name (tiny-lm, or the Hub id) and a curl line for each endpoint, and serves "
+        "/v1/models, /v1/completions and /v1/chat/completions until Ctrl-C. A request the server "
+        "cannot serve is answered 400 with the reason. With continuous batching (the default) "
+        "every request is decoded greedily; --no-continuous-batching serves one request at a "
+        "time with its own temperature, top_p and stop.",
     )
     p.add_argument("--port", type=positive_int, help="the port (default: a free one)")
     p.add_argument(
@@ -115,6 +119,7 @@ def _add_serve(sub) -> None:
         action="store_true",
         help="serve one request at a time instead of batching the requests in flight",
     )
+    p.add_argument("--model", help=MODEL_HELP)
     add_profile_args(p)
     p.set_defaults(func=_cmd_serve)
 

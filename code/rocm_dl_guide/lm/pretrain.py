@@ -83,6 +83,22 @@ engines load)."""
 SOURCE_FILE = "rocm_dl_guide_source.json"
 """Written into that folder: which weights it holds (their path, size, modification
 time and inode)."""
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "<|{{ message['role'] }}|> {{ message['content'] }}\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+"""The model's chat template (Jinja, as ``apply_chat_template`` renders it): each
+message on a line of its own, its role in ``<|...|>``, a space and its text;
+the reply follows ``<|assistant|>``. A question becomes ``"<|user|> What is a
+list?\\n<|assistant|>"``. The byte-level BPE encodes these markers as ordinary
+text (no special tokens), and the model never saw them in pretraining: the
+template makes chat requests possible, not good. (With the markers on lines
+of their own, ``"<|user|>\\n...\\n<|assistant|>\\n"``, the smoke profile's
+model answered nothing but newlines.)"""
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
+"""Where ``transformers`` 5 saves a tokenizer's chat template, and reads it from."""
 
 
 class TokenBlocks(Dataset):
@@ -358,9 +374,14 @@ def _source(weights: Path) -> dict[str, Any]:
 
 def folder_is_current(weights: Path) -> bool:
     """Whether :func:`folder_for` ``(weights)`` holds these weights as they are
-    now: its :data:`SOURCE_FILE` names their path, size and time (nothing is loaded)."""
-    marker = folder_for(weights) / SOURCE_FILE
-    return marker.is_file() and json.loads(marker.read_text()) == _source(weights)
+    now (its :data:`SOURCE_FILE` names their path, size and time) and today's
+    :data:`CHAT_TEMPLATE` (a folder written before it had none); nothing is loaded."""
+    folder = folder_for(weights)
+    marker, template = folder / SOURCE_FILE, folder / CHAT_TEMPLATE_FILE
+    if not (marker.is_file() and template.is_file()):
+        return False
+    same = json.loads(marker.read_text()) == _source(weights)
+    return same and template.read_text(encoding="utf-8") == CHAT_TEMPLATE
 
 
 def save_folder(lm: models.CausalLM, tokenizer: Any, weights: Path) -> Path:
@@ -378,7 +399,8 @@ def save_folder(lm: models.CausalLM, tokenizer: Any, weights: Path) -> Path:
 
 def export(lm: models.CausalLM, tokenizer: Any, folder: Path) -> None:
     """Save a :class:`~rocm_dl_guide.lm.model.CausalLM` and its ``tokenizers``
-    tokenizer as a ``transformers`` model folder (weights, config, fast tokenizer)."""
+    tokenizer as a ``transformers`` model folder (weights, config, fast tokenizer
+    with :data:`CHAT_TEMPLATE`, in :data:`CHAT_TEMPLATE_FILE`)."""
     from transformers import PreTrainedTokenizerFast
 
     decoder = lm.decoder()
@@ -387,4 +409,5 @@ def export(lm: models.CausalLM, tokenizer: Any, folder: Path) -> None:
     with no_library_bars():
         decoder.save_pretrained(folder)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eos, bos_token=eos)
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(folder)

@@ -4,18 +4,26 @@ The engine is ``transformers serve`` (transformers 5.23): FastAPI and uvicorn
 in front of the library's own generation, with ``/v1/completions`` and
 ``/v1/chat/completions`` (whole, or streamed as server-sent events) and an
 optional continuous-batching scheduler over a paged KV cache. Measured here,
-it needs three adjustments, and :func:`run_engine` (the server process) makes
+it needs these adjustments, and :func:`run_engine` (the server process) makes
 them and nothing else:
 
 - pinned to a local model folder, its ``/v1/models`` lists the Hugging Face
-  cache rather than the served model, and answers 500 where that cache folder
-  does not exist. Real clients discover the model there, so the engine's
-  listing is replaced by one entry: the served folder.
-- it accepts requests only under the folder's exact path as the model name,
-  which is therefore the listed id (:attr:`Server.model_id`).
+  cache rather than the served model, it accepts requests only under the
+  folder's path as the model's name, and it answers a request it cannot serve
+  (a chat without a chat template, ``max_tokens: -5``, a body that is not
+  JSON) with an empty answer or a bare 500. :mod:`rocm_dl_guide.lm.serve_api`
+  wraps its app: the model is listed and named by a short name
+  (:attr:`Server.model_id`: ``tiny-lm``, or the Hub id; the path is still
+  accepted), every request is checked and answered 400 with the reason where
+  it cannot be served, and streams end with ``data: [DONE]``. Its continuous
+  batching decodes every request with the first request's sampling settings,
+  so there requests are decoded greedily and other settings refused.
 - on a CPU its continuous batching sizes the KV cache from the free memory
   (about a minute before the first answer on two cores); here the cache gets
   a fixed size (:data:`CPU_CACHE`), which a model of 128 positions never fills.
+
+The chapter's model answers chats through its chat template
+(:data:`rocm_dl_guide.lm.pretrain.CHAT_TEMPLATE`).
 
 :class:`Server` starts the engine as a child process on 127.0.0.1 and a free
 port, waits for ``/health`` within a time limit and stops it with SIGTERM to
@@ -26,7 +34,8 @@ that started it is gone, so a crashed notebook leaves no server behind.
 Where vLLM is installed (AMD's ``rocm/vllm`` container), ``Server(...,
 engine="vllm")`` starts vLLM's OpenAI server on the same folder instead, under
 the same time limits, and the same client measures it.
-:func:`complete` and :func:`stream` send requests with the ``openai`` client;
+:func:`complete`, :func:`stream` and :func:`chat` send requests with the ``openai``
+client;
 :func:`measure` times concurrent streamed requests after a warm-up round at
 the same concurrency (the first batch of a new shape is slow).
 """
@@ -43,14 +52,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from rocm_dl_guide.core import ports, profiles
-from rocm_dl_guide.lm import corpus, pretrain
+from rocm_dl_guide.lm import corpus, pretrain, serve_api
 
 ENGINE = "transformers serve"
 """The engine's name in :class:`ServeRow`."""
@@ -82,8 +90,9 @@ class ServingError(RuntimeError):
 # --------------------------------------------------------------------------- the model folder
 
 
-def model_folder(profile: profiles.Profile) -> Path:
-    """The profile's language model as a ``transformers`` model folder, which the
+def model_folder(profile: profiles.Profile, model: str | None = None) -> Path:
+    """The profile's language model (or ``model``: a model folder, or the weights
+    ``train tiny-lm`` saved) as a ``transformers`` model folder, which the
     engine loads: SmolLM2-135M's own folder where the profile uses it, otherwise
     the folder that pretraining ``tiny-lm`` wrote next to its weights (pretrained
     first if missing). Where that folder is missing or holds older weights (a
@@ -92,7 +101,7 @@ def model_folder(profile: profiles.Profile) -> Path:
     size and time alone."""
     from rocm_dl_guide.lm import lora
 
-    path = lora.base_weights(profile)
+    path = lora.base_weights(profile, model)
     if path.is_dir():
         return path
     if not pretrain.folder_is_current(path):
@@ -120,9 +129,10 @@ def engine_missing(engine: str) -> str | None:
 
 def vllm_args(settings: dict[str, Any]) -> list[str]:
     """vLLM's OpenAI server's arguments for the same settings: the folder served
-    under its own path as the model's name, as with ``transformers serve``;
-    without continuous batching, one sequence at a time (``--max-num-seqs 1``)."""
-    args = ["--model", settings["folder"], "--served-model-name", settings["folder"]]
+    under its short name and its path, as with ``transformers serve``; without
+    continuous batching, one sequence at a time (``--max-num-seqs 1``)."""
+    names = [settings["name"], settings["folder"]]
+    args = ["--model", settings["folder"], "--served-model-name", *names]
     args += ["--host", settings["host"], "--port", str(settings["port"])]
     if not settings["continuous_batching"]:
         args += ["--max-num-seqs", "1"]
@@ -131,28 +141,21 @@ def vllm_args(settings: dict[str, Any]) -> list[str]:
 
 def run_engine(settings: dict[str, Any]) -> None:
     """The server process: ``transformers serve`` pinned to ``settings["folder"]``,
-    with ``/v1/models`` listing that folder (see the module's notes), or vLLM's
+    behind :mod:`~rocm_dl_guide.lm.serve_api`'s checks (see the module's notes), or vLLM's
     OpenAI server on it where ``settings["engine"]`` says so. Blocks until
     SIGTERM, ``settings["lifetime"]`` seconds, or the parent process's end."""
     if settings.get("engine") == "vllm":
         import runpy
 
-        watch(settings.get("lifetime"), settings.get("parent"))
+        serve_api.watch(settings.get("lifetime"), settings.get("parent"))
         sys.argv = ["vllm", *vllm_args(settings)]
         runpy.run_module("vllm.entrypoints.openai.api_server", run_name="__main__", alter_sys=True)
         return
     from transformers.cli.serve import Serve
-    from transformers.cli.serving.model_manager import ModelManager
 
     folder = settings["folder"]
-    entry = {
-        "id": folder,
-        "object": "model",
-        "created": int(Path(folder).stat().st_mtime),
-        "owned_by": "rocm-dl-guide",
-    }
-    ModelManager.get_gen_models = staticmethod(lambda cache_dir=None: [entry])
-    watch(settings.get("lifetime"), settings.get("parent"))
+    serve_api.install(settings["name"], folder, settings["continuous_batching"])
+    serve_api.watch(settings.get("lifetime"), settings.get("parent"))
     cb = settings.get("cb") or {}
     Serve(
         force_model=folder,
@@ -164,24 +167,6 @@ def run_engine(settings: dict[str, Any]) -> None:
         port=settings["port"],
         default_seed=0,
     )
-
-
-def watch(lifetime: float | None, parent: int | None) -> None:
-    """SIGTERM this process after ``lifetime`` seconds or once ``parent`` is gone."""
-    deadline = None if lifetime is None else time.monotonic() + lifetime
-
-    def loop() -> None:
-        while True:
-            time.sleep(0.5)
-            expired = deadline is not None and time.monotonic() > deadline
-            orphaned = parent is not None and os.getppid() != parent
-            if expired or orphaned:
-                why = "lifetime over" if expired else "parent process gone"
-                print(f"stopping the server: {why}", file=sys.stderr, flush=True)
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-
-    threading.Thread(target=loop, name="serving-watchdog", daemon=True).start()
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
@@ -207,7 +192,8 @@ def check_port(port: int, host: str = "127.0.0.1") -> None:
 class Server:
     """The engine as a child process on ``host:port`` (a free port by default),
     started by ``with Server(folder) as server:`` or :meth:`start`, stopped by
-    leaving the block or :meth:`stop`."""
+    leaving the block or :meth:`stop`. ``name`` is the model's name in the API
+    (default: :func:`~rocm_dl_guide.lm.serve_api.served_name`)."""
 
     def __init__(
         self,
@@ -218,10 +204,12 @@ class Server:
         lifetime: float | None = LIFETIME_S,
         host: str = "127.0.0.1",
         engine: str = "transformers",
+        name: str | None = None,
     ) -> None:
         engine_missing(engine)  # an unknown name fails here, at once
         self.engine = engine
         self.folder = Path(folder).resolve()
+        self.name = name or serve_api.served_name(self.folder)
         self.port = port if port is not None else ports.free_ports(1, host)[0]
         self.host = host
         self.continuous_batching = continuous_batching
@@ -237,8 +225,9 @@ class Server:
 
     @property
     def model_id(self) -> str:
-        """The model's name in requests and in ``/v1/models``: the folder's exact path."""
-        return str(self.folder)
+        """The model's name in requests, answers and ``/v1/models`` (the folder's
+        path is accepted in requests too)."""
+        return self.name
 
     def settings(self) -> dict[str, Any]:
         """What :func:`run_engine` gets in the child process."""
@@ -247,7 +236,8 @@ class Server:
         on_gpu = torch.cuda.is_available()
         return {
             "engine": self.engine,
-            "folder": self.model_id,
+            "name": self.name,
+            "folder": str(self.folder),
             "host": self.host,
             "port": self.port,
             "continuous_batching": self.continuous_batching,
@@ -310,6 +300,16 @@ class Server:
             return ""
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
+
+    def log_since(self, offset: int) -> tuple[str, int]:
+        """The engine's whole lines of output from byte ``offset`` on, and the offset after them."""
+        if self.log_path is None or not self.log_path.is_file():
+            return "", offset
+        with self.log_path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+        data = data[: data.rfind(b"\n") + 1]
+        return data.decode(errors="replace"), offset + len(data)
 
     def failure(self, why: str) -> ServingError:
         """One :class:`ServingError`: why, the port taken where the log says so, the log's end."""
@@ -437,6 +437,24 @@ def stream(server: Server, prompt: str = PROMPT, max_tokens: int = 16, api: Any 
     return Completion("".join(chunks), chunks, tokens, finish, ttft, total)
 
 
+def chat(server: Server, message: str, max_tokens: int = 16, api: Any = None):
+    """A whole chat answer to one user message (``/v1/chat/completions``),
+    greedy: the model's chat template turns the message into its prompt."""
+    api = api or client(server)
+    start = time.perf_counter()
+    out = api.chat.completions.create(
+        model=server.model_id,
+        messages=[{"role": "user", "content": message}],
+        max_tokens=max_tokens,
+        temperature=0,
+    )
+    elapsed = time.perf_counter() - start
+    choice = out.choices[0]
+    text = choice.message.content or ""
+    tokens = out.usage.completion_tokens if out.usage else 0
+    return Completion(text, [text], tokens, choice.finish_reason, elapsed, elapsed)
+
+
 def send_concurrently(
     server: Server, n: int, concurrency: int, max_tokens: int
 ) -> list[Completion]:
@@ -539,24 +557,32 @@ def serve_forever(
     port: int | None = None,
     continuous_batching: bool = True,
     engine: str = "transformers",
+    model: str | None = None,
 ) -> int:
-    """Serve the profile's model on 127.0.0.1:``port`` with ``engine`` until Ctrl-C
-    (or SIGTERM): prints the base URL and the model id, and returns 0."""
+    """Serve the profile's model (or ``model``, see :func:`model_folder`) on
+    127.0.0.1:``port`` with ``engine`` until Ctrl-C (or SIGTERM): prints the base
+    URL, the model's name and a ``curl`` line for each endpoint, then the
+    server's log as it grows (a request refused says why there); returns 0."""
     why = engine_missing(engine)  # before the model folder, which may take a while to write
     if why:
         raise ServingError(why)
     if port is not None:
         check_port(port)
-    folder = model_folder(profile)
+    folder = model_folder(profile, model)
     server = Server(
         folder, port=port, continuous_batching=continuous_batching, lifetime=None, engine=engine
     )
     with server:
         print(f"serving {server.model_id} with {ENGINES[engine]} at {server.url}", flush=True)
         print(f"  models:      curl {server.url}/models", flush=True)
+        for endpoint, line in serve_api.curl_lines(server.url, server.model_id, PROMPT).items():
+            print(f"  {endpoint + ':':<12} {line}", flush=True)
         print("  stop:        Ctrl-C", flush=True)
+        shown = server.log_since(0)[1]  # the start's output is not repeated
         try:
             while server.alive():
+                text, shown = server.log_since(shown)
+                print(text, end="", flush=True)
                 time.sleep(0.5)
         except KeyboardInterrupt:
             print("stopping the server", flush=True)

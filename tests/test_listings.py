@@ -332,6 +332,36 @@ def test_page_shows_package_code_only_from_the_source(page):
     assert not problems, "\n".join(problems)
 
 
+def visible_glue(text: str, name: str) -> list[str]:
+    """``glue`` lines in the code cells a reader sees: they only feed numbers to
+    the prose, so they belong in a ``remove-cell`` cell after the code (issue 44)."""
+    found = []
+    for block in blocks(text, name):
+        if not block.info.startswith("{code-cell}"):
+            continue
+        tags = re.search(r"^:tags: \[(.*?)\]", block.content, flags=re.M)
+        if tags and re.search(r"remove-cell|remove-input", tags.group(1)):
+            continue
+        for i, line in enumerate(block.content.splitlines()):
+            if re.match(r"\s*(glue\(|from myst_nb import glue)", line):
+                found.append(f"{block.page}:{block.line + 1 + i}: {line.strip()[:60]}")
+    return found
+
+
+@pytest.mark.parametrize("page", pages(), ids=_name)
+def test_pages_show_no_glue(page):
+    found = visible_glue(page.read_text(encoding="utf-8"), _name(page))
+    assert not found, "glue in a visible cell (move it to a remove-cell cell):\n" + "\n".join(found)
+
+
+def test_the_glue_check_catches_a_visible_glue():
+    page = (
+        "```{code-cell} ipython3\nx = 1\nglue('x', x, display=False)\n```\n\n"
+        "```{code-cell} ipython3\n:tags: [remove-cell]\n\nglue('y', 2, display=False)\n```\n"
+    )
+    assert visible_glue(page, "p.md") == ["p.md:3: glue('x', x, display=False)"]
+
+
 def test_package_listings_are_included_from_the_source():
     """The listings that used to be static copies are included, object by object."""
     included = {}

@@ -581,3 +581,61 @@ def test_serve_prints_curl_lines_that_work_and_ctrl_c_ends_it_with_nothing_left(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ---------------------------------------------------------------- commands for a GPU node
+
+
+def _server_commands(text: str) -> list[list[str]]:
+    """The vLLM and SGLang server commands in a page's bash blocks, as argument lists."""
+    import re
+
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        words = shlex.split(block.replace("\\\n", " "), comments=True)
+        for i, word in enumerate(words):
+            if word == "vllm" and words[i + 1 : i + 2] == ["serve"]:
+                found.append(words[i:])
+            elif word == "sglang.launch_server":
+                found.append(words[i:])
+    return found
+
+
+def _model_and_tp(command: list[str]) -> tuple[str, int]:
+    if command[0] == "vllm":
+        model, flag = command[2], "--tensor-parallel-size"
+    else:
+        model, flag = command[command.index("--model-path") + 1], "--tp"
+    tp = int(command[command.index(flag) + 1]) if flag in command else 1
+    return model, tp
+
+
+def test_the_pages_server_commands_split_the_model_as_its_heads_allow():
+    """vLLM and SGLang refuse to start when the tensor-parallel size does not
+    divide the model's attention heads (or fit its key/value heads): the
+    serving page once printed ``--tensor-parallel-size 8`` for SmolLM2-135M,
+    whose 9 heads no 8 GPUs can share (issue 44)."""
+    from conftest import ROOT
+    from rocm_dl_guide.lm import hub
+
+    heads = {hub.SMOLLM2_135M.repo_id: hub.SMOLLM2_135M_HEADS}
+    page = (ROOT / "book" / "language-models" / "serving.md").read_text(encoding="utf-8")
+    commands = _server_commands(page)
+    assert len(commands) == 2  # vLLM's and SGLang's
+    for command in commands:
+        model, tp = _model_and_tp(command)
+        assert model in heads, f"{model}: its heads are not known here; add them to lm.hub"
+        assert tp in hub.tensor_parallel_sizes(*heads[model]), (model, tp)
+    # The check catches the command the page used to print.
+    old = "```bash\nvllm serve HuggingFaceTB/SmolLM2-135M --tensor-parallel-size 8\n```\n"
+    model, tp = _model_and_tp(_server_commands(old)[0])
+    assert tp not in hub.tensor_parallel_sizes(*heads[model])
+
+
+def test_tensor_parallel_sizes_follow_the_heads():
+    from rocm_dl_guide.lm import hub
+
+    assert hub.tensor_parallel_sizes(*hub.SMOLLM2_135M_HEADS) == [1, 3]
+    assert hub.tensor_parallel_sizes(64, 8) == [1, 2, 4, 8]  # e.g. a 70B Llama
+    assert hub.tensor_parallel_sizes(14, 2) == [1, 2]  # on 4 GPUs, 3.5 heads each
+    assert hub.tensor_parallel_sizes(32, 4, most=16) == [1, 2, 4, 8, 16]  # past 4: copies

@@ -88,6 +88,27 @@ SMOLLM2_135M = Snapshot(
 grouped-query attention) trained on 2 trillion tokens by Hugging Face; the
 LoRA page's base model on the ``real`` data source."""
 
+SMOLLM2_135M_HEADS = (9, 3)
+"""SmolLM2-135M's attention heads and key/value heads (``num_attention_heads``
+and ``num_key_value_heads`` in its ``config.json`` at the pinned revision);
+they bound how far a server can split the model (:func:`tensor_parallel_sizes`)."""
+
+
+def tensor_parallel_sizes(heads: int, kv_heads: int, most: int = 8) -> list[int]:
+    """The tensor-parallel sizes, up to ``most`` GPUs, that vLLM accepts for a
+    model with ``heads`` attention heads and ``kv_heads`` key/value heads.
+
+    Each GPU takes a whole number of heads, so the size must divide ``heads``.
+    Up to ``kv_heads`` GPUs split the key/value heads too (the size divides
+    them); past that, every GPU holds a copy of one, so the size must be a
+    multiple of ``kv_heads``."""
+    return [
+        n
+        for n in range(1, most + 1)
+        if heads % n == 0 and (kv_heads % n == 0 if n <= kv_heads else n % kv_heads == 0)
+    ]
+
+
 WIKITEXT_2 = Snapshot(
     name="wikitext-2",
     title="WikiText-2 raw",

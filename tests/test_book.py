@@ -10,6 +10,7 @@
 
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 import yaml
@@ -199,6 +200,9 @@ def test_executable_page_shows_outputs_and_no_errors(build, page):
     assert printed.strip(), f"{page}: no text in its cell outputs"
     for marker in ("Error: ", "Exception: "):
         assert marker not in printed, f"{page}: an output contains {marker!r}"
+    # Paths print from ~ (files.shown): no home folder, no user name (issue 44).
+    home = str(Path.home()) + "/"
+    assert home not in printed, f"{page}: prints a path under {home}"
 
 
 def test_provenance_table_is_built_from_every_pages_record(build):

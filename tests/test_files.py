@@ -134,3 +134,14 @@ def test_staged_directory_swaps_in_or_leaves_the_old_one(tmp_path: Path) -> None
         (staged / "new.txt").write_text("new")
     assert [p.name for p in tmp_path.iterdir()] == ["mnist"]
     assert [p.name for p in root.iterdir()] == ["new.txt"]
+
+
+def test_paths_under_the_home_folder_are_shown_from_tilde(monkeypatch, tmp_path: Path) -> None:
+    """Messages and pages print ``~/.cache/...``, not ``/root/.cache/...`` or a
+    user's name (issue 44); other paths stay as they are."""
+    from rocm_dl_guide.core import files
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home" / "ada"))
+    assert files.shown(tmp_path / "home" / "ada" / ".cache" / "x.pt") == "~/.cache/x.pt"
+    assert files.shown(str(tmp_path / "elsewhere")) == str(tmp_path / "elsewhere")
+    assert files.shown(tmp_path / "home" / "adam") == str(tmp_path / "home" / "adam")

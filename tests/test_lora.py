@@ -333,6 +333,37 @@ def test_qlora_holds_the_base_in_4_bits_and_trains_only_the_adapters(data):
 
 
 @pytest.mark.timeout(TIMEOUT)
+def test_qlora_gradients_are_the_same_after_an_evaluation(data):
+    """bitsandbytes repacks 4-bit weights for CPUs with AVX512-BF16 when a layer
+    runs in eval mode, and from then on uses a kernel without a backward, in
+    training too: the gradient through the frozen layers was lost (PyTorch
+    warned "gemv_4bit: an autograd kernel was not registered"), and the LoRA
+    page trained with it. :func:`qlora.four_bit` turns the repacking off, so a
+    step after an evaluation has the gradients of a step before any."""
+    import warnings
+
+    x = torch.randint(0, data.vocab_size, (2, 16))
+
+    def adapter_grads(evaluate_first: bool) -> dict[str, torch.Tensor]:
+        four = qlora.four_bit(tiny(data, seed=2, size=TINY_4BIT))
+        torch.manual_seed(0)
+        lora.add_lora(four)
+        if evaluate_first:
+            four.eval()
+            with torch.no_grad():
+                four(x)
+            four.train()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*autograd kernel was not registered.*")
+            torch.nn.functional.cross_entropy(four(x), torch.roll(x, -1, 1)).backward()
+        return {n: p.grad for n, p in four.named_parameters() if "lora_B" in n}
+
+    before, after = adapter_grads(False), adapter_grads(True)
+    assert before.keys() == after.keys() and len(before) > 0
+    for name in before:
+        assert torch.allclose(before[name], after[name], atol=1e-6), name
+
+
 def test_qlora_fine_tuning_learns_to_answer(base, tmp_path):
     run = lora.train(SMOKE, epochs=3, base=base, qlora=True, progress=False)
     assert run.qlora and run.summary().startswith("QLoRA on tiny-lm")

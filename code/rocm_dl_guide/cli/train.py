@@ -123,6 +123,7 @@ def _checkpoint_path(args: argparse.Namespace) -> Path:
 
 def _saved_position(args: argparse.Namespace) -> str:
     """What the workers left after torchrun stopped them on a signal: the step in ``last.pt``."""
+    from rocm_dl_guide.core import files
     from rocm_dl_guide.training import checkpoints
 
     path = _checkpoint_path(args)
@@ -138,7 +139,7 @@ def _saved_position(args: argparse.Namespace) -> str:
     )
     return (
         f"stopped by a signal; the workers saved step {ckpt.get('step', 0)} ({inside}) in "
-        f"{path}. Run the same command with --resume to continue from there."
+        f"{files.shown(path)}. Run the same command with --resume to continue from there."
     )
 
 
@@ -158,7 +159,7 @@ def _without_flags(argv: list[str], flags: dict[str, bool]) -> list[str]:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from rocm_dl_guide.core import distributed, runs
+    from rocm_dl_guide.core import distributed, files, runs
 
     study = casestudies.get(args.example)
     why_not = _unsupported(study, args)
@@ -178,7 +179,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if main and "checkpoint_dir" in kwargs and not args.resume:
         ckpt = kwargs["checkpoint_dir"]
         print(
-            f"checkpoints go to {ckpt} (continue an interrupted run with --resume)", file=sys.stderr
+            f"checkpoints go to {files.shown(ckpt)} (continue an interrupted run with --resume)",
+            file=sys.stderr,
         )
     if main:
         print(

@@ -369,6 +369,8 @@ def lock_checkpoint_dir(directory: str | os.PathLike):
     """
     from filelock import FileLock, Timeout
 
+    from rocm_dl_guide.core import files
+
     path = Path(directory) / LOCK_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path))
@@ -376,7 +378,8 @@ def lock_checkpoint_dir(directory: str | os.PathLike):
         lock.acquire(timeout=0)
     except Timeout:
         raise CheckpointInUseError(
-            f"{directory} is in use by another training run (it holds {path}); wait for "
+            f"{files.shown(directory)} is in use by another training run (it holds "
+            f"{files.shown(path)}); wait for "
             "that run to finish, or give this one its own checkpoint folder"
         ) from None
     return lock

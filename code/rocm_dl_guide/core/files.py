@@ -122,6 +122,16 @@ def human_bytes(n: int | None) -> str:
     return f"{n} B"  # pragma: no cover
 
 
+def shown(path: str | os.PathLike) -> str:
+    """``path`` as messages and pages print it: under the home folder as ``~/...``,
+    which reads the same on every reader's machine and names no user."""
+    path = Path(path)
+    try:
+        return str(Path("~") / path.relative_to(Path.home()))
+    except ValueError:  # not under the home folder (or no home): as it is
+        return str(path)
+
+
 def existing_parent(path: str | os.PathLike) -> Path:
     """``path`` itself if it is a directory, else its nearest existing parent directory."""
     path = Path(os.path.abspath(path))

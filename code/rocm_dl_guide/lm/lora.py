@@ -94,7 +94,7 @@ def base_weights(profile: profiles.Profile, path: str | os.PathLike | None = Non
 
     if path is None and profile.pretrained:
         path = hub.fetch(hub.SMOLLM2_135M)
-        print(f"base model: {hub.SMOLLM2_135M.describe()}, {path}", flush=True)
+        print(f"base model: {hub.SMOLLM2_135M.describe()}, {files.shown(path)}", flush=True)
     if path is not None and Path(path).is_dir():
         return Path(path)
     if path is None:
@@ -104,7 +104,7 @@ def base_weights(profile: profiles.Profile, path: str | os.PathLike | None = Non
             if not _pretrained(path):
                 print(f"no pretrained tiny-lm at {path}: pretraining it first", flush=True)
                 pretrain.train(profile, checkpoint_dir=path.parent, samples=False, progress=False)
-        print(f"base model: {path}", flush=True)
+        print(f"base model: {files.shown(path)}", flush=True)
     if not Path(path).is_file():
         raise FileNotFoundError(
             f"no pretrained model at {path}: give the weights `train tiny-lm` saved "

@@ -61,9 +61,16 @@ def four_bit(lm: models.CausalLM) -> models.CausalLM:
     layers (:data:`QLORA`) on ``lm``'s device, prepared with PEFT's
     ``prepare_model_for_kbit_training`` (the rest in float32, weights frozen).
     Gradient checkpointing, which QLoRA uses to fit large models, is left off:
-    this model is small, and it would only slow the steps down."""
+    this model is small, and it would only slow the steps down.
+
+    On a CPU with AVX512-BF16, bitsandbytes repacks a 4-bit layer's weights
+    the first time it runs in eval mode, and from then on multiplies with a
+    kernel that has no backward, in training too: the gradient through the
+    frozen layers would be lost after the first evaluation. The repacking is
+    turned off (evaluation is a little slower)."""
     import tempfile
 
+    import bitsandbytes as bnb
     from peft import prepare_model_for_kbit_training
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
@@ -77,4 +84,7 @@ def four_bit(lm: models.CausalLM) -> models.CausalLM:
         hf = AutoModelForCausalLM.from_pretrained(
             tmp, quantization_config=BitsAndBytesConfig(**config), device_map={"": device}
         )
+    for layer in hf.modules():
+        if isinstance(layer, bnb.nn.Linear4bit):
+            layer.support_avx512bf16_for_cpu = False
     return models.CausalLM(prepare_model_for_kbit_training(hf, use_gradient_checkpointing=False))

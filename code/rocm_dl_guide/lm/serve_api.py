@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocm_dl_guide.core import files
+
 COMPLETIONS, CHAT = "/v1/completions", "/v1/chat/completions"
 SAMPLING = {"model", "max_tokens", "temperature", "top_p", "stream", "stop", "seed"}
 PARAMS = {
@@ -209,12 +211,14 @@ def is_neutral(value: Any, neutral: tuple[Any, ...]) -> bool:
 
 
 def check_model(body: dict[str, Any], served: Served) -> None:
-    """The model, by its short name or folder (or left out), becomes the folder."""
+    """The model, by its short name or folder (or left out), becomes the folder.
+    The folder may be written with ``~`` for the home folder, as messages show it."""
     model = body.get("model", served.folder)
-    if model not in (served.name, served.folder):
+    folder = isinstance(model, str) and os.path.expanduser(model) == served.folder
+    if model != served.name and not folder:
         raise ApiError(
             f"unknown model {json.dumps(model)}: this server serves {json.dumps(served.name)} "
-            f"(also accepted by its folder, {json.dumps(served.folder)})",
+            f"(also accepted by its folder, {json.dumps(files.shown(served.folder))})",
             param="model",
             code="model_not_found",
         )

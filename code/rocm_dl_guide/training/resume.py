@@ -76,10 +76,10 @@ def restore_checkpoint(state: LoopState) -> StartingPoint:
     resume = opts.resume or distributed.restart_count() > 0  # torchrun restarted the group
     if not resume:
         if path.exists():
-            say(f"starting from scratch; {path} will be overwritten (resume=False)")
+            say(f"starting from scratch; {files.shown(path)} will be overwritten (resume=False)")
         return StartingPoint(checkpoint=path, lock=lock)
     if not path.exists():
-        say(f"no checkpoint at {path}: starting from scratch")
+        say(f"no checkpoint at {files.shown(path)}: starting from scratch")
         return StartingPoint(checkpoint=path, lock=lock)
     ckpt = checkpoints.read_checkpoint(path)
     try:

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from rocm_dl_guide.core import distributed, preemption, runs
+from rocm_dl_guide.core import distributed, files, preemption, runs
 from rocm_dl_guide.training import checkpoints, sharded
 from rocm_dl_guide.training.metrics import EpochMetrics, Tally
 from rocm_dl_guide.training.resume import (
@@ -554,13 +554,13 @@ def _train_epochs(
     position = start.position
     if position is not None:  # its RNG states are restored once the loader is positioned
         say(
-            f"resuming from {start.checkpoint}: step {start.step}, inside epoch "
+            f"resuming from {files.shown(start.checkpoint)}: step {start.step}, inside epoch "
             f"{position.epoch} after {position.batches} batches ({start.epoch} of {epochs} "
             "epochs done)"
         )
     elif start.rng is not None:
         checkpoints.set_rng_state(start.rng, train_loader)
-        say(f"resuming from {start.checkpoint}: epoch {start.epoch} of {epochs} done")
+        say(f"resuming from {files.shown(start.checkpoint)}: epoch {start.epoch} of {epochs} done")
     history = list(start.history)
     for epoch in range(start.epoch + 1, epochs + 1):
         metrics = _run_epoch(

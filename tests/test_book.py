@@ -218,6 +218,10 @@ def test_provenance_table_is_built_from_every_pages_record(build):
         assert row["device"].startswith(("CPU", "GPU")), row
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", row["executed"]), row
         assert row["seconds"] and row["this build"] in ("executed", "from cache"), row
+    # "This build" agrees with the page-time report (both from the execution cache).
+    times = json.loads((HTML.parent / "page-times.json").read_text(encoding="utf-8"))
+    this_build = {r["page"]: r["this_build"] for r in times["pages"]}
+    assert {r["docname"]: r["this build"] for r in rows} == this_build
     home = parse("book/index")
     assert any("guide-provenance" in c for c in home.classes)
     text = " ".join(home.text)

@@ -302,6 +302,7 @@ def test_provenance_record_reaches_the_table_as_data(tmp_path):
         {"book/training/page": info},
         {"book/training/page": {"runtime": 12.345, "method": "cache"}},
         {"book/training/page": "A page"},
+        set(),
     )
     assert rows == [
         {
@@ -314,6 +315,15 @@ def test_provenance_record_reaches_the_table_as_data(tmp_path):
             "this build": "from cache",
         }
     ]
+    # A page this build executed says so, though MyST-NB's method says "cache".
+    again = provenance_table.rows_from(
+        order,
+        {"book/training/page": info},
+        {"book/training/page": {"runtime": 12.345, "method": "cache"}},
+        {"book/training/page": "A page"},
+        {"book/training/page"},
+    )
+    assert again[0]["this build"] == "executed"
     builder = type("Builder", (), {"get_relative_uri": lambda self, a, b: b + ".html"})()
     table = provenance_table._table(type("App", (), {"builder": builder})(), "book/index", rows)
     cells = [entry.astext() for entry in table.findall(nodes.entry)]

@@ -96,6 +96,12 @@ def _on_config_inited(app, config) -> None:
     _clock["started"] = datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+def build_started() -> datetime:
+    """When this build started (naive UTC, as jupyter-cache records its times):
+    a page whose cache record is newer was executed by this build."""
+    return _clock.get("started", datetime.min)
+
+
 def _on_env_before_read(app, env, docnames) -> None:
     _clock["start"] = time.monotonic()
 
@@ -113,7 +119,7 @@ def _on_build_finished(app, exception) -> None:
     rows = page_rows(
         pages,
         cache_records(parallel.cache_path(app)),
-        _clock.get("started", datetime.min),
+        build_started(),
         list(app.config.guide_timed_pages),
     )
     report = {

@@ -24,7 +24,7 @@ from docutils import nodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from . import envdata
+from . import envdata, page_times, parallel
 
 PROVENANCE_KEY = "guide-provenance"
 """The glue key of a page's provenance record (``rocm_dl_guide.core.provenance.GLUE_KEY``)."""
@@ -174,11 +174,15 @@ def rows_from(
     provenance: dict[str, dict[str, Any]],
     exec_data: dict[str, dict[str, Any]],
     titles: dict[str, str],
+    executed: set[str],
 ) -> list[dict[str, str]]:
     """The table's rows, in ``order``, for the pages with a provenance record.
 
     ``provenance``: docname -> :func:`provenance_from_record`'s fields;
-    ``exec_data``: docname -> MyST-NB's execution data (``runtime``, ``method``).
+    ``exec_data``: docname -> MyST-NB's execution data (``runtime``);
+    ``executed``: the pages this build executed (the others came from the
+    cache). MyST-NB's own ``method`` cannot tell: in cache mode it executes a
+    page into the cache and reads it from there, so it says "cache" for all.
     """
     rows = []
     for docname in order:
@@ -187,7 +191,6 @@ def rows_from(
             continue
         data = exec_data.get(docname) or {}
         runtime = data.get("runtime")
-        method = data.get("method", "")
         rows.append(
             {
                 "docname": docname,
@@ -196,7 +199,7 @@ def rows_from(
                 "device": info["device"],
                 "executed": info["when"],
                 "seconds": f"{runtime:.1f}" if isinstance(runtime, (int, float)) else "",
-                "this build": {"cache": "from cache", "inline": "executed"}.get(method, method),
+                "this build": "executed" if docname in executed else "from cache",
             }
         )
     return rows
@@ -206,11 +209,19 @@ def provenance_rows(app) -> list[dict[str, str]]:
     env = app.env
     order = _toc_order(env, app.config.root_doc)
     provenance = getattr(env, ATTR, {})
+    records = page_times.cache_records(parallel.cache_path(app))
+    started = page_times.build_started()
+    executed = {
+        doc
+        for doc in provenance
+        if str(env.doc2path(doc)) in records and records[str(env.doc2path(doc))][0] >= started
+    }
     return rows_from(
         order,
         provenance,
         {doc: _exec_data(env, doc) for doc in order if doc in provenance},
         {doc: env.titles[doc].astext() for doc in order if doc in env.titles},
+        executed,
     )
 
 

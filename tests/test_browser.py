@@ -152,6 +152,78 @@ def test_page_loads_cleanly_in_chromium(site, browser, page):
         visit.close()
 
 
+READER_JS = r"""() => {
+  const col = document.querySelector('main article') || document.querySelector('main');
+  const width = col.clientWidth;
+  const outputs = Array.from(col.querySelectorAll('div.cell_output')).map(o => o.innerText);
+  const unscrolled = [];
+  for (const el of col.querySelectorAll('table, pre, .cell_output .output, img')) {
+    if (el.getBoundingClientRect().width === 0 || el.scrollWidth <= width + 2) continue;
+    let box = el, scrolls = null;
+    while (box && box !== col) {
+      const s = getComputedStyle(box);
+      if (['auto', 'scroll'].includes(s.overflowX) && box.clientWidth <= width + 2) {
+        scrolls = box; break;
+      }
+      box = box.parentElement;
+    }
+    const cue = scrolls && getComputedStyle(scrolls).backgroundImage.includes('gradient');
+    if (!scrolls || (el.tagName === 'TABLE' && !cue)) {
+      unscrolled.push(`${el.tagName}.${el.className} ${el.scrollWidth}px > ${width}px` +
+                      (scrolls ? ' (scrolls without a cue)' : ''));
+    }
+  }
+  const unfigured = Array.from(col.querySelectorAll('img'))
+    .filter(i => !i.src.includes('logo_binder'))
+    .filter(i => { const f = i.closest('figure');
+                   return !(f && f.querySelector('figcaption .caption-number')); })
+    .map(i => i.src.split('/').pop());
+  return {outputs, unscrolled, unfigured, text: col.innerText};
+}"""
+"""What a reader sees of a page: its cell outputs' text, the elements wider
+than the content column that do not scroll inside it (or, for a table, scroll
+with no shadow to say so), the images outside a numbered, captioned figure,
+and the article's visible text."""
+
+OUTPUT_NOISE = {
+    "a log line": r"(?m)^\s*(\[?[WEIF]\d{4} \d\d:\d\d|(DEBUG|INFO|WARNING|ERROR)[:\s])",
+    "a warning": r"\b\w*Warning: ",
+    "a traceback": r"Traceback \(most recent call last\)",
+    "NaN": r"\bNaN\b",
+}
+"""What no output block may hold (issue 44), besides a path in the home folder."""
+
+
+@pytest.mark.parametrize("page", toc_files())
+def test_page_reads_like_a_guide(site, browser, page):
+    """A reader's view of every page: no raw TeX, no visible ``glue(...)`` call,
+    no log line, warning, traceback, home path or NaN in an output, nothing
+    wider than the column unless it scrolls inside it (a table with a shadow
+    at the edge), and every image in a numbered figure with a caption."""
+    import re
+
+    visit = Visit(browser, f"{site}/{page}.html")
+    try:
+        seen = visit.page.evaluate(READER_JS)
+        problems = []
+        if page not in MATH_PAGES:  # the math pages are test_math_renders'
+            problems += [f"raw TeX {d!r}" for d in ("\\(", "\\[", "$$") if d in seen["text"]]
+        if "glue(" in seen["text"]:
+            problems.append("a glue(...) call is visible")
+        home = str(Path.home()) + "/"
+        for i, text in enumerate(seen["outputs"]):
+            for what, pattern in OUTPUT_NOISE.items():
+                if found := re.search(pattern, text):
+                    problems.append(f"output {i + 1} holds {what}: {found.group(0)!r}")
+            if home in text:
+                problems.append(f"output {i + 1} holds a path in {home}")
+        problems += [f"wider than the column: {w}" for w in seen["unscrolled"]]
+        problems += [f"not a numbered figure: {img}" for img in seen["unfigured"]]
+        assert not problems, f"{page}:\n" + "\n".join(problems)
+    finally:
+        visit.close()
+
+
 @pytest.mark.parametrize("page", MATH_PAGES)
 def test_math_renders(site, browser, page):
     """Every math element of the page is typeset by MathJax, and no raw TeX

@@ -121,6 +121,17 @@ def loss_on(loss_fn: Callable | None, device: torch.device) -> Callable:
     return loss_fn
 
 
+def data_parallel(model: nn.Module, ctx: distributed.Context, device: torch.device) -> nn.Module:
+    """``model`` wrapped in ``DistributedDataParallel``: each rank keeps a whole
+    replica, and ``backward()`` averages the gradients over the ranks (an
+    all-reduce, overlapped with the backward pass), so every rank's optimizer
+    takes the same step."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [ctx.local_rank] if device.type == "cuda" else None  # one GPU per process
+    return DistributedDataParallel(model, device_ids=ids)
+
+
 def setup_loop(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -159,10 +170,7 @@ def setup_loop(
             )
         sharded.shard(model, optimizer)
     elif ctx.distributed:
-        from torch.nn.parallel import DistributedDataParallel
-
-        ids = [ctx.local_rank] if device.type == "cuda" else None
-        trained = DistributedDataParallel(model, device_ids=ids)
+        trained = data_parallel(model, ctx, device)
     return LoopState(
         model=trained,
         optimizer=optimizer,

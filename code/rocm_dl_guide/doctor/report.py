@@ -353,7 +353,7 @@ def _verdict(sysrep: SystemReport, checks: list[Check]) -> str:
     elif amd_gpus:
         text = (
             f"An AMD GPU is present ({amd_gpus[0].marketing_name or amd_gpus[0].gfx}) but "
-            "PyTorch cannot use it; fix the items marked [FAIL]/[warn] below, then run "
+            "PyTorch cannot use it; fix the checks marked [FAIL]/[warn] above, then run "
             "doctor again."
         )
     else:
@@ -463,6 +463,7 @@ class DoctorReport:
                             initial_indent=first or " " * len(head),
                             subsequent_indent=" " * len(head),
                             break_on_hyphens=False,
+                            break_long_words=False,  # a URL stays whole, to copy
                         )
                     )
         findings = self.log_findings

@@ -210,6 +210,18 @@ def test_fingerprint_changes_only_with_what_the_page_uses(tree):
     assert inputs.fingerprint(page, tree, pkg) != changed
 
 
+def test_fingerprint_changes_with_the_profile_and_the_data_source(tree):
+    """A build on real data (the published site) or under another profile must
+    not reuse outputs computed on fixtures: the settings are in the fingerprint."""
+    pkg = tree / "code" / "rocm_dl_guide"
+    page = "```{code-cell} ipython3\nfrom rocm_dl_guide.doctor import compat\n```\n"
+    default = inputs.fingerprint(page, tree, pkg, environ={})
+    real = inputs.fingerprint(page, tree, pkg, environ={"ROCM_DL_GUIDE_DATA_SOURCE": "real"})
+    gpu = inputs.fingerprint(page, tree, pkg, environ={"ROCM_DL_GUIDE_PROFILE": "gpu"})
+    assert len({default, real, gpu}) == 3
+    assert inputs.fingerprint(page, tree, pkg, environ={"HOME": "/elsewhere"}) == default
+
+
 def test_inject_marks_the_first_code_cell_only():
     cell = "```{code-cell} ipython3\n"
     text = f"# T\n\n{cell}:tags: [x]\nprint(1)\n```\n\n{cell}print(2)\n```\n"

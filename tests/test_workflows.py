@@ -358,6 +358,12 @@ def test_cpu_job(jobs: dict) -> None:
     assert pages["with"]["path"].rstrip("/") == "_build/html"
     # Built HTML reaches Pages only from main.
     assert "refs/heads/main" in pages.get("if", ""), pages
+    # What is published was built on real data (issue 44), just before the upload.
+    steps = job["steps"]
+    real = [s for s in steps if s.get("env", {}).get("ROCM_DL_GUIDE_DATA_SOURCE") == "real"]
+    assert len(real) == 1 and real[0]["run"].strip() == "make book", real
+    assert real[0].get("if") == pages.get("if"), (real[0].get("if"), pages.get("if"))
+    assert steps.index(real[0]) == steps.index(pages) - 1
 
 
 def test_deploy_job(jobs: dict) -> None:

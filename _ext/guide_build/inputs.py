@@ -5,8 +5,9 @@ does not notice that a page's output depends on the ``rocm_dl_guide`` modules
 it imports or on the pinned requirements. For every executable page this
 computes a fingerprint of those inputs (the modules the page imports, followed
 through the package's own imports and subpackages by :mod:`guide_build.imports`,
-the package's data files, ``requirements.txt`` and ``pyproject.toml``) and
-stores it as metadata of the page's first code cell, which the cache hashes.
+the package's data files, ``requirements.txt`` and ``pyproject.toml``, and
+the run's profile and data source) and stores it as metadata of the page's
+first code cell, which the cache hashes.
 Editing a module thus re-executes exactly the pages that import it, directly or
 not; an unchanged rebuild executes nothing. The same fingerprint marks the page
 outdated for Sphinx, which otherwise re-reads only pages whose own file changed.
@@ -15,6 +16,8 @@ outdated for Sphinx, which otherwise re-reads only pages whose own file changed.
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from sphinx.util import logging
@@ -38,9 +41,21 @@ def _data_files(package_dir: Path) -> list[Path]:
     )
 
 
-def fingerprint(text: str, root: Path, package_dir: Path) -> str:
-    """A short hash of everything outside the page that its outputs depend on."""
+RUN_SETTINGS = ("ROCM_DL_GUIDE_PROFILE", "ROCM_DL_GUIDE_DATA_SOURCE")
+"""The environment variables that choose what a page computes (sizes, real data
+or fixtures): a build under other values executes the pages again instead of
+reusing outputs computed for other settings."""
+
+
+def fingerprint(
+    text: str, root: Path, package_dir: Path, environ: Mapping[str, str] | None = None
+) -> str:
+    """A short hash of everything outside the page that its outputs depend on:
+    the code it imports, the package's data, the pins and :data:`RUN_SETTINGS`."""
+    environ = os.environ if environ is None else environ
     digest = hashlib.sha256()
+    for var in RUN_SETTINGS:
+        digest.update(f"{var}={environ.get(var, '').strip()}\0".encode())
     files = dependencies(text, package_dir) + _data_files(package_dir)
     files += [p for p in (root / "requirements.txt", root / "pyproject.toml") if p.is_file()]
     for path in files:

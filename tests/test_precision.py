@@ -512,3 +512,11 @@ def test_the_fastest_int8_config_wins_unless_it_agrees_less():
     assert "C10" in result.summary() and list(result.frame()["config"])[1:] == ["C40", "C20", "C10"]
     with pytest.raises(KeyError):
         result.best_int8(8)
+
+
+def test_the_pages_say_what_agreement_on_fixtures_can_show():
+    from rocm_dl_guide.optimization import agreement
+
+    fixtures = agreement.what_agreement_shows(SMOKE, 0.998)
+    assert SMOKE.data_source == "fixtures" and "99.8%" in fixtures and "real" in fixtures
+    assert agreement.what_agreement_shows(replace(SMOKE, data_source="real"), 0.6) == ""

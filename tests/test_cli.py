@@ -183,3 +183,46 @@ def test_command_error_is_printed_as_one_line(capsys):
     assert raised.value.code == 2 and raised.value.command == "export"
     assert common.fail("x", ValueError("two\n  lines"), 3) == 3
     assert capsys.readouterr().err == "x: two lines\n"
+
+
+def _book_commands() -> list[tuple[str, list[str]]]:
+    """(page, arguments) of every ``python -m rocm_dl_guide ...`` (also under
+    torchrun or srun) in the bash blocks of the book's pages and the README:
+    lines joined at a backslash, cut at a comment, a pipe or a redirection,
+    shell variables replaced by a placeholder."""
+    import re
+    import shlex
+
+    from conftest import ROOT
+
+    found = []
+    for page in [*sorted((ROOT / "book").rglob("*.md")), ROOT / "README.md"]:
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"```(?:bash|console|shell)\n(.*?)```", text, flags=re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.split(" #")[0].lstrip("$ ")
+                if "-m rocm_dl_guide" not in line:
+                    continue
+                line = re.sub(r'"?\$\{?\w+\}?([^"\s]*)"?', r"PLACEHOLDER\1", line)
+                words = shlex.split(line.split("|")[0].split(">")[0].split("&&")[-1])
+                args = words[words.index("rocm_dl_guide") + 1 :]
+                found.append((page.relative_to(ROOT).as_posix(), args))
+    return found
+
+
+def test_every_command_the_book_prints_parses(capsys):
+    """Commands work as printed (issue 44): each ``python -m rocm_dl_guide ...``
+    of the book and the README is one the package's parser accepts, so a
+    renamed flag or command fails here, not in a reader's terminal."""
+    parser = cli.build_parser()
+    commands = _book_commands()
+    assert len(commands) > 30 and any(a[:1] == ["serve"] for _, a in commands)
+    refused = []
+    for page, args in commands:
+        if args in (["--help"], ["-h"]) or "--help" in args:
+            continue
+        try:
+            parser.parse_args(args)
+        except SystemExit:
+            refused.append(f"{page}: python -m rocm_dl_guide {' '.join(args)}")
+    assert not refused, "\n".join(refused)

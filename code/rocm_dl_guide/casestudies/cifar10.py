@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rocm_dl_guide.core import datasets, loaders, profiles
+from rocm_dl_guide.core import datasets, files, loaders, profiles
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -196,17 +196,24 @@ class ClassAccuracy:
         import matplotlib.pyplot as plt
 
         frame = self.frame
-        fig, ax = plt.subplots(figsize=(6.5, 0.32 * len(frame) + 1.2))
+        fig, ax = plt.subplots(figsize=(6.5, 0.32 * len(frame) + 1.6), layout="constrained")
         ax.barh(frame["class"], 100 * frame["accuracy"], color="#4c72b0")
         chance = 100 / len(frame)
-        ax.axvline(chance, color="grey", linestyle="--", linewidth=1)
-        ax.text(chance, len(frame) - 0.4, " chance", color="grey", fontsize=8, va="bottom")
-        ax.axvline(100 * self.overall, color="#c44e52", linewidth=1)
+        ax.axvline(
+            chance, color="grey", linestyle="--", linewidth=1, label=f"chance ({chance:.0f}%)"
+        )
+        ax.axvline(
+            100 * self.overall,
+            color="#c44e52",
+            linewidth=1,
+            label=f"all classes ({100 * self.overall:.1f}%)",
+        )
         ax.set_xlim(0, 100)
         ax.invert_yaxis()
         ax.set_xlabel("test accuracy (%)")
         ax.set_title(title or "Accuracy per class")
-        fig.tight_layout()
+        # The lines' legend goes below the axes, where no bar can hide it.
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
         return fig
 
 
@@ -241,7 +248,7 @@ class CifarRun:
     """Where the trained weights were saved (``checkpoint_dir/cifar_net.pt``), if anywhere."""
 
     def summary(self) -> str:
-        saved = f"; weights saved to {self.weights}" if self.weights else ""
+        saved = f"; weights saved to {files.shown(self.weights)}" if self.weights else ""
         return (
             f"CIFAR-10 CNN: test accuracy {100 * self.test_accuracy:.1f}% (chance 10%) after "
             f"{self.epochs} epoch(s) on {self.device}; profile {self.profile}; "

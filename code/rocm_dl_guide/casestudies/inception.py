@@ -30,7 +30,7 @@ from rocm_dl_guide.casestudies.tiny_imagenet import (
     TinyImageNet,
     tiny_imagenet_loaders,
 )
-from rocm_dl_guide.core import profiles
+from rocm_dl_guide.core import files, profiles
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -103,7 +103,7 @@ class InceptionRun:
             if last and last.val_loss is not None
             else "no epochs run"
         )
-        saved = f"; weights saved to {self.weights}" if self.weights else ""
+        saved = f"; weights saved to {files.shown(self.weights)}" if self.weights else ""
         return (
             f"Inception v3 on tiny-imagenet-200 ({len(self.data.classes)} classes, "
             f"{self.data.image_size}px): {val} after {self.epochs} epoch(s) on {self.device}; "

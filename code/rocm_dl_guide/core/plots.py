@@ -120,7 +120,10 @@ def plot_history(
             h2, l2 = ax_acc.get_legend_handles_labels()
             handles, labels = handles + h2, labels + l2
         if handles:
-            ax_loss.legend(handles, labels, loc="best")
+            # Below the axes: the falling loss and the rising accuracy cross, so
+            # a legend inside would cover one of them.
+            below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2), "frameon": False}
+            ax_loss.legend(handles, labels, ncol=len(handles), **below)
         if title:
             ax_loss.set_title(title)
     return fig

@@ -3,8 +3,9 @@ installed by ``make browser``) driven by Playwright.
 
 For every page in the table of contents: it loads without console errors,
 failed requests or uncaught exceptions; every image loads; executed pages
-show their cell outputs. The search page finds a term. Screenshots of the
-home page and of one case study are written to ``_build/screenshots/``.
+show their cell outputs; every page reads like a guide (test_page_reads_like_a_guide).
+The search page finds a term. Screenshots of the home page, one case study and
+the three longest pages are written to ``_build/screenshots/`` for review.
 """
 
 from __future__ import annotations
@@ -252,7 +253,7 @@ def test_figures_are_drawn(site, browser):
     visit = Visit(browser, f"{site}/{CASE_STUDY}.html")
     try:
         sizes = visit.page.evaluate(
-            "() => Array.from(document.querySelectorAll('div.cell_output img'))"
+            "() => Array.from(document.querySelectorAll('figure img'))"
             ".map(i => [i.naturalWidth, i.naturalHeight])"
         )
         assert len(sizes) >= 3 and all(w > 200 and h > 100 for w, h in sizes), sizes
@@ -288,7 +289,18 @@ def test_home_page_provenance_table(site, browser):
         visit.close()
 
 
-@pytest.mark.parametrize("name,page", [("home", "index"), ("case-study", CASE_STUDY)])
+def longest_pages(n: int = 3) -> list[str]:
+    """The ``n`` pages with the most text in their source: the ones a reviewer
+    should see whole (issue 44 keeps their screenshots as artefacts)."""
+    return sorted(toc_files(), key=lambda p: -(ROOT / f"{p}.md").stat().st_size)[:n]
+
+
+SCREENSHOT_PAGES = [("home", "index"), ("case-study", CASE_STUDY)] + [
+    (p.rsplit("/", 1)[-1], p) for p in longest_pages() if p != CASE_STUDY
+]
+
+
+@pytest.mark.parametrize("name,page", SCREENSHOT_PAGES)
 def test_screenshot(site, browser, name, page):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     visit = Visit(browser, f"{site}/{page}.html")

@@ -58,8 +58,30 @@ def test_every_tool_missing(tmp_path, no_rocm):
     # The plain-text report says the same in words.
     text = run_doctor("--python", bare, **no_rocm)
     assert text.returncode == 0 and "Traceback" not in text.stderr
-    assert "GPUs:\n  none found" in text.stdout
+    assert "GPUs: none found" in text.stdout
     assert "Verdict: No usable GPU found" in text.stdout
+
+
+def test_the_text_report_puts_the_verdict_and_the_problems_first():
+    """One screen, what matters first (issue 46 item 8): the verdict right under
+    the title, failing checks before warnings, information and passes, and
+    sources as numbered references listed once at the end, whole."""
+    from rocm_dl_guide.doctor import report as doctor_report
+    from rocm_dl_guide.doctor.rules import Check
+
+    url = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html"
+    checks = [
+        Check("NUMA balancing", doctor_report.OK, "off", sources=(url,)),
+        Check("Device access", doctor_report.FAIL, "no /dev/kfd", sources=(url,), fix="pass it"),
+        Check("PyTorch", doctor_report.INFO, "PyTorch 2.14.1"),
+        Check("Groups", doctor_report.WARN, "not in render"),
+    ]
+    lines, sources = doctor_report._checks_text(checks, 100)
+    assert [line.split()[0] for line in lines if line.lstrip().startswith("[")] == [
+        "[FAIL]", "[warn]", "[info]", "[ok]",
+    ]  # fmt: skip
+    assert lines[0] == "  [FAIL] Device access: no /dev/kfd [1]" and "fix: pass it" in lines[1]
+    assert sources == [url] and lines[-1].endswith("off [1]")  # cited once, numbered once
 
 
 def test_missing_interpreter_is_reported(tmp_path, no_rocm):

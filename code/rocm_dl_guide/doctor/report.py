@@ -432,40 +432,30 @@ class DoctorReport:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)
 
-    def to_text(self, wrap: int = 88) -> str:
-        """The report as text, wrapped at ``wrap`` columns."""
+    def to_text(self, wrap: int = 100) -> str:
+        """The report as text for one screen, wrapped at ``wrap`` columns: the
+        verdict first, then the GPUs, the checks with the problems first (each
+        with its fix on the next line), the log and SMI sections when given,
+        and the sources the checks cite, numbered, each on a line of its own so
+        that no URL is broken. ``--json`` keeps every detail."""
         s = self.system
-        lines = [f"ROCm Deep Learning Guide doctor (rocm_dl_guide {__version__})", ""]
-        lines.append("GPUs:")
+        lines = [f"ROCm Deep Learning Guide doctor (rocm_dl_guide {__version__})"]
+        lines.append(textwrap.fill("Verdict: " + self.verdict, width=wrap, subsequent_indent="  "))
         gpus = s.gpus()
         if not gpus:
             pci = [f"{g['vendor']} {g['device_id']} at {g['address']}" for g in s.pci_gpus]
-            lines.append(
-                "  none found" + (f" by ROCm; PCI display devices: {', '.join(pci)}" if pci else "")
-            )
+            where = f" by ROCm; PCI display devices: {', '.join(pci)}" if pci else ""
+            lines += ["", _wrap(f"GPUs: none found{where}", wrap)]
+        else:
+            lines += ["", "GPUs:"]
         for g in gpus:
             cu = f", {g['compute_units']} compute units" if g.get("compute_units") else ""
             lines.append(
                 f"  {g.get('marketing_name') or 'unnamed GPU'} "
                 f"({g.get('gfx') or 'gfx unknown'}{cu})  [from {g['source']}]"
             )
-        lines += ["", "Checks:"]
-        width = max(len(c.name) for c in self.checks)
-        for c in self.checks:
-            src = f" (source: {', '.join(c.sources)})" if c.sources else ""
-            head = f"  {_MARK.get(c.status, c.status)} {c.name:<{width}}  "
-            for text, first in ((c.message + src, head), (f"fix: {c.fix}" if c.fix else "", "")):
-                if text:
-                    lines.append(
-                        textwrap.fill(
-                            text,
-                            width=max(wrap, len(head) + 30),
-                            initial_indent=first or " " * len(head),
-                            subsequent_indent=" " * len(head),
-                            break_on_hyphens=False,
-                            break_long_words=False,  # a URL stays whole, to copy
-                        )
-                    )
+        checks, sources = _checks_text(self.checks, wrap)
+        lines += ["", "Checks, problems first:", *checks]
         findings = self.log_findings
         if findings is not None:
             here = {c.id: f"[{c.status}] {c.message}" for c in self.checks}
@@ -477,9 +467,45 @@ class DoctorReport:
                 parts, given["source"], _rocminfo_gpus(self.system), given.get("error")
             )
             lines += ["", *(_wrap(line, wrap) for line in section.splitlines())]
-        lines.append("")
-        lines.append(textwrap.fill("Verdict: " + self.verdict, width=wrap, subsequent_indent="  "))
+        if sources:
+            lines += ["", "Sources:", *(f"  [{i}] {src}" for i, src in enumerate(sources, 1))]
         return "\n".join(lines)
+
+
+_ORDER = {FAIL: 0, WARN: 1, UNKNOWN: 2, INFO: 3, OK: 4}
+"""The order of the checks in the text report: what needs doing first."""
+
+
+def _checks_text(checks: list[Check], wrap: int) -> tuple[list[str], list[str]]:
+    """The checks' lines, problems first (the order within a status kept), and
+    the sources they cite, numbered in the order of their first citation."""
+    sources: list[str] = []
+
+    def cite(source: str) -> str:
+        if source not in sources:
+            sources.append(source)
+        return f"[{sources.index(source) + 1}]"
+
+    indent = " " * 9  # under the message, past "  [info] "
+    lines = []
+    for c in sorted(checks, key=lambda c: _ORDER.get(c.status, len(_ORDER))):
+        cites = "".join(cite(src) for src in c.sources)
+        text = f"{_MARK.get(c.status, c.status)} {c.name}: {c.message}" + (
+            f" {cites}" if cites else ""
+        )
+        for line, first in ((text, "  "), (f"fix: {c.fix}" if c.fix else "", indent)):
+            if line:
+                lines.append(
+                    textwrap.fill(
+                        line,
+                        width=wrap,
+                        initial_indent=first,
+                        subsequent_indent=indent,
+                        break_on_hyphens=False,
+                        break_long_words=False,  # a command or path stays whole, to copy
+                    )
+                )
+    return lines, sources
 
 
 def check_system(sysrep: SystemReport) -> DoctorReport:

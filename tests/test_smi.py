@@ -359,7 +359,7 @@ def test_the_smi_text_round_trips_through_a_snapshot(tmp_path):
     sysrep = snapshot.from_dict(data, "case.json")
     path = snapshot.write(tmp_path / "s.json", sysrep)
     saved = json.loads(path.read_text())
-    assert saved["format_version"] == snapshot.FORMAT_VERSION == 3 and saved["smi"] == data["smi"]
+    assert saved["format_version"] == snapshot.FORMAT_VERSION == 4 and saved["smi"] == data["smi"]
     rep = doctor.from_snapshot(path)
     part = [c for c in rep.checks if c.id == "partitions"][0]
     assert part.status == doctor.WARN and "rocminfo lists 2 GPU agent(s)" in part.message
@@ -370,12 +370,13 @@ def test_the_smi_text_round_trips_through_a_snapshot(tmp_path):
         doctor.from_snapshot(path)
 
 
-def test_version_2_snapshots_migrate_to_3_with_no_smi(tmp_path):
+def test_version_2_snapshots_migrate_with_no_smi(tmp_path):
     data = snapshot.compose("radeon")
     del data["smi"]
     data["format_version"] = 2
+    assert snapshot.MIGRATIONS[2](data)["format_version"] == 3
     migrated = snapshot.migrate(data)
-    assert migrated["format_version"] == 3 and migrated["smi"] is None
+    assert migrated["format_version"] == snapshot.FORMAT_VERSION and migrated["smi"] is None
     assert "smi" not in data  # the input is left as it was
     path = tmp_path / "v2.json"
     path.write_text(json.dumps(data))

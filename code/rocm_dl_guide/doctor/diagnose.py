@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import compat_data, workload
+from . import compat_data, smi, workload
 from .gpu_targets import (
     arch_checks,
     arch_list,
@@ -34,36 +34,58 @@ if TYPE_CHECKING:  # pragma: no cover
     from .system import SystemReport
 
 
-def _amd_gpu_evidence(sysrep: SystemReport) -> str | None:
+def amd_gpu_evidence(sysrep: SystemReport) -> str | None:
     """Why we believe an AMD GPU is here (rocminfo, the PCI bus, /dev/kfd), or None."""
     if sysrep.rocminfo.gpus:
         return f"rocminfo lists {len(sysrep.rocminfo.gpus)} GPU(s)"
     amd = [g for g in sysrep.pci_gpus if g.get("vendor") == "AMD"]
     if amd:
         return f"the PCI bus shows an AMD display device ({amd[0]['device_id']})"
+    if sysrep.smi and sysrep.smi.get("text"):
+        listed = smi.read(sysrep.smi["text"]).devices
+        if listed:
+            return f"the smi output lists {len(listed)} GPU device(s)"
     kfd = sysrep.host.kfd if sysrep.host else None
     if kfd is not None and kfd.exists:
         return "/dev/kfd exists"
+    error = sysrep.rocminfo.error or ""
+    if "/dev/kfd" in error and ("ermission" in error or "not permitted" in error):
+        return "rocminfo was refused /dev/kfd"
     return None
 
 
 # --------------------------------------------------------------------------- 4: permissions
 
 
+def groups_text(host) -> str:
+    """This process's groups as the report says them: the names, "no group", or
+    that they were not collected (never "none" for an unknown)."""
+    if host is None or host.groups is None:
+        return "groups were not collected"
+    return "groups: " + (", ".join(host.groups) or "no group")
+
+
 def _access_fix(sysrep: SystemReport, node) -> str:
     """What to do about ``node`` refusing this user, from every place the groups show:
-    this process's groups, the account's groups now, and rocminfo's own line."""
-    group = node.group or "render"
+    this process's groups, the account's groups now, and rocminfo's own line. No
+    ``usermod`` where the user is in the group already or nothing says whether it is."""
     host = sysrep.host
     member = sysrep.rocminfo.group_membership
-    in_session = bool(host and group in host.groups) or (member == (group, True))
+    group = node.group or (member[0] if member else None)
+    if group is None:
+        return (
+            f"find the group that owns {node.path} (ls -l {node.path}) and check whether this "
+            "user is in it (id -nG); its owner was not collected"
+        )
+    in_session = bool(host and host.groups and group in host.groups) or member == (group, True)
     if in_session:
+        mode = f" (mode {node.mode})" if node.mode else ""
         where = (
             "the container's device list or cgroup: start it with --device=/dev/kfd "
             "--device=/dev/dri (or --privileged), and check that the group's id inside matches "
             "the host's"
             if host and host.container
-            else f"the device's permissions (mode {node.mode}): check the udev rule for it"
+            else f"the device's permissions{mode}: check the udev rule for it"
         )
         return f"this user is in {group} already (adding it again changes nothing); look at {where}"
     if host and host.account_groups is not None and group in host.account_groups:
@@ -77,10 +99,53 @@ def _access_fix(sysrep: SystemReport, node) -> str:
             f"by number if the image lacks it: --group-add $(getent group {group} | cut -d: -f3)) "
             "and --group-add video"
         )
+    if (host is None or host.groups is None) and member is None:
+        return (
+            f"this user's groups were not collected: run id -nG; without {group} there, add "
+            f"the account to it, and with it, log out and in (a group applies at login)"
+        )
     return (
         "sudo usermod -a -G render,video $LOGNAME, then log out and in again "
         "(groups apply at login)"
     )
+
+
+def _no_kfd_check(sysrep: SystemReport, where: str) -> Check:
+    """``/dev/kfd`` absent (it was looked for, and is not there)."""
+    name, cid = "Device access", "device-access"
+    host = sysrep.host
+    sources = cite("groups", "docker", "docker-render-gid", "docker-group-add-render")
+    evidence = amd_gpu_evidence(sysrep)
+    if host.container:
+        fix = (
+            "docker run --device=/dev/kfd --device=/dev/dri --group-add video "
+            "--group-add render ..."
+        )
+        if evidence:
+            msg = f"no /dev/kfd{where} although {evidence}: the GPU was not passed in"
+            return Check(name, FAIL, msg, sources, cid, fix)
+        msg = f"no /dev/kfd{where}: no AMD GPU was passed in (if the host has one, pass it in)"
+        return Check(name, INFO, msg, sources, cid, fix)
+    if evidence:
+        msg = f"no /dev/kfd although {evidence}: the amdgpu kernel driver is not loaded"
+        fix = "install the AMD GPU driver (amdgpu-dkms) and reboot; see the install chapter"
+        return Check(name, FAIL, msg, sources, cid, fix)
+    return Check(name, INFO, "no /dev/kfd: no AMD GPU driver on this machine", id=cid)
+
+
+def _unknown_access(host) -> Check | None:
+    """UNKNOWN where what device access turns on was not collected, else None."""
+    name, cid = "Device access", "device-access"
+    kfd = host.kfd
+    if host.devices is None:
+        msg = "not collected: the device nodes (/dev/kfd, /dev/dri/renderD*) were not read"
+    elif kfd is not None and kfd.exists is None:
+        msg = "unknown: whether /dev/kfd exists could not be read"
+    elif kfd is not None and kfd.exists and kfd.accessible is None:
+        msg = f"/dev/kfd exists {kfd.describe()}; whether this user may open it was not collected"
+    else:
+        return None
+    return Check(name, UNKNOWN, msg, id=cid)
 
 
 def device_access_check(sysrep: SystemReport) -> list[Check]:
@@ -92,32 +157,19 @@ def device_access_check(sysrep: SystemReport) -> list[Check]:
     if host.wsl is not None and host.wsl.is_wsl:
         msg = "WSL 2: the GPU is /dev/dxg here, not /dev/kfd and /dev/dri (see the WSL 2 check)"
         return [Check(name, INFO, msg, id=cid)]
+    unknown = _unknown_access(host)
+    if unknown:
+        return [unknown]
     sources = cite("groups", "docker", "docker-render-gid", "docker-group-add-render")
     kfd, renders = host.kfd, host.render_nodes
-    evidence = _amd_gpu_evidence(sysrep)
     where = f" inside a {host.container} container" if host.container else ""
     if kfd is None or not kfd.exists:
-        if host.container:
-            fix = (
-                "docker run --device=/dev/kfd --device=/dev/dri --group-add video "
-                "--group-add render ..."
-            )
-            if evidence:
-                msg = f"no /dev/kfd{where} although {evidence}: the GPU was not passed in"
-                return [Check(name, FAIL, msg, sources, cid, fix)]
-            msg = f"no /dev/kfd{where}: no AMD GPU was passed in (if the host has one, pass it in)"
-            return [Check(name, INFO, msg, sources, cid, fix)]
-        if evidence:
-            msg = f"no /dev/kfd although {evidence}: the amdgpu kernel driver is not loaded"
-            fix = "install the AMD GPU driver (amdgpu-dkms) and reboot; see the install chapter"
-            return [Check(name, FAIL, msg, sources, cid, fix)]
-        return [Check(name, INFO, "no /dev/kfd: no AMD GPU driver on this machine", id=cid)]
-    groups = ", ".join(host.groups) or "none"
+        return [_no_kfd_check(sysrep, where)]
+    groups = groups_text(host)
     if not kfd.accessible:
         msg = (
-            f"/dev/kfd ({kfd.owner}:{kfd.group}, mode {kfd.mode}) cannot be opened read-write "
-            f"by this user (groups: {groups}){where}: ROCm says 'Unable to open /dev/kfd "
-            "read-write: Permission denied'"
+            f"/dev/kfd {kfd.describe()} cannot be opened read-write by this user "
+            f"({groups}){where}: ROCm says 'Unable to open /dev/kfd read-write: Permission denied'"
         )
         return [Check(name, FAIL, msg, sources, cid, _access_fix(sysrep, kfd))]
     if not renders:
@@ -128,14 +180,18 @@ def device_access_check(sysrep: SystemReport) -> list[Check]:
             else "check the amdgpu driver"
         )
         return [Check(name, FAIL, msg, sources, cid, fix)]
-    blocked = [r for r in renders if not r.accessible]
+    blocked = [r for r in renders if r.accessible is False]
+    unread = [r for r in renders if r.accessible is None]
     if blocked:
         r = blocked[0]
         msg = (
             f"{len(blocked)} of {len(renders)} render node(s) cannot be opened: {r.path} "
-            f"({r.owner}:{r.group}, mode {r.mode}); this user's groups: {groups}"
+            f"{r.describe()}; this user's {groups}"
         )
         return [Check(name, FAIL, msg, sources, cid, _access_fix(sysrep, r))]
+    if unread:
+        msg = f"/dev/kfd is usable; whether this user may open {unread[0].path} was not collected"
+        return [Check(name, UNKNOWN, msg, sources, cid)]
     msg = (
         f"/dev/kfd and {len(renders)} render node(s) are readable and writable by this user{where}"
     )
@@ -157,7 +213,7 @@ def _rocm_index_hint(sysrep: SystemReport) -> str:
 def pytorch_build_checks(sysrep: SystemReport) -> list[Check]:
     """A CUDA or CPU-only PyTorch where an AMD GPU is; pip ROCm next to /opt/rocm."""
     checks = []
-    info, evidence = torch_info(sysrep), _amd_gpu_evidence(sysrep)
+    info, evidence = torch_info(sysrep), amd_gpu_evidence(sysrep)
     if info and evidence and not info.details.get("hip"):
         cuda = info.details.get("cuda")
         build = f"a CUDA {cuda} build" if cuda else "a CPU-only build"
@@ -299,14 +355,22 @@ def host_checks(sysrep: SystemReport) -> list[Check]:
 # --------------------------------------------------------------------------- 7: no GPU in torch
 
 
+def torch_gpus_text(info) -> str:
+    """``sees 2 GPU(s)`` where PyTorch says it has a GPU: the count its device list gives,
+    or, where that list was not collected, that it is unknown (never "0 GPU(s)")."""
+    devices = info.details.get("devices")
+    if not devices:
+        return "sees a GPU (torch.cuda.is_available()); how many was not collected"
+    return f"sees {len(devices)} GPU(s)"
+
+
 def torch_sees_gpu_check(sysrep: SystemReport, others: list[Check]) -> list[Check]:
     """PyTorch sees no GPU while ROCm does: which of the other findings explains it."""
     info, cid = torch_info(sysrep), "torch-sees-gpu"
     if not info or not sysrep.rocminfo.gpus:
         return []
     if info.details.get("gpu_available"):
-        n = len(info.details.get("devices") or [])
-        return [Check("PyTorch sees the GPU", OK, f"PyTorch sees {n} GPU(s)", id=cid)]
+        return [Check("PyTorch sees the GPU", OK, f"PyTorch {torch_gpus_text(info)}", id=cid)]
     failed = {c.id: c for c in others if c.status in (FAIL, WARN)}
     order = ("pytorch-build", "device-access", "hsa-override", "arch-mismatch", "igpu")
     causes = [failed[k] for k in order if k in failed]
@@ -402,13 +466,20 @@ def workload_check(sysrep: SystemReport) -> list[Check]:
         return []
     name, cid = "GPU workload", "gpu-workload"
     results = sysrep.gpu_workload
-    if results is None:
+    if not results:
         msg = (
-            "no kernel was run on the GPU (a snapshot from before doctor ran one): PyTorch "
-            "sees it, but that alone does not show that its kernels run"
+            "no kernel was run on the GPU here (not collected: none was run, or the snapshot "
+            "predates the check): PyTorch sees it, but that alone does not show that its "
+            "kernels run"
         )
         return [Check(name, UNKNOWN, msg, id=cid)]
     failed = [r for r in results if not r.get("ok")]
+    if not failed and not all(_kernels_ran(r) for r in results):
+        msg = (
+            "the workload's result says ok but records no operation that ran (no errors "
+            "against the CPU), so whether the GPU's kernels run is unknown"
+        )
+        return [Check(name, UNKNOWN, msg, id=cid)]
     if not failed:
         ops = ", ".join(workload.TOLERANCE)
         msg = f"{ops} on each of {len(results)} GPU(s) agree with the CPU"
@@ -422,7 +493,15 @@ def workload_check(sysrep: SystemReport) -> list[Check]:
     return [Check(name, FAIL, msg, sources, cid, fix)]
 
 
+def _kernels_ran(result: dict) -> bool:
+    """A passed result that shows its kernels ran: ok, with each operation's error
+    against the CPU recorded (a bare ``ok`` is not evidence)."""
+    errors = result.get("errors")
+    return result.get("ok") is True and isinstance(errors, dict) and bool(errors)
+
+
 def workload_passed(sysrep: SystemReport) -> bool:
-    """Whether the workload ran on at least one GPU and passed on every one."""
+    """Whether the workload ran on at least one GPU and passed on every one, with
+    the kernels' results recorded (:func:`_kernels_ran`)."""
     results = sysrep.gpu_workload
-    return bool(results) and all(r.get("ok") for r in results)
+    return bool(results) and all(_kernels_ran(r) for r in results)

@@ -45,14 +45,23 @@ class DeviceNode:
     """One device file ROCm opens (``/dev/kfd``, ``/dev/dri/renderD*``)."""
 
     path: str
-    exists: bool
+    exists: bool | None
+    """Whether it exists; None: unknown (it could not be looked at, or was not collected)."""
     char_device: bool = False
     mode: str | None = None
     """Permission bits in octal, e.g. ``0660``."""
     owner: str | None = None
     group: str | None = None
     accessible: bool | None = None
-    """Whether this process may open it for reading and writing."""
+    """Whether this process may open it for reading and writing (None: unknown)."""
+
+    def describe(self) -> str:
+        """``(root:render, mode 0660)``: what is known of its owner and mode, the
+        unknown parts said so (never ``None:None``)."""
+        if self.owner is None and self.group is None and self.mode is None:
+            return "(owner and mode not collected)"
+        owner = f"{self.owner or 'owner unknown'}:{self.group or 'group unknown'}"
+        return f"({owner}, mode {self.mode or 'unknown'})"
 
 
 @dataclass
@@ -99,11 +108,13 @@ def wsl_facts(
 @dataclass
 class HostFacts:
     env: dict[str, str] = field(default_factory=dict)
-    devices: list[DeviceNode] = field(default_factory=list)
-    """``/dev/kfd`` first, then every ``/dev/dri/renderD*``."""
+    devices: list[DeviceNode] | None = field(default_factory=list)
+    """``/dev/kfd`` first, then every ``/dev/dri/renderD*``; None: not collected
+    (unknown, as against a list without ``/dev/kfd``: there is none)."""
     uid: int | None = None
-    groups: list[str] = field(default_factory=list)
-    """The names of this process's groups (primary and supplementary)."""
+    groups: list[str] | None = field(default_factory=list)
+    """The names of this process's groups (primary and supplementary); None: not
+    collected (unknown, never "in no group")."""
     account_groups: list[str] | None = None
     """The groups the account is in now (``/etc/passwd`` and ``/etc/group``): a group
     added after this session began is here but not in :attr:`groups`. None: unknown."""
@@ -123,11 +134,13 @@ class HostFacts:
 
     @property
     def kfd(self) -> DeviceNode | None:
-        return next((d for d in self.devices if d.path.endswith("/kfd")), None)
+        """``/dev/kfd``'s facts; None where the device nodes were not collected
+        (:attr:`devices` is None) or the list has no entry for it."""
+        return next((d for d in self.devices or () if d.path.endswith("/kfd")), None)
 
     @property
     def render_nodes(self) -> list[DeviceNode]:
-        return [d for d in self.devices if "/renderD" in d.path]
+        return [d for d in self.devices or () if "/renderD" in d.path]
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -163,8 +176,10 @@ def device_node(path: str | os.PathLike) -> DeviceNode:
     p = Path(path)
     try:
         st = p.stat()
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return DeviceNode(path=str(p), exists=False)
+    except OSError:  # it may exist: this process could not look (EACCES, EIO ...)
+        return DeviceNode(path=str(p), exists=None)
     return DeviceNode(
         path=str(p),
         exists=True,
@@ -270,9 +285,9 @@ def account_groups(uid: int | None) -> list[str] | None:
     return sorted(names)
 
 
-def _groups() -> tuple[int | None, list[str]]:
+def _groups() -> tuple[int | None, list[str] | None]:
     if not hasattr(os, "getgroups"):  # pragma: no cover - not POSIX
-        return None, []
+        return None, None
     gids = [os.getgid(), *os.getgroups()]
     return os.getuid(), sorted({_group_name(g) for g in gids})
 
@@ -311,29 +326,31 @@ def from_dict(data: dict) -> HostFacts:
         raise ValueError("host: expected an object")
     known = {f.name for f in fields(HostFacts)}
     values = {k: v for k, v in data.items() if k in known}
-    expect = {
-        "env": dict,
-        "devices": list,
-        "groups": list,
-        "container_hints": list,
-        "pip_rocm": dict,
-    }
+    expect = {"env": dict, "container_hints": list, "pip_rocm": dict}
     for key, kind in expect.items():
         if key in values and not isinstance(values[key], kind):
             raise ValueError(f"host.{key}: expected {kind.__name__}")
-    if values.get("account_groups") is not None and not isinstance(values["account_groups"], list):
-        raise ValueError("host.account_groups: expected list or null (unknown)")
-    nodes = []
-    for i, node in enumerate(values.get("devices", [])):
-        if not isinstance(node, dict) or not isinstance(node.get("path"), str):
-            raise ValueError(f"host.devices[{i}]: expected an object with a path")
-        names = {f.name for f in fields(DeviceNode)}
-        nodes.append(DeviceNode(**{k: v for k, v in node.items() if k in names}))
-    values["devices"] = nodes
-    wsl = values.get("wsl")
-    if wsl is not None:
-        if not isinstance(wsl, dict):
-            raise ValueError("host.wsl: expected an object or null (unknown)")
-        names = {f.name for f in fields(WslFacts)}
-        values["wsl"] = WslFacts(**{k: v for k, v in wsl.items() if k in names})
-    return HostFacts(**values)
+    # Absent or null: not collected (unknown), never "no device" or "in no group".
+    for key in ("devices", "groups", "account_groups"):
+        values[key] = values.get(key)
+        if values[key] is not None and not isinstance(values[key], list):
+            raise ValueError(f"host.{key}: expected list or null (unknown)")
+    if values["devices"] is not None:
+        values["devices"] = [_node_from(i, node) for i, node in enumerate(values["devices"])]
+    return HostFacts(**values | {"wsl": _wsl_from(values.get("wsl"))})
+
+
+def _node_from(i: int, node) -> DeviceNode:
+    if not isinstance(node, dict) or not isinstance(node.get("path"), str):
+        raise ValueError(f"host.devices[{i}]: expected an object with a path")
+    names = {f.name for f in fields(DeviceNode)}
+    return DeviceNode(**{"exists": None} | {k: v for k, v in node.items() if k in names})
+
+
+def _wsl_from(wsl) -> WslFacts | None:
+    if wsl is None:
+        return None
+    if not isinstance(wsl, dict):
+        raise ValueError("host.wsl: expected an object or null (unknown)")
+    names = {f.name for f in fields(WslFacts)}
+    return WslFacts(**{k: v for k, v in wsl.items() if k in names})

@@ -26,7 +26,7 @@ from rocm_dl_guide.core import files
 from . import frameworks, hostfacts, installed, rocminfo, samples, system, tools
 
 FORMAT = "rocm-dl-guide-doctor-snapshot"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """Bumped when the schema changes; :func:`load` migrates older versions
 (:data:`MIGRATIONS`) and refuses newer ones."""
 
@@ -51,6 +51,20 @@ def _v2_to_v3(data: dict) -> dict:
     return data
 
 
+def _v3_to_v4(data: dict) -> dict:
+    """Version 4 says "not collected" explicitly: ``host.devices`` and ``host.groups``
+    may be null (unknown), unlike an empty list of devices (no ``/dev/kfd``). In older
+    snapshots a missing field is unknown, and so is an empty ``groups`` list: a
+    process always has its primary group, so none listed means they were not read."""
+    data = {**data, "format_version": 4}
+    if isinstance(data.get("host"), dict):
+        host = {"devices": None, "groups": None, **data["host"]}
+        if host["groups"] == []:
+            host["groups"] = None
+        data["host"] = host
+    return data
+
+
 SECTIONS = (
     "rocm",
     "kernel_driver",
@@ -62,7 +76,7 @@ SECTIONS = (
     "smi",
 )
 """The sections every snapshot of the current version has (``host`` may be null)."""
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 """Format version -> the function that rewrites a snapshot of that version as the
 next one; :func:`migrate` chains them up to :data:`FORMAT_VERSION`."""
 
@@ -276,7 +290,7 @@ def compose(
     kfd: bool = True,
     renders: int = 1,
     accessible: bool = True,
-    groups: tuple[str, ...] = ("render", "video"),
+    groups: tuple[str, ...] | None = ("render", "video"),
     account_groups: tuple[str, ...] | None = None,
     wsl: dict | None = None,
     container: str | None = None,
@@ -296,7 +310,7 @@ def compose(
     host = hostfacts.HostFacts(
         env=dict(env or {}),
         uid=1000,
-        groups=list(groups),
+        groups=None if groups is None else list(groups),
         account_groups=None if account_groups is None else list(account_groups),
         wsl=None if wsl is None else hostfacts.WslFacts(**wsl),
         container=container,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .rules import FAIL, INFO, OK, WARN, Check
+from .rules import FAIL, INFO, OK, UNKNOWN, WARN, Check
 
 if TYPE_CHECKING:  # pragma: no cover
     from .system import SystemReport
@@ -71,6 +71,12 @@ def checks(sysrep: SystemReport) -> list[Check]:
         return []
     name, cid = "WSL 2", "wsl"
     never = "never install amdgpu-dkms or a kernel driver inside WSL, and no reboot of Linux helps"
+    if facts.dxg is None:
+        msg = (
+            "this is WSL, but whether /dev/dxg exists and librocdxg.so is installed was not "
+            "collected; " + never
+        )
+        return [Check(name, UNKNOWN, msg, SOURCES, cid)]
     if not facts.dxg:
         msg = (
             "this is WSL but there is no /dev/dxg: the GPU is not passed to Linux (WSL 1, or "

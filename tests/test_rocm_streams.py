@@ -251,7 +251,9 @@ def test_doctor_on_each_layout(tmp_path, build, expected_version, stream, words)
     assert doctor.rocm_stream(report.system) == stream
     assert checks["Driver and ROCm"].status == doctor.OK, checks["Driver and ROCm"]
     assert report.to_dict()["rocm_stream"] == stream
-    assert "PyTorch cannot use it" in report.verdict
+    # no PyTorch was probed (frameworks={}): the GPU is named, PyTorch's use of it is unknown
+    assert "An AMD GPU is present (AMD Instinct MI300X)" in report.verdict
+    assert "PyTorch cannot use it" not in report.verdict
 
 
 def test_doctor_pip_layout(tmp_path):

@@ -124,12 +124,16 @@ def _rocm_check(sysrep: SystemReport) -> tuple[Check, str | None]:
     hip = _hip_version(sysrep)
     if hip:
         rocm_ver = compat_data.major_minor(hip)
+        known = sysrep.rocm.error
+        head = f"no system ROCm ({known})" if known else "the system ROCm was not collected"
         message = (
-            f"no system ROCm ({sysrep.rocm.error}); PyTorch carries its own ROCm "
-            f"libraries (HIP {hip}), so ROCm {rocm_ver} is assumed for the checks below"
+            f"{head}; PyTorch carries its own ROCm libraries (HIP {hip}), so ROCm {rocm_ver} "
+            "is assumed for the checks below"
         )
-        return Check("ROCm", INFO, message), rocm_ver
-    return Check("ROCm", INFO, sysrep.rocm.error or "ROCm not found"), rocm_ver
+        return Check("ROCm", INFO if known else UNKNOWN, message), rocm_ver
+    if not sysrep.rocm.error:  # neither a version nor why not: it was not read
+        return Check("ROCm", UNKNOWN, "ROCm's version was not collected"), rocm_ver
+    return Check("ROCm", INFO, sysrep.rocm.error), rocm_ver
 
 
 def _kernel_driver_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
@@ -138,8 +142,10 @@ def _kernel_driver_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Ch
     if sysrep.host and sysrep.host.wsl and sysrep.host.wsl.is_wsl and not kd.loaded:
         msg = "WSL 2: no amdgpu driver in Linux; AMD's Windows driver serves the GPU"
         return [Check("Kernel driver", INFO, msg)]
+    if kd.loaded is None and not kd.note:
+        return [Check("Kernel driver", UNKNOWN, "whether amdgpu is loaded was not collected")]
     if not kd.loaded:
-        return [Check("Kernel driver", INFO, kd.note or "amdgpu kernel driver not found")]
+        return [Check("Kernel driver", INFO, kd.note or "the amdgpu kernel module is not loaded")]
     text = f"amdgpu kernel driver loaded, version {kd.version}" if kd.version else kd.note
     checks = [Check("Kernel driver", OK, text or "amdgpu kernel driver loaded")]
     if kd.version and rocm_ver:
@@ -166,12 +172,28 @@ def _rocminfo_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     return checks
 
 
+def _not_probed(name: str, info, status: str = INFO) -> Check | None:
+    """The check for a framework that is not installed (its probe's error says why), or
+    whose probe did not run (no entry, or not installed with no error): then it says
+    "not checked" with ``status``, never ``None``. None when it is installed."""
+    if info is not None and info.installed:
+        return None
+    if info is not None and info.error:
+        return Check(name, INFO, f"{name}: {info.error}")
+    return Check(name, status, f"{name}: not checked (its probe did not run)")
+
+
+def _named(name: str, info) -> str:
+    """``PyTorch 2.5.1``, or ``PyTorch (version not reported)`` (never ``PyTorch None``)."""
+    return f"{name} {info.version}" if info.version else f"{name} (version not reported)"
+
+
 def _pytorch_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     """PyTorch: its build, the GPUs it sees, and a ROCm build's release against ROCm's."""
     torch_info = sysrep.frameworks.get("pytorch")
-    if torch_info is None or not torch_info.installed:
-        why = torch_info.error if torch_info else "not checked"
-        return [Check("PyTorch", INFO, f"PyTorch: {why}")]
+    missing = _not_probed("PyTorch", torch_info, UNKNOWN)
+    if missing:
+        return [missing]
     hip = _hip_version(sysrep)
     ver = torch_info.version
     cuda = torch_info.details.get("cuda")
@@ -180,16 +202,18 @@ def _pytorch_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     )
     gpu_seen = torch_info.details.get("gpu_available")
     devices = torch_info.details.get("devices") or []
-    seen = (
-        f"sees {len(devices)} GPU(s): " + ", ".join(d["name"] for d in devices)
-        if gpu_seen
-        else "sees no GPU"
-    )
-    status = OK if gpu_seen else INFO
+    if gpu_seen is None:
+        seen = "whether it sees a GPU was not collected"
+    elif gpu_seen:
+        names = ", ".join(str(d.get("name") or "unnamed") for d in devices)
+        seen = diagnose.torch_gpus_text(torch_info) + (f": {names}" if names else "")
+    else:
+        seen = "sees no GPU"
+    status = OK if gpu_seen else (UNKNOWN if gpu_seen is None else INFO)
     if torch_info.error:
         status, seen = WARN, torch_info.error
-    checks = [Check("PyTorch", status, f"PyTorch {ver}, {build}; {seen}")]
-    if hip and rocm_ver:
+    checks = [Check("PyTorch", status, f"{_named('PyTorch', torch_info)}, {build}; {seen}")]
+    if hip and rocm_ver and ver:
         verdict = compat.check_framework("pytorch", ver, rocm_ver)
         checks.append(_from_verdict("PyTorch and ROCm", verdict))
     return checks
@@ -210,7 +234,9 @@ def distributed_checks(sysrep: SystemReport) -> list[Check]:
     rccl_words = f" (RCCL/NCCL {nccl})" if nccl else ""
     gpus = len(torch_info.details.get("devices") or [])
     env = ", ".join(f"{k}={v}" for k, v in (dist.get("visible_env") or {}).items())
-    if gpus:
+    if not gpus and torch_info.details.get("gpu_available") is not False:
+        plan = "how many GPUs each rank could have was not collected"
+    elif gpus:
         plan = (
             f"torchrun --nproc-per-node {gpus} gives each rank one of the {gpus} visible "
             f"GPU(s) with the nccl backend{rccl_words}"
@@ -239,15 +265,18 @@ def distributed_checks(sysrep: SystemReport) -> list[Check]:
 def _tensorflow_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     """TensorFlow: its build, the GPUs it sees, and a ROCm build's release against ROCm's."""
     tf_info = sysrep.frameworks.get("tensorflow")
-    if tf_info is None or not tf_info.installed:
-        why = tf_info.error if tf_info else "not checked"
-        return [Check("TensorFlow", INFO, f"TensorFlow: {why}")]
+    missing = _not_probed("TensorFlow", tf_info)
+    if missing:
+        return [missing]
     rocm_build = tf_info.details.get("built_with_rocm")
-    gpus = tf_info.details.get("gpus") or []
-    build = "ROCm build" if rocm_build else "not a ROCm build"
-    message = f"TensorFlow {tf_info.version}, {build}; sees {len(gpus)} GPU(s)"
+    gpus = tf_info.details.get("gpus")
+    build = {True: "ROCm build", False: "not a ROCm build"}.get(rocm_build, "build not reported")
+    seen = "its GPUs were not listed" if gpus is None else f"sees {len(gpus)} GPU(s)"
+    if gpus is None and tf_info.details.get("gpu_error"):
+        seen += f" ({tf_info.details['gpu_error']})"
+    message = f"{_named('TensorFlow', tf_info)}, {build}; {seen}"
     checks = [Check("TensorFlow", OK if gpus else INFO, message)]
-    if rocm_build and rocm_ver:
+    if rocm_build and rocm_ver and tf_info.version:
         verdict = compat.check_framework("tensorflow", tf_info.version, rocm_ver)
         checks.append(_from_verdict("TensorFlow and ROCm", verdict))
     return checks
@@ -256,15 +285,18 @@ def _tensorflow_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check
 def _onnxruntime_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     """ONNX Runtime: its execution providers, and an AMD-enabled release against ROCm's."""
     ort = sysrep.frameworks.get("onnxruntime")
-    if ort is None or not ort.installed:
-        why = ort.error if ort else "not checked"
-        return [Check("ONNX Runtime", INFO, f"ONNX Runtime: {why}")]
-    providers = ort.details.get("providers") or []
-    amd = [p for p in providers if p in ("MIGraphXExecutionProvider", "ROCMExecutionProvider")]
-    note = "" if amd else " (no AMD GPU provider: inference runs on the CPU)"
-    message = f"ONNX Runtime {ort.version}; providers: {', '.join(providers) or 'none'}{note}"
+    missing = _not_probed("ONNX Runtime", ort)
+    if missing:
+        return [missing]
+    providers = ort.details.get("providers")
+    amd = [
+        p for p in providers or () if p in ("MIGraphXExecutionProvider", "ROCMExecutionProvider")
+    ]
+    note = "" if amd or providers is None else " (no AMD GPU provider: inference runs on the CPU)"
+    listed = "not reported" if providers is None else ", ".join(providers) or "none"
+    message = f"{_named('ONNX Runtime', ort)}; providers: {listed}{note}"
     checks = [Check("ONNX Runtime", OK, message)]
-    if amd and rocm_ver:
+    if amd and rocm_ver and ort.version:
         verdict = compat.check_framework("onnxruntime", ort.version, rocm_ver)
         checks.append(_from_verdict("ONNX Runtime and ROCm", verdict))
     return checks
@@ -275,7 +307,7 @@ def _migraphx_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     mgx = sysrep.frameworks.get("migraphx")
     if mgx is None or not mgx.installed:
         message = (
-            f"MIGraphX: {mgx.error if mgx else 'not checked'} (on ROCm, install the "
+            f"MIGraphX: {(mgx.error if mgx else None) or 'not checked'} (on ROCm, install the "
             "migraphx package and add the ROCm lib directory, /opt/rocm/lib or "
             "/opt/rocm/core-N.N/lib, to PYTHONPATH)"
         )
@@ -301,6 +333,9 @@ def _smi_checks(sysrep: SystemReport) -> list[Check]:
     error = sysrep.smi.get("error")
     if parts.empty and error:
         return [Check("GPU partitions", INFO, f"not read: {error}.", (), "partitions")]
+    if parts.empty:
+        msg = "unknown: nothing in the smi output was recognised (no device, mode or topology)"
+        return [Check("GPU partitions", UNKNOWN, msg, (), "partitions")]
     found = smi.check(parts, _rocminfo_gpus(sysrep))
     if error:
         found.message += f" ({error})"
@@ -339,7 +374,7 @@ def _verdict(sysrep: SystemReport, checks: list[Check]) -> str:
             + (
                 "a real workload on it failed (the GPU workload check)"
                 if ran and ran.status == FAIL
-                else "no kernel was run on it here; run doctor on the machine itself"
+                else "no kernel is recorded as run on it here; run doctor on the machine itself"
             )
             + "."
         )
@@ -350,11 +385,23 @@ def _verdict(sysrep: SystemReport, checks: list[Check]) -> str:
             f"Ready: PyTorch computes on the GPU through {kind}; the guide's examples "
             "run with the gpu profile."
         )
+    elif amd_gpus and _not_probed("PyTorch", torch_info) and not (torch_info and torch_info.error):
+        text = (
+            f"An AMD GPU is present ({amd_gpus[0].marketing_name or amd_gpus[0].gfx}); whether "
+            "PyTorch can use it is unknown (its probe did not run): run doctor on the machine "
+            "itself."
+        )
     elif amd_gpus:
         text = (
             f"An AMD GPU is present ({amd_gpus[0].marketing_name or amd_gpus[0].gfx}) but "
             "PyTorch cannot use it; fix the checks marked [FAIL]/[warn] above, then run "
             "doctor again."
+        )
+    elif diagnose.amd_gpu_evidence(sysrep):
+        text = (
+            f"An AMD GPU seems present ({diagnose.amd_gpu_evidence(sysrep)}) but ROCm lists "
+            "none that PyTorch can use; fix the checks marked [FAIL]/[warn]/[??] above, then "
+            "run doctor again."
         )
     else:
         text = (

@@ -258,7 +258,10 @@ def _kfd_error(reason: str, not_member: str | None, member: str | None = None) -
             "container (--device=/dev/kfd)"
         )
     elif "cannot allocate memory" in low or "invalid argument" in low:
-        hint = "the kernel driver refused the GPU; it may be unsupported by the KFD driver"
+        hint = (
+            "not a permission problem: the kernel driver refused to open the device; dmesg "
+            "(grep -i kfd) says why"
+        )
     else:
         hint = "check that the amdgpu driver is loaded and /dev/kfd is accessible"
     return f"Cannot open /dev/kfd ({reason}): {hint}."

@@ -426,6 +426,8 @@ def explain(report: SmiReport) -> list[str]:
     n = len(report.devices)
     compute = sorted(lay.compute)
     memory = sorted(lay.memory)
+    if not n and not report.topology_bdfs:
+        return ["no device, partition mode or topology table recognised in the text"]
     if not n:
         gpus = len(report.topology_bdfs)
         return [f"{gpus} physical GPU(s) in the topology tables; no partition mode in the text"]

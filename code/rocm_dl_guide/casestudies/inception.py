@@ -94,6 +94,13 @@ class InceptionRun:
     profile: str
     weights: Path | None
     """Where the trained weights were saved (``trained_inception_v3.pt``), if anywhere."""
+    pretrained: bool = False
+    """Whether training started from the ImageNet weights (else random weights)."""
+
+    @property
+    def start(self) -> str:
+        """Which weights training started from, in a few words."""
+        return "pretrained ImageNet weights" if self.pretrained else "random weights"
 
     def summary(self) -> str:
         last = self.result.final
@@ -107,7 +114,7 @@ class InceptionRun:
         return (
             f"Inception v3 on tiny-imagenet-200 ({len(self.data.classes)} classes, "
             f"{self.data.image_size}px): {val} after {self.epochs} epoch(s) on {self.device}; "
-            f"profile {self.profile}; start: {self.weights_note.split(':')[0]}, lr {self.lr:g}; "
+            f"profile {self.profile}; start: {self.start}, lr {self.lr:g}; "
             f"data: {self.data.prepared.note}{saved}"
         )
 
@@ -185,6 +192,7 @@ def train(
         data=data,
         result=result,
         weights_note=loaded.note,
+        pretrained=loaded.pretrained,
         lr=lr,
         epochs=n_epochs,
         device=str(devices.describe()),

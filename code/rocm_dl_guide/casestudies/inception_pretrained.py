@@ -108,8 +108,8 @@ def load_pretrained(profile: profiles.Profile, pretrained: bool | None = None) -
         note = f"pretrained weights {weights} (ImageNet-1k top-1 accuracy {acc}%)"
         return LoadedModel(model.eval(), True, note, cats)
     note = (
-        f"RANDOM weights ({profile.source_note()}), so the predictions below are "
-        "meaningless (the real ones need the real data source: "
+        f"RANDOM weights ({profile.source_note()}), so no class they predict means "
+        "anything (the real weights need the real data source: "
         f"{profiles.DATA_SOURCE_VAR}=real, with network)"
     )
     return LoadedModel(random_inception().eval(), False, note, cats)

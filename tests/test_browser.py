@@ -284,7 +284,8 @@ def test_home_page_provenance_table(site, browser):
         executable = [p for p in toc_files() if is_executable(p)]
         assert rows.count() == len(executable)
         first = rows.first.locator("td")
-        assert first.nth(1).inner_text().strip() in ("smoke", "gpu", "full")
+        # text_content: the table sits in a closed dropdown, where innerText is empty
+        assert first.nth(1).text_content().strip() in ("smoke", "gpu", "full")
     finally:
         visit.close()
 

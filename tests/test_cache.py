@@ -229,6 +229,11 @@ def test_inject_marks_the_first_code_cell_only():
     assert out.count(":guide-inputs: abc123") == 1
     assert out.index(":guide-inputs:") < out.index("print(1)")
     assert inputs.inject("no cells here", "x") == "no cells here"
+    # The page's name goes in too: two pages with the same code (index pages'
+    # provenance cells) must not share one execution-cache record.
+    named = inputs.inject(text, "abc123", "book/a")
+    assert named.count(":guide-page: book/a") == 1
+    assert inputs.inject(text, "abc123", "book/b") != named
 
 
 # --------------------------------------------------------------------------- provenance data

@@ -64,12 +64,21 @@ def fingerprint(
     return digest.hexdigest()[:16]
 
 
-def inject(text: str, value: str) -> str:
-    """Add ``:guide-inputs: value`` to the page's first code cell."""
+PAGE_KEY = "guide-page"
+"""The code-cell option that names the page. Two pages with the same code (an
+index page's provenance cell) would otherwise share one execution-cache
+record, whose path is the last of them: the page-time report and the
+provenance table would then miss the other one."""
+
+
+def inject(text: str, value: str, page: str = "") -> str:
+    """Add ``:guide-inputs: value`` (and ``:guide-page: page``) to the page's
+    first code cell."""
     match = CELL_RE.search(text)
     if not match:
         return text
-    return text[: match.end()] + f":{META_KEY}: {value}\n" + text[match.end() :]
+    options = f":{META_KEY}: {value}\n" + (f":{PAGE_KEY}: {page}\n" if page else "")
+    return text[: match.end()] + options + text[match.end() :]
 
 
 def _paths(app) -> tuple[Path, Path]:
@@ -84,7 +93,7 @@ def _on_source_read(app, docname: str, source: list[str]) -> None:
     root, package_dir = _paths(app)
     value = fingerprint(text, root, package_dir)
     envdata.pages(app.env, ATTR)[docname] = value
-    source[0] = inject(text, value)
+    source[0] = inject(text, value, docname)
 
 
 def _on_get_outdated(app, env, added, changed, removed) -> list[str]:

@@ -181,22 +181,29 @@ def tool(name: str) -> str:
 # --------------------------------------------------------------------------- the book
 
 
-def toc_files() -> list[str]:
-    """Every page in ``_toc.yml``, in reading order (without the ``.md``)."""
+def toc_parents() -> dict[str, str | None]:
+    """Every page in ``_toc.yml``, in reading order (without the ``.md``), with the
+    page whose toctree holds it (the root's is ``None``; chapters hang from the root)."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
+    parent: dict[str, str | None] = {toc["root"]: None}
 
-    def walk(entries):
+    def walk(entries, above):
         for entry in entries or []:
             if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
+                parent[entry["file"]] = above
+            below = entry.get("file", above)
+            walk(entry.get("sections"), below)
+            walk(entry.get("chapters"), below)
 
     for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return files
+        walk(part.get("chapters"), toc["root"])
+    walk(toc.get("chapters"), toc["root"])
+    return parent
+
+
+def toc_files() -> list[str]:
+    """Every page in ``_toc.yml``, in reading order (without the ``.md``)."""
+    return list(toc_parents())
 
 
 def source(page: str) -> Path:

@@ -13,9 +13,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import HTML, ROOT, is_executable, source, toc_files, tool  # noqa: F401
+from conftest import HTML, ROOT, is_executable, source, toc_files, toc_parents, tool  # noqa: F401
 
 pytestmark = pytest.mark.book
 
@@ -138,23 +137,10 @@ MATH_PAGES = (
 
 def toc_ancestors(page: str) -> set[str]:
     """The pages whose toctree holds ``page``, directly or further down: its
-    chapter's page and the root (``_toc.yml``'s chapters hang from the root)."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    parent: dict[str, str] = {}
-
-    def walk(entries, above):
-        for entry in entries or []:
-            if "file" in entry:
-                parent[entry["file"]] = above
-            below = entry.get("file", above)
-            walk(entry.get("sections"), below)
-            walk(entry.get("chapters"), below)
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"), toc["root"])
-    walk(toc.get("chapters"), toc["root"])
+    chapter's page and the root."""
+    parent = toc_parents()
     found = set()
-    while page in parent:
+    while parent.get(page):
         page = parent[page]
         found.add(page)
     return found

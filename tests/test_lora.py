@@ -157,14 +157,19 @@ def test_the_optimizer_state_of_lora_is_a_small_part_of_full_fine_tuning(base):
     assert lora.optimizer_state_bytes(opt) < full / 20
 
 
-@pytest.mark.timeout(2 * TIMEOUT)
+@pytest.mark.timeout(TIMEOUT)
 def test_a_lora_checkpoint_resumes_exactly(base, tmp_path, monkeypatch):
-    """SIGTERM inside epoch 2 (as a scheduler preempts a job), then ``resume``: the
-    adapters end equal to those of an uninterrupted run."""
-    straight = lora.train(SMOKE, epochs=2, checkpoint_dir=tmp_path / "a", base=base, progress=False)
+    """SIGTERM inside the epoch (as a scheduler preempts a job), then ``resume``:
+    the adapters end equal to those of an uninterrupted run. One epoch is enough
+    here: that a cut in a later epoch resumes exactly (the epoch-end checkpoint,
+    the scheduler) is the loop's, tested in test_preemption; what is LoRA's is
+    that only the adapters and their optimizer are saved and put back into the
+    PEFT model. (Until issue 42 this ran two epochs three times, 27 s.)"""
+    straight = lora.train(SMOKE, epochs=1, checkpoint_dir=tmp_path / "a", base=base, progress=False)
     batches = -(-straight.train_size // lora.RECIPE["batch_size"])  # steps per epoch
+    assert batches > 8
     fetched = {"n": 0}
-    at = (batches + 3) * lora.RECIPE["batch_size"] + 5  # while batch 4 of epoch 2 is drawn
+    at = 3 * lora.RECIPE["batch_size"] + 5  # while batch 4 is drawn
     original = topic_task.TopicPrompts.__getitem__
 
     def signalling(self, i):
@@ -175,13 +180,13 @@ def test_a_lora_checkpoint_resumes_exactly(base, tmp_path, monkeypatch):
 
     monkeypatch.setattr(topic_task.TopicPrompts, "__getitem__", signalling)
     with pytest.raises(preemption.Preempted) as stopped:
-        lora.train(SMOKE, epochs=2, checkpoint_dir=tmp_path / "b", base=base, progress=False)
-    assert (stopped.value.epoch, stopped.value.batch) == (2, 4)
+        lora.train(SMOKE, epochs=1, checkpoint_dir=tmp_path / "b", base=base, progress=False)
+    assert (stopped.value.epoch, stopped.value.batch) == (1, 4)
     monkeypatch.setattr(topic_task.TopicPrompts, "__getitem__", original)
     resumed = lora.train(
-        SMOKE, epochs=2, checkpoint_dir=tmp_path / "b", base=base, resume=True, progress=False
+        SMOKE, epochs=1, checkpoint_dir=tmp_path / "b", base=base, resume=True, progress=False
     )
-    assert resumed.result.resumed_from_step == batches + 4
+    assert resumed.result.resumed_from_step == 4
     a = {n: p for n, p in straight.model.named_parameters() if p.requires_grad}
     b = {n: p for n, p in resumed.model.named_parameters() if p.requires_grad}
     assert a.keys() == b.keys() and len(a) > 0

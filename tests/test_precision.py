@@ -215,6 +215,61 @@ def test_agreement_counts_top1_matches_with_the_reference_and_accuracy():
     assert found[1].images == 200
 
 
+def test_agreement_near_the_boundary_counts_the_least_sure_tenth_alone():
+    """The images whose two largest fp32 logits are closest are where a rounding
+    error flips the answer: an engine that disagrees only there agrees on 90% of
+    the set and on none of the least-sure tenth."""
+    logits = np.zeros((100, 3), dtype=np.float32)
+    logits[:, 0] = np.linspace(1.0, 10.0, 100)  # class 0 wins, surer down the rows
+    logits[:10, 1] = logits[:10, 0] - 0.01  # the first ten: nearly a tie with class 1
+    assert sorted(agreement.least_sure(logits)) == list(range(10))
+    assert len(agreement.least_sure(logits[:4])) == 1  # at least one image
+    images = np.arange(100, dtype=np.float32).reshape(100, 1)
+
+    def rounded(x):  # a coarse format: the near-ties tip over to class 1
+        out = logits[x[:, 0].astype(int)].copy()
+        out[:, 1] = np.where(out[:, 0] - out[:, 1] < 0.1, out[:, 0] + 0.01, out[:, 1])
+        return out
+
+    ref, other = agreement.prediction_agreement(
+        [_engine("ref", lambda x: logits[x[:, 0].astype(int)]), _engine("coarse", rounded)],
+        images,
+        np.zeros(100, dtype=int),
+        batch=32,
+    )
+    assert (ref.boundary_agreement, ref.boundary_images) == (1.0, 10)
+    assert other.top1_agreement == pytest.approx(0.9) and other.boundary_agreement == 0.0
+    assert f"{agreement.LEAST_SURE_SHARE:.0%}" in precision_results.LEAST_SURE_COLUMN
+    with pytest.raises(ort_int8.PrecisionError, match="2 or more"):
+        agreement.least_sure(np.zeros((5, 1)))
+
+
+def test_the_least_sure_sentence_names_the_engine_that_agreed_least():
+    def row(backend, precision, value):
+        return dict(backend=backend, precision=precision, batch=1, config=None, ms=1.0,
+                    speedup_vs_eager_fp32=1.0, top1_agreement=1.0, agreement_interval=None,
+                    accuracy=1.0, instructions="", least_sure_agreement=value,
+                    least_sure_images=20)  # fmt: skip
+
+    def bench(rows):
+        return precision_results.PrecisionBench(
+            rows=rows, machine="m", threads=1, cpu_flags=[], versions={}, profile="smoke",
+            speed_model="s",
+            agreement_model="a", agreement_note="n", warmup={1: 1}, iterations={1: 1},
+        )  # fmt: skip
+
+    mixed = bench([row("PyTorch eager", "fp32", 1.0), row("ONNX Runtime", "int8", 0.85),
+                   row("PyTorch eager", "bf16", 0.95)])  # fmt: skip
+    text = mixed.least_sure_summary(1)
+    assert text.startswith("On the 20 test images") and text.endswith(
+        "ONNX Runtime int8 agreed least: 85.0%."
+    )
+    same = bench([row("PyTorch eager", "fp32", 1.0), row("ONNX Runtime", "fp32", 1.0)])
+    assert same.least_sure_summary(1).endswith("every engine still gave fp32's answer.")
+    assert bench([row("PyTorch eager", "fp32", 1.0)]).least_sure_summary(1) == ""
+    assert precision_results.LEAST_SURE_COLUMN in mixed.frame()
+
+
 def test_wilson_interval():
     # Brown, Cai and DasGupta (2001): the interval at 97.0% of 1,000 is about 95.7-97.9%.
     low, high = agreement.wilson_interval(970, 1000)
@@ -332,6 +387,7 @@ def test_bench_precision_json_rows(tmp_path):
     int8 = [r for r in data["rows"] if r["precision"] == "int8"]
     assert [r["config"]["name"] for r in int8] == [c.name for c in configs]
     assert all(r["top1_agreement"] >= 0.8 for r in int8)
+    assert all(r["least_sure_images"] == 20 and 0 <= r["least_sure_agreement"] <= 1 for r in int8)
     assert result.best_int8(1) in result.int8_rows(1)
     rows = {(r["backend"], r["precision"]): r for r in data["rows"]}
     assert set(rows) == {
@@ -519,4 +575,5 @@ def test_the_pages_say_what_agreement_on_fixtures_can_show():
 
     fixtures = agreement.what_agreement_shows(SMOKE, 0.998)
     assert SMOKE.data_source == "fixtures" and "99.8%" in fixtures and "real" in fixtures
+    assert precision_results.LEAST_SURE_COLUMN in fixtures
     assert agreement.what_agreement_shows(replace(SMOKE, data_source="real"), 0.6) == ""

@@ -21,6 +21,7 @@ import numpy as np
 
 from rocm_dl_guide.core import profiles
 from rocm_dl_guide.optimization.ort_int8 import PrecisionError
+from rocm_dl_guide.optimization.precision_results import LEAST_SURE_COLUMN
 
 
 class Predictor(Protocol):
@@ -48,6 +49,10 @@ class PredictionAgreement:
     images: int
     key: str = ""
     """The engine's key (:func:`rocm_dl_guide.optimization.precision.engine_key`)."""
+    boundary_agreement: float | None = None
+    """Top-1 agreement on the test images nearest the fp32 model's decision
+    boundary (:func:`least_sure`): where a rounding error can change the answer."""
+    boundary_images: int = 0
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -67,20 +72,40 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+LEAST_SURE_SHARE = 0.1
+"""The share of the test images, those with the smallest gap between the fp32
+model's two largest logits, on which agreement is also counted on its own."""
+
+
+def least_sure(logits: np.ndarray, share: float = LEAST_SURE_SHARE) -> np.ndarray:
+    """The indices of the ``share`` of rows of ``logits`` (at least one) whose two
+    largest values are closest: the inputs a model is least sure of, nearest its
+    decision boundary, where a small change to the logits flips the top class."""
+    if logits.ndim != 2 or logits.shape[1] < 2 or len(logits) == 0:
+        raise PrecisionError(f"logits of shape {logits.shape}: need images x classes (2 or more)")
+    top2 = np.sort(logits, axis=1)[:, -2:]
+    n = max(1, round(share * len(logits)))
+    return np.argsort(top2[:, 1] - top2[:, 0], kind="stable")[:n]
+
+
 def prediction_agreement(
     engine_list: list[Predictor], images: np.ndarray, labels: np.ndarray, batch: int = 100
 ) -> list[PredictionAgreement]:
     """Top-1 agreement of every engine with the first one (the fp32 reference)
-    and each one's accuracy, on ``images``/``labels``."""
+    and each one's accuracy, on ``images``/``labels``; agreement also on the
+    reference's :func:`least_sure` images alone."""
     if not engine_list:
         raise PrecisionError("no engines to compare")
     if len(images) != len(labels) or len(images) == 0:
         raise PrecisionError(f"{len(images)} images for {len(labels)} labels")
-    preds = []
+    preds, reference_logits = [], None
     for engine in engine_list:
-        out = [engine.run(images[i : i + batch]).argmax(1) for i in range(0, len(images), batch)]
-        preds.append(np.concatenate(out))
+        out = [np.asarray(engine.run(images[i : i + batch])) for i in range(0, len(images), batch)]
+        if reference_logits is None:
+            reference_logits = np.concatenate(out)
+        preds.append(np.concatenate([o.argmax(1) for o in out]))
     reference = preds[0]
+    hard = least_sure(reference_logits)
     return [
         PredictionAgreement(
             backend=e.backend,
@@ -89,6 +114,8 @@ def prediction_agreement(
             accuracy=float((p == labels).mean()),
             images=len(labels),
             key=e.key,
+            boundary_agreement=float((p[hard] == reference[hard]).mean()),
+            boundary_images=len(hard),
         )
         for e, p in zip(engine_list, preds, strict=True)
     ]
@@ -122,16 +149,18 @@ def trained_cifar10(profile: profiles.Profile, epochs: int | None = None):
 def what_agreement_shows(profile: profiles.Profile, accuracy: float) -> str:
     """A sentence for the pages on what this build's agreement figures can show:
     on the fixtures the network is right on nearly every generated test image,
-    clear-cut cases whose top class survives any rounding, so agreement near
-    100% is expected and says little; on real data, nothing to add ("")."""
+    clear-cut cases whose top class survives most rounding, so agreement over the
+    whole set is near 100% and says little, and the least-sure column is the one
+    to read; on real data, nothing to add ("")."""
     if profile.data_source != "fixtures":
         return ""
     return (
         f"On this build's generated CIFAR-10 fixture the network is right on "
-        f"{accuracy:.1%} of the test images. Such clear-cut images keep their top class "
-        "through any rounding, so agreement near 100% is expected here and says little "
-        "about the formats. The `real` data source, as on the published site, measures it "
-        "on the real test images."
+        f"{accuracy:.1%} of the test images. Most are clear-cut and keep their top class "
+        "through any rounding, so agreement over the whole set is near 100% here. The "
+        f'column "{LEAST_SURE_COLUMN}" counts only the images nearest the decision boundary, '
+        "where the formats can differ. The `real` data source, as on the published site, "
+        "measures both on the real test images."
     )
 
 

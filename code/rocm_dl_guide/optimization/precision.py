@@ -380,6 +380,8 @@ def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dic
                 "speedup_vs_eager_fp32": ref_ms / timings[key].median_ms,
                 "top1_agreement": a.top1_agreement if a else None,
                 "agreement_interval": list(a.interval) if a else None,
+                "least_sure_agreement": a.boundary_agreement if a else None,
+                "least_sure_images": a.boundary_images if a else None,
                 "test_images": a.images if a else None,
                 "accuracy": a.accuracy if a else None,
                 "device": e.device,

@@ -15,6 +15,10 @@ REFERENCE = ("PyTorch eager", "fp32")
 """The engine every speed-up (``speedup_vs_eager_fp32``) and every agreement is
 measured against."""
 
+LEAST_SURE_COLUMN = "agreement, least sure 10%"
+"""The column of agreement on the test images the fp32 model is least sure of
+(:func:`rocm_dl_guide.optimization.agreement.least_sure`)."""
+
 AGREEMENT_SLACK = 0.01
 """How much less top-1 agreement than the best int8 configuration's still counts
 as as good when :meth:`PrecisionBench.best_int8` picks the fastest."""
@@ -27,8 +31,9 @@ class PrecisionBench:
 
     rows: list[dict[str, Any]]
     """One per (backend, precision, batch): ``ms`` (median), ``speedup_vs_eager_fp32``,
-    ``top1_agreement`` (with its 95% ``agreement_interval`` over ``test_images``)
-    and ``accuracy`` (on the trained CIFAR-10 network)."""
+    ``top1_agreement`` (with its 95% ``agreement_interval`` over ``test_images``),
+    ``least_sure_agreement`` (on the ``least_sure_images`` the fp32 model is least
+    sure of) and ``accuracy`` (on the trained CIFAR-10 network)."""
     machine: str
     threads: int
     cpu_flags: list[str]
@@ -56,8 +61,9 @@ class PrecisionBench:
         import pandas as pd
 
         table = pd.DataFrame(self.rows)
-        if "agreement_interval" not in table:  # rows written before intervals were
-            table["agreement_interval"] = None
+        for column in ("agreement_interval", "least_sure_agreement"):
+            if column not in table:  # rows written before these were measured
+                table[column] = None
         return pd.DataFrame(
             {
                 "backend": table["backend"],
@@ -68,6 +74,7 @@ class PrecisionBench:
                 "vs eager fp32": table["speedup_vs_eager_fp32"],
                 "top-1 agreement": table["top1_agreement"],
                 "95% interval": table["agreement_interval"].map(_interval_text),
+                LEAST_SURE_COLUMN: table["least_sure_agreement"],
                 "accuracy": table["accuracy"],
                 "instructions": table["instructions"],
             }
@@ -82,6 +89,7 @@ class PrecisionBench:
             "ms (median)": "{:.1f}",
             "vs eager fp32": "{:.2f}x",
             "top-1 agreement": "{:.1%}",
+            LEAST_SURE_COLUMN: "{:.1%}",
             "accuracy": "{:.1%}",
         }
         for column, fmt in formats.items():
@@ -119,6 +127,32 @@ class PrecisionBench:
             for r in self.rows
             if (r["backend"], r["precision"], r["batch"]) == ("ONNX Runtime", "int8", batch)
         ]
+
+    def least_sure_summary(self, batch: int = 1) -> str:
+        """A sentence on agreement where the formats can differ: on the test images
+        the fp32 model is least sure of, the engine that agreed least at ``batch``,
+        or that every engine agreed ("" where none was measured)."""
+        rows = [
+            r
+            for r in self.rows
+            if r["batch"] == batch
+            and (r["backend"], r["precision"]) != REFERENCE
+            and r.get("least_sure_agreement") is not None
+        ]
+        if not rows:
+            return ""
+        n = rows[0]["least_sure_images"]
+        where = (
+            f"On the {n} test images the fp32 network was least sure of (the smallest gap "
+            "between its two largest logits), where a rounding error can change the answer,"
+        )
+        worst = min(rows, key=lambda r: r["least_sure_agreement"])
+        if worst["least_sure_agreement"] == 1.0:
+            return f"{where} every engine still gave fp32's answer."
+        name = f"{worst['backend']} {worst['precision']}"
+        if worst.get("config"):
+            name += f" ({worst['config']['name']})"
+        return f"{where} {name} agreed least: {worst['least_sure_agreement']:.1%}."
 
     def best_int8(self, batch: int = 1, slack: float = AGREEMENT_SLACK) -> dict[str, Any]:
         """The fastest ONNX Runtime int8 configuration at ``batch`` among those whose

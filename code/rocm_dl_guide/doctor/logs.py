@@ -8,6 +8,12 @@ likely causes, the fix and the public reports behind it (:data:`RULES`); the
 carries are read too (:func:`code_objects`), which names the GPU that has no
 kernels. Each finding also names the doctor's own checks that explain it
 (``explained_by``), so the report can show their verdict on this machine.
+
+Facts are taken out of the text too (:func:`facts`): the groups a pasted ``id``,
+``groups``, ``getent group`` or ``adduser`` line shows, a container, the GPU
+targets and environment variables it names, WSL. A finding's advice rests on
+them (:attr:`Finding.fix`): no ``usermod`` where the text shows the user in the
+group already, and where a fact is absent the advice says it is unknown.
 """
 
 from __future__ import annotations
@@ -47,9 +53,9 @@ RULES: tuple[Rule, ...] = (
         "this user may not open the GPU's compute device: not in the group that owns "
         "/dev/kfd (render, on most systems; video on older ones), or in it only since "
         "this login session began, or a container started without the device or group",
-        "add the user to the owning group (sudo usermod -aG render,video $USER) and log in "
-        "again; in a container: docker run --device=/dev/kfd --device=/dev/dri "
-        "--group-add render --group-add video",
+        "check whether this user is in the group that owns /dev/kfd (ls -l /dev/kfd; id -nG): "
+        "if not, add it (sudo usermod -aG render,video $USER) and log in again; in a container: "
+        "docker run --device=/dev/kfd --device=/dev/dri --group-add render --group-add video",
         (
             "https://github.com/ROCm/ROCm-docker/issues/116",
             "https://github.com/ROCm/rocminfo/issues/34",
@@ -130,6 +136,7 @@ RULES: tuple[Rule, ...] = (
         (
             *rules.cite("tensile-missing", "tensile-then-nobinary"),
             "https://github.com/ROCm/rocBLAS/issues/1300",
+            *rules.cite("tensile-split", "tensile-hip-sdk"),
         ),
         rules.ERROR_MESSAGES["rocBLAS error: Cannot read TensileLibrary.dat"],
     ),
@@ -163,6 +170,219 @@ RULES: tuple[Rule, ...] = (
         ),
         ("igpu", "kernel-driver", "arch-mismatch"),
     ),
+    Rule(
+        "kfd-missing",
+        r"/dev/kfd[^\n]*No such file or directory",
+        "/dev/kfd: no such device",
+        "there is no /dev/kfd here: inside a container the devices were not passed in; on a "
+        "host the amdgpu kernel driver is not loaded",
+        "in a container: docker run --device=/dev/kfd --device=/dev/dri (Apptainer: "
+        "--bind=/dev/kfd,/dev/dri); on a host: check that amdgpu is loaded (lsmod | grep amdgpu)",
+        rules.cite("kfd-not-passed", "docker"),
+        ("device-access", "kernel-driver"),
+    ),
+    Rule(
+        "kfd-mode",
+        r"^c[rw-]{9}\s+\d+\s+\S+\s+\S+\s+\d+,\s*\d+ .*\bkfd$",
+        "/dev/kfd's owner and mode (ls -l)",
+        "the listing shows who may open /dev/kfd",
+        "see here",
+        rules.cite("kfd-udev", "groups"),
+        ("device-access",),
+    ),
+    Rule(
+        "kfd-not-supported",
+        r"not supported in kfd",
+        "the kernel driver does not support this GPU (dmesg)",
+        "the amdgpu driver's KFD (the compute interface ROCm uses) refused the GPU: a GPU "
+        "generation ROCm does not support; group membership and ROCm's version do not change it",
+        "use a GPU that ROCm supports (the guide's compatibility chapter lists them); the GPU "
+        "still works for graphics",
+        rules.cite("kfd-not-supported"),
+        ("kernel-driver",),
+    ),
+    Rule(
+        "kernel-userspace",
+        r"Incompatible kernel and userspace",
+        "HSA: incompatible kernel and userspace",
+        "the HSA runtime disabled a GPU because the kernel driver is older than this ROCm "
+        "user space expects",
+        "install the amdgpu driver of the same ROCm release (amdgpu-dkms), or a ROCm release "
+        "that supports the running driver; then reboot (the message says: Upgrade amdgpu)",
+        rules.cite("kernel-userspace"),
+        ("kernel-driver",),
+    ),
+    Rule(
+        "driver-not-loaded",
+        r"ROCk module is NOT loaded",
+        "the amdgpu kernel driver is not loaded",
+        "rocminfo found no loaded amdgpu module: no AMD GPU, the driver not installed for this "
+        "kernel, or not loaded yet (in a virtual machine, after an install without reboot)",
+        "sudo modprobe amdgpu, then dmesg | grep amdgpu; if the module is missing, install "
+        "amdgpu-dkms for the running kernel",
+        rules.cite("driver-not-loaded"),
+        ("kernel-driver",),
+    ),
+    Rule(
+        "kfd-node",
+        r"kfd kfd: amdgpu: added device",
+        "GPUs the kernel driver added to ROCm (dmesg)",
+        "each 'added device' line is a GPU ROCm programs will see, integrated GPUs included",
+        "if one is an integrated GPU, hide it from ROCm programs with HIP_VISIBLE_DEVICES "
+        "(the indices of the discrete GPUs)",
+        rules.cite("kfd-node-igpu", "igpu-hip-visible"),
+        ("igpu",),
+    ),
+    Rule(
+        "invalid-isa",
+        r"HSA_STATUS_ERROR_INVALID_ISA|HSA_ERROR_INVALID_ISA",
+        "HSA_STATUS_ERROR_INVALID_ISA",
+        "the runtime was given code for another instruction set than the GPU's: most often "
+        "HSA_OVERRIDE_GFX_VERSION makes it load kernels of a target the GPU cannot run",
+        "unset HSA_OVERRIDE_GFX_VERSION, or set it to the GPU's own family; use a build "
+        "that has the GPU's target",
+        rules.cite("invalid-isa", "no-override-gfx1150"),
+        ("hsa-override", "arch-mismatch"),
+    ),
+    Rule(
+        "miopen-kdb",
+        r"(Missing|Unable to read) system database file",
+        "MIOpen: no precompiled kernel database for this GPU (a warning)",
+        "not an error: MIOpen ships no precompiled kernels for this GPU (or the kernels "
+        "package is not installed), so it compiles them on first use and caches them per user",
+        "nothing to fix: the first runs are slower; for a supported GPU the miopenkernels "
+        "package for its target removes the wait",
+        rules.cite("miopen-kdb-warning", "miopen-kdb-unsupported"),
+    ),
+    Rule(
+        "miopen-user-db",
+        r"boost::filesystem[^\n]*|filesystem_error",
+        "MIOpen: its per-user database or cache could not be written",
+        "MIOpen keeps its user database and kernel cache in the home directory; it could not "
+        "create or change the file the message names",
+        "make the folder the message names writable by this user (or point MIOPEN_USER_DB_PATH "
+        "and MIOPEN_CUSTOM_CACHE_DIR at one that is)",
+        rules.cite("miopen-user-db", "miopen-user-db-crash"),
+    ),
+    Rule(
+        "miopen-error",
+        r"MIOpen(\(HIP\))?: Error|MIOpen Error|miopenStatus\w+Error",
+        "MIOpen error",
+        "MIOpen (convolutions, pooling, normalisation) failed; the line names its source "
+        "file and reason",
+        "rerun with MIOPEN_ENABLE_LOGGING=1 MIOPEN_LOG_LEVEL=6 to see the failing call; check "
+        "the GPU's target against this ROCm (doctor's GPU checks)",
+        rules.cite("miopen-comgr", "miopen-params"),
+        ("arch-mismatch",),
+    ),
+    Rule(
+        "missing-library",
+        r"([\w.+-]+\.so[\w.]*): cannot open shared object file",
+        "a shared library was not found",
+        "a program or Python module asked for a library that is not installed or not on the "
+        "library path",
+        "see here",
+        rules.cite("missing-library", "aqlprofile"),
+    ),
+    Rule(
+        "hip-platform",
+        r"HIP_PLATFORM=(hcc|nvcc) is deprecated",
+        "HIP_PLATFORM: a deprecated value (a warning)",
+        "only a warning: hcc and nvcc are the old names of the HIP platforms",
+        "export HIP_PLATFORM=amd (nvidia for NVIDIA) where the build sets it",
+        rules.cite("hip-platform", "hip-platform-docs"),
+    ),
+    Rule(
+        "amd-smi",
+        r"ERROR:root:Unable to|AMDSMI_STATUS_\w+|User is missing the following required groups"
+        r"|Permission needed to access required GPU device node",
+        "amd-smi could not read the GPUs",
+        "amd-smi (AMD SMI) failed; the line says where: the driver, a device node's "
+        "permissions, or a setting the GPU refused",
+        "see here",
+        rules.cite("amdsmi-builtin", "amdsmi-wsl", "amdsmi-groups"),
+        ("partitions", "kernel-driver"),
+    ),
+    Rule(
+        "clinfo",
+        r"^Number of devices:\s+\d+",
+        "clinfo: the OpenCL devices",
+        "clinfo lists the GPUs ROCm's OpenCL runtime sees",
+        "see here",
+        rules.cite("clinfo-no-devices"),
+    ),
+    Rule(
+        "collect-env",
+        r"^ROCM used to build PyTorch:",
+        "PyTorch's collect_env report",
+        "the build and what it saw, as torch.utils.collect_env prints them",
+        "see here",
+        rules.cite("collect-env", "hip-notes"),
+        ("pytorch-build", "torch-sees-gpu"),
+    ),
+    Rule(
+        "torch-no-gpu",
+        r"^(GPU: )?False\s*$",
+        "torch.cuda.is_available() is False, with no message",
+        "PyTorch found no usable GPU and said nothing more: a CUDA or CPU-only build, no "
+        "access to /dev/kfd, HIP_VISIBLE_DEVICES hiding the GPUs, or a target the build lacks",
+        "python -c 'import torch; print(torch.version.hip)' (no version: not a ROCm build); "
+        "then run doctor on that machine, whose checks tell the other causes apart",
+        rules.cite("hip-notes", "pypi-is-cuda"),
+        rules.ERROR_MESSAGES[
+            "Torch not compiled with CUDA enabled / torch.cuda.is_available() is False"
+        ],
+    ),
+    Rule(
+        "smi-gfx",
+        r"GFX Version:\s*gfx",
+        "the GPU targets rocm-smi lists",
+        "rocm-smi --showproductname names each GPU's target",
+        "hide the integrated GPU from ROCm programs with HIP_VISIBLE_DEVICES (the indices of "
+        "the discrete GPUs)",
+        rules.cite("igpu-hip-visible", "igpu-device0"),
+        ("igpu",),
+    ),
+    Rule(
+        "iommu",
+        r'Missing "iommu=pt"',
+        "RCCL: iommu=pt missing from the kernel command line",
+        "RCCL warns that without iommu=pt multi-GPU transfers can hang the system",
+        "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX, then update-grub and reboot)",
+        rules.cite("iommu-pt"),
+    ),
+    Rule(
+        "gpu-hang",
+        r"preemption failed|MODE1 reset|ring \S+ timeout|GPU reset begin",
+        "the GPU hung and the driver reset it (dmesg)",
+        "a kernel on the GPU stopped responding and amdgpu reset the GPU; the cause is not in "
+        "these lines",
+        "keep the whole kernel log of a hang (journalctl -b -1 | grep amdgpu after the "
+        "reboot); check that the driver and ROCm come from matching releases",
+        rules.cite("gpu-hang", "kfd-node-igpu"),
+        ("kernel-driver",),
+    ),
+    Rule(
+        "wsl",
+        r"WSL environment detected",
+        "ROCm under WSL 2",
+        "rocminfo says this is WSL: the GPU is reached through /dev/dxg and AMD's Windows "
+        "driver, not amdgpu in Linux",
+        "see here",
+        rules.cite("wsl-librocdxg", "wsl-dxg-detection"),
+        ("wsl",),
+    ),
+    Rule(
+        "segfault",
+        r"segmentation fault",
+        "a segmentation fault (no library named)",
+        "the process crashed; the message alone does not say where: a crash in the GPU "
+        "runtime, a library mismatch, or a GPU the installed ROCm does not support",
+        "rerun with AMD_LOG_LEVEL=4 AMD_SERIALIZE_KERNEL=3 AMD_SERIALIZE_COPY=3 and give doctor "
+        "that log (doctor --log); a backtrace (gdb) names the library",
+        rules.cite("segfault-log-level", "segfault-unsupported-gfx"),
+        ("arch-mismatch", "kernel-driver"),
+    ),
 )
 """Every message :func:`read` knows, the more specific first."""
 
@@ -179,6 +399,239 @@ class Finding:
     """What else the log says about it (the code objects, for instance)."""
     related: list[str] = field(default_factory=list)
     """Other lines of the log that belong to it."""
+    fix: str = ""
+    """The fix for what this log shows (the rule's own where empty)."""
+
+    @property
+    def advice(self) -> str:
+        return self.fix or self.rule.fix
+
+
+@dataclass
+class Facts:
+    """What the text itself shows about the machine (None or empty: not shown)."""
+
+    member: dict[str, set[str]] = field(default_factory=dict)
+    """User -> groups the text shows it in (``id``, ``groups``, ``getent group``,
+    ``adduser``, rocminfo's "is member of")."""
+    not_member: set[str] = field(default_factory=set)
+    """Groups the text shows the user outside of (rocminfo's "is not member of")."""
+    pasted: bool = False
+    """Whether the groups came from pasted id, groups, getent or adduser output (not
+    only from rocminfo's "is member of" line)."""
+    container: bool = False
+    gfx: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    wsl: bool = False
+
+    @property
+    def groups(self) -> set[str] | None:
+        """Every group the text shows the user in; None where it shows none."""
+        if not self.member:
+            return None
+        return set().union(*self.member.values())
+
+
+_ID = re.compile(r"uid=\d+\((\S+?)\) gid=\d+\(\S+?\)(?: groups=(\S+))?")
+_GROUPS_OF = re.compile(r"^(\S+) : (.+)$")  # groups USER
+_GETENT = re.compile(r"^(render|video):x:\d+:(.*)$")
+_MEMBER = re.compile(r"(\S+) is member of (\w+) group")
+_NOT_MEMBER = re.compile(r'is not member of "?(\w+)"? group')
+_ALREADY = re.compile(r"The user `(\S+?)' is already a member of `(\w+)'")
+_PROMPT_GROUPS = re.compile(r"^[#$>] (groups|id -nG)\s*$")
+_GFX = re.compile(r"\bgfx(\d{3,4}[a-z]?)\b")
+_ENV = re.compile(
+    r"^(?:export )?(HSA_OVERRIDE_GFX_VERSION|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|"
+    r"CUDA_VISIBLE_DEVICES|HSA_ENABLE_DXG_DETECTION)=\"?([^\s\"#]+)"
+)
+_CONTAINER = re.compile(r"\bdocker (run|exec)\b|\bpodman (run|exec)\b|--device=/dev/kfd")
+
+
+def facts(text: str) -> Facts:
+    """The facts ``text`` shows: groups, a container, GPU targets, variables, WSL."""
+    found = Facts()
+    lines = text.splitlines()
+
+    def add(user: str, groups, pasted: bool = True) -> None:
+        found.member.setdefault(user, set()).update(g for g in groups if g)
+        found.pasted = found.pasted or pasted
+
+    for n, raw in enumerate(lines):
+        line = raw.strip().strip("`")
+        if m := _ID.search(line):
+            add(m.group(1), re.findall(r"\((\w+)\)", m.group(2) or ""))
+        elif m := _ALREADY.search(line):
+            add(m.group(1), [m.group(2)])
+        elif m := _MEMBER.search(line):
+            add(m.group(1), [m.group(2)], pasted=False)
+        elif m := _GETENT.match(line):
+            for user in filter(None, m.group(2).split(",")):
+                add(user, [m.group(1)])
+        elif _PROMPT_GROUPS.match(line) and n + 1 < len(lines) and lines[n + 1].strip():
+            add("this user", lines[n + 1].split())
+        elif (m := _GROUPS_OF.match(line)) and n and "groups" in lines[n - 1]:
+            add(m.group(1), m.group(2).split())
+        if m := _NOT_MEMBER.search(line):
+            found.not_member.add(m.group(1))
+        if m := _ENV.match(line):
+            found.env[m.group(1)] = m.group(2)
+        for g in _GFX.findall(line):
+            if f"gfx{g}" not in found.gfx:
+                found.gfx.append(f"gfx{g}")
+    found.container = bool(_CONTAINER.search(text))
+    found.wsl = "WSL environment detected" in text
+    return found
+
+
+def _permission_fix(seen: Facts) -> tuple[str, str]:
+    """(details, fix) for /dev/kfd refused, from the groups and container the text shows."""
+    groups = seen.groups
+    if groups is not None and "render" in groups:
+        details = (
+            f"the text shows the user in {', '.join(sorted(groups & {'render', 'video'}))} "
+            "already: running usermod again changes nothing; log in again if it was added "
+            "in this session (a new group applies to new sessions)"
+        )
+        if seen.container:
+            fix = (
+                "in a container, pass the devices (--device=/dev/kfd --device=/dev/dri) and the "
+                "group by the host's number (--group-add $(getent group render | cut -d: -f3)); "
+                "a rootless container maps the host's groups away (map them in /etc/subgid)"
+            )
+        else:
+            fix = (
+                "the user is in render already: check the owner and mode of /dev/kfd "
+                "(ls -l /dev/kfd; crw-rw---- root render) and that the kernel driver installed "
+                "cleanly (dmesg | grep kfd)"
+            )
+        return details, fix
+    outside = ({"render", "video"} - groups) if groups is not None else seen.not_member
+    if outside:
+        shown = "shows the user in " + ", ".join(sorted(groups)) if groups else "says the user is"
+        details = f"the text {shown}, not in {' or '.join(sorted(outside))}"
+        add = " ".join(f"--group-add {g}" for g in sorted(outside))
+        if seen.container:
+            return (
+                details,
+                f"start the container with {add} (and --device=/dev/kfd --device=/dev/dri)",
+            )
+        return details, (
+            f"sudo usermod -aG {','.join(sorted(outside))} $USER, then log out and in again "
+            "(groups apply at login)"
+        )
+    if seen.container:
+        return "", (
+            "docker run --device=/dev/kfd --device=/dev/dri --group-add render --group-add video"
+        )
+    return "", ""
+
+
+def _tensile_details(line: str, seen: Facts) -> tuple[str, str]:
+    gfx = re.search(r"for GPU arch\s*:\s*(gfx\w+)", line)
+    path = re.search(r"Cannot read\s*(.+?TensileLibrary\S*?\.dat)", line)
+    words = []
+    if gfx:
+        target = gfx.group(1)
+        words.append(f"rocBLAS has no Tensile library for {target}")
+        if target in rules.NO_OVERRIDE:
+            known, index, _ = rules.NO_OVERRIDE[target]
+            words.append(
+                f"{target}: {known}" + (f"; AMD's wheels for it: {index}" if index else "")
+            )
+    if path and re.match(r"[A-Za-z]:\\", path.group(1)):
+        words.append(
+            "the path is the HIP SDK on Windows: its rocBLAS must be the SDK release's own, "
+            "with a library built for this GPU"
+        )
+    if "Illegal seek" in line:
+        words.append(
+            "since ROCm 5.2 the library is split per target (TensileLibrary_<gfx>.dat); "
+            "'Illegal seek' on the old name means none for this target was found: check which "
+            "librocblas the program loads (ldd)"
+        )
+    return "; ".join(words), ""
+
+
+def _clinfo_details(text: str) -> str:
+    counts = [int(n) for n in re.findall(r"^Number of devices:\s+(\d+)", text, re.M)]
+    boards = re.findall(r"^\s*Board name:\s+(.+?)\s*$", text, re.M)
+    if not counts:
+        return ""
+    if sum(counts) == 0:
+        return "clinfo lists no GPU device: OpenCL sees no usable GPU"
+    return f"clinfo lists {sum(counts)} device(s)" + (f": {', '.join(boards)}" if boards else "")
+
+
+def _collect_env_details(text: str) -> str:
+    def value(key: str) -> str | None:
+        m = re.search(rf"^{re.escape(key)}:\s*(.+?)\s*$", text, re.M)
+        return m.group(1) if m else None
+
+    torch, rocm = value("PyTorch version"), value("ROCM used to build PyTorch")
+    available, gpus = value("Is CUDA available"), value("GPU models and configuration")
+    hip = value("HIP runtime version")
+    words = []
+    if torch:
+        words.append(f"PyTorch {torch}")
+    if rocm and rocm != "N/A":
+        words.append(f"built for ROCm {rocm}")
+    elif rocm == "N/A":
+        words.append("not a ROCm build (ROCM used to build PyTorch: N/A)")
+    if hip and hip != "N/A":
+        words.append(f"HIP runtime {hip}")
+    if available == "True":
+        words.append("it sees the GPU" + (f" {gpus}" if gpus else ""))
+    elif available == "False":
+        words.append("it sees no GPU")
+    return "; ".join(words)
+
+
+def _amd_smi_details(text: str) -> str:
+    words = []
+    if "amdgpu not found in modules" in text:
+        words.append(
+            "amd-smi looks for amdgpu among the loaded modules (/sys/module/amdgpu/initstate): "
+            "if amdgpu is built into the kernel it is not found there, and under WSL amd-smi is "
+            "not supported"
+        )
+    elif "Unable to detect any GPU devices" in text:
+        words.append("amd-smi found no GPU through the amdgpu driver")
+    version = re.search(r"ROCm version: (\S+)", text)
+    if version and version.group(1) != "N/A":
+        words.append(f"amd-smi reports ROCm {version.group(1)}")
+    missing = re.search(r"missing the following required groups: ([\w, ]+)", text)
+    if missing:
+        words.append(
+            f"amd-smi itself wants the groups {missing.group(1)}; other ROCm components may not "
+            "need them (AMD's answer): add them where you use amd-smi"
+        )
+    owners = sorted(set(re.findall(r"owner=\S+?:(\w+)\(\d+\)", text)))
+    if owners:
+        words.append(f"the device nodes amd-smi needs belong to {', '.join(owners)}")
+    statuses = sorted(set(re.findall(r"AMDSMI_STATUS_\w+", text)))
+    if statuses:
+        words.append(f"statuses: {', '.join(statuses)}")
+    if re.search(r"NPS4", text) and "NOT_SUPPORTED" in text:
+        words.append("NPS4 is only compatible with the CPX compute mode on MI300X")
+    return "; ".join(words)
+
+
+def _segfault_details(text: str, line: str) -> str:
+    words = []
+    if re.search(r"^(GPU: )?True\s*$|is_available\(\)\s*:\s*True", text, re.M):
+        words.append(
+            "it came after PyTorch reported the GPU (is_available True): at or after "
+            "the first kernel, not at import"
+        )
+    elif re.search(r"import torch|\bimport\b", text) or line.startswith(("zsh:", "bash:")):
+        words.append("no GPU work is shown before it: a crash at import or start-up")
+    archs = re.search(r"get_arch_list\(\)\s*:\s*\[([^\]]*)\]", text)
+    hip = re.search(r"torch\.version\.hip\s*:\s*(\S+)", text)
+    if archs:
+        words.append(f"the build's targets: {archs.group(1)}")
+    if hip and hip.group(1) != "None":
+        words.append(f"HIP {hip.group(1)}")
+    return "; ".join(words)
 
 
 _DEVICE = re.compile(r"(?<![\w-])(amdgcn-amd-amdhsa--\S+) - \[(Found|Not Found)\]")
@@ -219,28 +672,172 @@ def _code_object_details(text: str) -> str:
     return words
 
 
+def _details(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """Fill the finding's details and fix from the text; False drops it."""
+    rid, line = finding.rule.id, finding.line
+    if rid in ("no-binary", "invalid-device-function"):
+        finding.details = _code_object_details(text)
+        if not finding.details and not code_objects(text)[0]:
+            finding.details = (
+                "the text does not name the GPU's target; run with AMD_LOG_LEVEL=1 to list it"
+            )
+    elif rid == "kfd-permission":
+        finding.details, finding.fix = _permission_fix(seen)
+    elif rid == "tensile":
+        finding.details, finding.fix = _tensile_details(line, seen)
+    elif rid == "kfd-mode":
+        m = re.match(r"^c([rw-]{9})\s+\d+\s+(\S+)\s+(\S+)", line)
+        mode, owner, group = m.groups()
+        if mode[3:5] != "--":
+            finding.details = f"/dev/kfd belongs to {owner}:{group}, mode {mode}"
+            finding.fix = f"members of {group} may open it: check that the user is one (id -nG)"
+        else:
+            finding.details = (
+                f"/dev/kfd belongs to {owner}:{group} and only its owner may open it (mode "
+                f"{mode}): no group membership helps"
+            )
+            finding.fix = (
+                'add a udev rule: KERNEL=="kfd", MODE="0660", GROUP="render" in '
+                "/etc/udev/rules.d/, then udevadm trigger (or reboot)"
+            )
+    elif rid == "kfd-not-supported":
+        gpu = re.search(r"amdgpu: (\S+)\s+not supported in kfd", line)
+        finding.details = f"dmesg names the GPU: {gpu.group(1)}" if gpu else ""
+    elif rid == "kfd-node":
+        added = re.findall(r"added device (\w+:\w+)", text)
+        finding.details = f"KFD added {len(added)} device(s): {', '.join(added)}"
+    elif rid == "missing-library":
+        lib = re.search(finding.rule.pattern, line).group(1)
+        if "aqlprofile" in lib:
+            finding.details = f"{lib} is a profiling library, loaded only where present"
+            finding.fix = "not needed to run programs; it is not the cause of another error here"
+        else:
+            finding.details = f"missing: {lib}"
+            finding.fix = (
+                f"install the package that provides {lib} (for libmpi_cxx: the OpenMPI "
+                "libraries, libopenmpi-dev on Ubuntu), then retry"
+            )
+    elif rid == "amd-smi":
+        finding.details = _amd_smi_details(text)
+        finding.fix = (
+            "amd-smi reads the GPUs through the amdgpu driver and /dev/dri: the details say "
+            "which part failed; ROCm programs may still run (rocminfo tells)"
+        )
+    elif rid == "clinfo":
+        finding.details = _clinfo_details(text)
+        finding.fix = (
+            "no OpenCL GPU: read the lines after it (rocminfo, dmesg) for why"
+            if "no GPU device" in finding.details
+            else "nothing to fix: OpenCL sees the GPU"
+        )
+    elif rid == "collect-env":
+        finding.details = _collect_env_details(text)
+        finding.fix = (
+            "a ROCm build that sees the GPU: any failure lies elsewhere"
+            if "sees the GPU" in finding.details and "built for ROCm" in finding.details
+            else "install the ROCm build of PyTorch (pytorch.org, the ROCm index)"
+            if "not a ROCm build" in finding.details
+            else "compare the build's ROCm with the installed one (doctor's PyTorch checks)"
+        )
+    elif rid == "torch-no-gpu":
+        prev = text[: text.find(line)] if line in text else text
+        if "is_available" not in prev:
+            return False
+        env = ", ".join(f"{k}={v}" for k, v in seen.env.items())
+        finding.details = f"the text sets {env}" if env else ""
+    elif rid == "wsl":
+        finding.details = "; ".join(
+            w
+            for w in (
+                "the runtime found no GPU"
+                if re.search(r"hsa_init Failed|possibly no supported GPU", text)
+                else "",
+                "HSA_ENABLE_DXG_DETECTION is unset"
+                if re.search(r"unset HSA_ENABLE_DXG_DETECTION", text)
+                else "",
+                "libhsa-runtime64.so could not be loaded"
+                if "dlopen libhsa-runtime64.so failed" in text
+                else "",
+            )
+            if w
+        )
+        finding.fix = (
+            "with ROCm 7.2 under WSL 2: AMD's Windows driver on the host, librocdxg installed "
+            "and HSA_ENABLE_DXG_DETECTION=1 exported; no Linux kernel driver belongs inside WSL"
+        )
+    elif rid == "gpu-hang":
+        signs = ("preemption failed", "Failed to evict process queues", "MODE1 reset", "timeout")
+        finding.details = "the kernel log shows: " + ", ".join(x for x in signs if x in text)
+    elif rid == "smi-gfx":
+        listed = re.findall(r"GFX Version:\s*(gfx\w+)", text)
+        igpus = sorted({g for g in listed if g in rules.IGPU_TARGETS})
+        if not igpus or len(igpus) == len(listed):
+            return False
+        finding.details = (
+            f"rocm-smi lists {len(listed)} GPUs ({', '.join(listed)}); {', '.join(igpus)} is an "
+            "integrated GPU beside discrete ones, and ROCm programs see it too"
+        )
+    elif rid == "segfault":
+        if "runtime-segfault" in ids:
+            return False
+        finding.details = _segfault_details(text, line)
+    elif rid == "runtime-segfault" and "hipLaunchKernel" in text:
+        finding.details = "the backtrace is in hipLaunchKernel: at a kernel launch"
+    elif rid == "miopen-error":
+        reason = re.search(r"MIOpen Error: \S+?:\d+: (.+?)\s*$", text, re.M)
+        words = [f"MIOpen says: {reason.group(1)}"] if reason else []
+        if seen.gfx:
+            words.append(f"GPU target in the log: {', '.join(seen.gfx)}")
+        finding.details = "; ".join(words)
+    elif rid == "miopen-kdb":
+        db = re.search(r"(gfx\w+?)_(\d+)\.kdb", line)
+        if db:
+            finding.details = f"{db.group(1)} with {db.group(2)} compute units: not an error"
+    elif rid == "miopen-user-db":
+        path = re.search(r'"([^"]*miopen[^"]*)"', text)
+        finding.details = f"the file: {path.group(1)}" if path else ""
+    elif rid == "driver-not-loaded" and seen.wsl:
+        return False
+    return True
+
+
 def read(text: str) -> list[Finding]:
-    """Every message of :data:`RULES` in ``text``, in the order they first appear."""
+    """Every message of :data:`RULES` in ``text``, in the order they first appear,
+    with what the text shows about each (:func:`facts`) in its details and fix."""
     lines = text.splitlines()
+    seen = facts(text)
     findings = []
     for rule in RULES:
-        pattern = re.compile(rule.pattern, re.IGNORECASE if rule.id == "runtime-segfault" else 0)
-        hits = [(n, ln) for n, ln in enumerate(lines, 1) if pattern.search(ln)]
+        flags = re.IGNORECASE if rule.id in ("runtime-segfault", "segfault") else 0
+        pattern = re.compile(rule.pattern, flags)
+        hits = [(n, ln) for n, ln in enumerate(lines, 1) if pattern.search(ln.strip())]
         if not hits:
             continue
         n, line = hits[0]
         finding = Finding(rule, line.strip()[:300], n)
-        if rule.id in ("no-binary", "invalid-device-function"):
-            finding.details = _code_object_details(text)
-        if rule.id == "kfd-permission" and re.search(r"is member of render group", text):
-            finding.details = (
-                "the log also says the user is in the render group: then log in again (a new "
-                "group applies to new sessions), or, in a container, pass the device and "
-                "--group-add render; running usermod again changes nothing"
-            )
         finding.related = [ln.strip() for _, ln in hits[1:4]]
         findings.append(finding)
+    ids = {f.rule.id for f in findings}
+    if seen.pasted:
+        shown = Finding(GROUPS_RULE, "", 0)
+        shown.details = "; ".join(
+            f"{user}: {', '.join(sorted(groups))}" for user, groups in seen.member.items()
+        )
+        findings.append(shown)
+    findings = [f for f in findings if f.rule is GROUPS_RULE or _details(f, text, seen, ids)]
     return sorted(findings, key=lambda f: f.line_number)
+
+
+GROUPS_RULE = Rule(
+    "groups",
+    "",
+    "the groups the text shows",
+    "pasted id, groups, getent group or adduser output, or rocminfo's membership line",
+    "advice about /dev/kfd rests on these groups",
+    rules.cite("groups", "groups-docker-terminal", "groups-already-member", "groups-rootless"),
+    ("device-access",),
+)
+"""The finding for groups shown in the text (no pattern: :func:`facts` reads them)."""
 
 
 def load(path: str) -> tuple[str, str]:
@@ -272,11 +869,11 @@ def to_text(findings: list[Finding], source: str, checks: dict[str, str] | None 
         )
     out = [head]
     for f in findings:
-        out.append(f"  line {f.line_number}: {f.line}")
+        out.append(f"  line {f.line_number}: {f.line}" if f.line else "  in the text:")
         out.append(f"    means: {f.rule.title}: {f.rule.causes}")
         if f.details:
             out.append(f"    here: {f.details}")
-        out.append(f"    fix: {f.rule.fix}")
+        out.append(f"    fix: {f.advice}")
         for cid in f.rule.explained_by:
             if checks and cid in checks:
                 out.append(f"    check {cid}: {checks[cid]}")
@@ -296,7 +893,7 @@ def to_dict(findings: list[Finding], source: str) -> dict:
                 "line_number": f.line_number,
                 "causes": f.rule.causes,
                 "details": f.details,
-                "fix": f.rule.fix,
+                "fix": f.advice,
                 "sources": list(f.rule.sources),
                 "explained_by": list(f.rule.explained_by),
             }

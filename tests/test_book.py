@@ -297,6 +297,28 @@ class _Images(HTMLParser):
             self.depth -= self.stack.pop()
 
 
+LOSSES = re.compile(r"train loss ([\d.]+) acc ([\d.]+) \| val loss ([\d.]+) acc ([\d.]+)")
+
+
+def _epoch_lines(page: str) -> list[tuple[float, ...]]:
+    """The epochs a page prints as ``runs.losses_text`` does, in page order."""
+    text = " ".join(" ".join(parse(page).text).split())
+    return [tuple(map(float, m.groups())) for m in LOSSES.finditer(text)]
+
+
+@pytest.mark.parametrize("page", ["book/distributed/fsdp", "book/distributed/multi-node"])
+def test_pages_that_say_same_numbers_as_ddp_show_them(build, page):
+    """The FSDP page says its epoch ends with the DDP page's losses, and the
+    multi-node page says two agents give one agent's numbers: both list their
+    own run's epoch beside the DDP page's (glued from it). Each figure the
+    reader compares agrees to its last printed digit (one unit of rounding)."""
+    lines = _epoch_lines(page)  # its run's log line, its bullet, then the DDP page's
+    assert len(lines) >= 2, f"{page}: expected its run's epoch and the DDP page's, got {lines}"
+    *own, ddp = lines
+    for line in own:
+        assert line == pytest.approx(ddp, abs=1.5e-4), f"{page}: {line} against DDP's {ddp}"
+
+
 @pytest.mark.parametrize("page", sorted(FIGURES))
 def test_pages_show_their_figures(build, page):
     html = HTML / f"{page}.html"

@@ -715,3 +715,28 @@ def test_an_unchanged_export_is_reused_and_any_change_exports_again(tmp_path):
     stamp = path.stat().st_mtime_ns
     older = onnx_files.export_once(model, path, image_size=32, opset=onnx_files.OPSET - 1)
     assert older.opset == onnx_files.OPSET - 1 and path.stat().st_mtime_ns != stamp
+
+
+def test_the_sweep_plot_labels_its_log_axis_in_plain_milliseconds():
+    """Latency spans orders of magnitude, so its axis is logarithmic, labelled at
+    1-2-5 steps as plain numbers (not 10^n beside 2x10^n)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "runtime": ["PyTorch", "ONNX Runtime"] * 3,
+            "batch": [1, 1, 8, 8, 32, 32],
+            "latency (ms)": [12.0, 9.0, 60.0, 41.0, 230.0, 170.0],
+            "images/s": [83.0, 111.0, 133.0, 195.0, 139.0, 188.0],
+        }
+    )
+    fig = bench.plot_sweep(frame, "a CPU")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    labels = [t.get_text() for t in ax.get_yticklabels() if low <= t.get_position()[1] <= high]
+    plt.close(fig)
+    assert set(labels) >= {"10", "20", "50", "100", "200"}, labels
+    assert not any("^" in s or "times" in s for s in labels), labels
+    assert not [t for t in ax.yaxis.get_minorticklabels() if t.get_text()]

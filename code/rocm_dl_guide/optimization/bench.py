@@ -452,7 +452,14 @@ def plot_sweep(frame: pandas.DataFrame, device: str = ""):
         ax.set_ylabel(unit)
         ax.set_title(title)
         ax.grid(axis="y", alpha=0.3)
+    # A log scale labelled in plain milliseconds at 1-2-5 steps (matplotlib's
+    # default mixes 10^n major labels with 2x10^n minor ones).
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     axes[0].set_yscale("log")
+    axes[0].yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axes[0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axes[0].yaxis.set_minor_formatter(NullFormatter())
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(runtimes), frameon=False)
     fig.suptitle(f"Inception v3 inference on {device}", fontsize=10)

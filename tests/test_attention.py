@@ -48,3 +48,19 @@ def test_a_backend_the_device_lacks_gets_a_row_that_says_why():
 
 def test_the_backend_sdpa_picks_is_named():
     assert attention.default_backend(CPU, torch.float32) in (*attention.BACKENDS, "unknown")
+
+
+def test_the_pages_table_and_plot_show_every_measured_backend():
+    rows = [
+        attention.Row("math", n, 1.0 * n, 0.5 * n, 0.0 if i else None)
+        for i, n in enumerate((256, 512))
+    ] + [attention.Row("flash", n, 0.5 * n, 0.1 * n, 1.1e-6) for n in (256, 512)]
+    rows.append(attention.Row("efficient", 256, None, None, None, note="GPUs only"))
+    table = attention.frame(rows)
+    assert set(table["backend"]) == {"math", "flash"}  # not the one that did not run
+    shown = attention.wide(table)
+    assert shown.loc[512, ("ms", "flash")] == 256.0
+    assert shown.loc[512, ("max_abs_diff", "flash")] == "1.1e-06"  # not rounded to 0.0
+    fig = attention.plot(table, torch.float32, "a CPU")
+    assert [ax.get_yscale() for ax in fig.axes] == ["log", "log"]
+    assert len(fig.axes[0].lines) == 2 and "float32, a CPU" in fig._suptitle.get_text()

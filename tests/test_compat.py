@@ -278,6 +278,18 @@ def test_rendered_tables_link_every_source():
     assert "nan" not in html.lower().replace("nano", "")
 
 
+def test_tables_of_prose_wrap_and_tables_of_figures_keep_their_columns():
+    """A table with long text in its cells (the GPU names) is marked to wrap to
+    the page's column (_static/guide.css); one of short figures is not."""
+    from rocm_dl_guide.core import tables
+
+    assert 'class="guide-prose-table"' in tables.show(compat.gpu_table()).to_html()
+    figures = [{"batch": 1, "ms": 12.5, "backend": "ONNX Runtime"}]
+    assert "guide-prose-table" not in tables.show(figures).to_html()
+    css = (Path(__file__).parents[1] / "_static" / "guide.css").read_text()
+    assert "table.guide-prose-table td" in css
+
+
 def test_the_kernel_driver_policy_is_shown_from_the_data_with_its_source():
     policy = compat_data.kernel_driver_policy()
     assert "+/- 2 releases" in policy["text"] and "a year apart" in policy["text"]

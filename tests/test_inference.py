@@ -740,3 +740,17 @@ def test_the_sweep_plot_labels_its_log_axis_in_plain_milliseconds():
     assert set(labels) >= {"10", "20", "50", "100", "200"}, labels
     assert not any("^" in s or "times" in s for s in labels), labels
     assert not [t for t in ax.yaxis.get_minorticklabels() if t.get_text()]
+
+
+def test_the_sweep_table_shows_its_figures_rounded_and_the_speedup_as_a_factor():
+    import pandas as pd
+
+    from rocm_dl_guide.core import tables
+
+    frame = pd.DataFrame(
+        {"runtime": ["ONNX Runtime"], "batch": [8], "latency (ms)": [41.234],
+         "ms per image": [5.154], "images/s": [194.02], "speedup": [1.4567]}
+    )  # fmt: skip
+    html = tables.show(frame, formats=bench.SWEEP_FORMATS).to_html()
+    for text in (">41.2<", ">5.2<", ">194.0<", ">1.46x<", ">8<"):
+        assert text in html, text

@@ -103,7 +103,7 @@ def test_core_sdk_apu_and_migraphx():
     assert mgx.status == "supported"
     assert mgx.sources == ("rocm-ai-ecosystem-migraphx-install",)
     table = compat.gpu_table()
-    assert table[table["gfx target"] == "gfx1151"].iloc[0]["Integrated (APU)"] == "yes"
+    assert table[table["gfx target"] == "gfx1151"].iloc[0]["APU"] == "yes"
 
 
 def test_core_sdk_10_0_0_fields_name_their_sources():

@@ -495,6 +495,15 @@ def throughput_runs(
     return runs
 
 
+THROUGHPUT_FORMATS = {
+    "images/s": "{:.0f}",
+    "wall s": "{:.1f}",
+    "speed-up": "{:.2f}",
+    "efficiency": "{:.2f}",
+}
+"""How a page shows :func:`throughput_table`'s figures (``tables.show(formats=...)``)."""
+
+
 def throughput_table(runs: dict[int, CliRun]) -> pandas.DataFrame:
     """One row per process count: launcher, backend, images/s (summed over ranks, last
     epoch), wall time of the whole command (start-up included), the speed-up over

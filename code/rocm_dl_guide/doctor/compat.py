@@ -335,14 +335,14 @@ def gpu_table():
         rows.append(
             {
                 "gfx target": e["gfx"],
-                "Architecture": e.get("architecture", ""),
+                "Arch.": e.get("architecture", ""),
                 "Names": ", ".join(e.get("names", [])),
-                "Integrated (APU)": "yes" if e.get("integrated") else "",
+                "APU": "yes" if e.get("integrated") else "",
                 "ROCm releases": span,
                 "Source": e["source"],
             }
         )
-    columns = ["gfx target", "Architecture", "Names", "Integrated (APU)", "ROCm releases"]
+    columns = ["gfx target", "Arch.", "Names", "APU", "ROCm releases"]
     return pd.DataFrame(rows, columns=columns + ["Source"])
 
 

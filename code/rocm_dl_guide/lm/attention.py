@@ -242,3 +242,44 @@ def growth(rows: list[Row], backend: str) -> float | None:
         return None
     (n0, m0), (n1, m1) = mine[-2], mine[-1]
     return (m1 / m0) ** (1 / math.log2(n1 / n0))
+
+
+# --------------------------------------------------------------------------- shown on the page
+
+
+def frame(rows: list[Row]):
+    """The measured rows (those with a time) as a table: one line per backend and length."""
+    import pandas as pd
+
+    return pd.DataFrame([r.to_dict() for r in rows if r.ms is not None])
+
+
+def wide(table):
+    """:func:`frame` with a column per backend under each figure, as the page shows
+    it: times and memory to 0.1, differences in scientific notation (rounding
+    would show a difference of 1e-6 as 0.0)."""
+    out = table.pivot(index="seq_len", columns="backend", values=["ms", "peak_mb", "max_abs_diff"])
+    out.loc[:, ["ms", "peak_mb"]] = out[["ms", "peak_mb"]].round(1)
+    out["max_abs_diff"] = out["max_abs_diff"].map("{:.1e}".format)
+    return out
+
+
+def plot(table, dtype: torch.dtype, device: str):
+    """Time (left) and peak extra memory (right) of each backend against the
+    sequence length, on logarithmic axes."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for backend, part in table.groupby("backend"):
+        axes[0].plot(part.seq_len, part.ms, marker="o", label=backend)
+        axes[1].plot(part.seq_len, part.peak_mb, marker="o", label=backend)
+    for ax, label in zip(axes, ("time (ms)", "peak extra memory (MB)"), strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel(label)
+        ax.legend()
+    name = str(dtype).replace("torch.", "")
+    fig.suptitle(f"Causal attention, {HEADS} heads of {HEAD_DIM}, {name}, {device}")
+    fig.tight_layout()
+    return fig

@@ -429,6 +429,15 @@ def sweep(
     )
 
 
+SWEEP_FORMATS = {
+    "latency (ms)": "{:.1f}",
+    "ms per image": "{:.1f}",
+    "images/s": "{:.1f}",
+    "speedup": "{:.2f}x",
+}
+"""How a page shows a :class:`Sweep` table's figures (``tables.show(formats=...)``)."""
+
+
 def plot_sweep(frame: pandas.DataFrame, device: str = ""):
     """Two panels from a :class:`Sweep` table: median latency per batch and throughput."""
     import matplotlib.pyplot as plt

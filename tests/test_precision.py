@@ -476,6 +476,9 @@ def test_bench_table_best_engine_and_plot():
     fig = result.plot(batch=1)
     points = [c for c in fig.axes[0].collections]
     assert len(points) == 3  # one point per engine that has an agreement figure
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert len(legend) == 3 and "PyTorch eager fp32" in legend  # named in a legend
+    assert not fig.axes[0].texts  # no labels beside the points, which would overlap
 
 
 def test_the_int8_choice_is_recorded_per_cpu_and_read_back(tmp_path):

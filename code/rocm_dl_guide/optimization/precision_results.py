@@ -180,19 +180,26 @@ class PrecisionBench:
         """Speed-up over eager fp32 at ``batch`` against top-1 agreement, one point per engine."""
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(6.4, 4))
-        for r in self.rows:
-            if r["batch"] != batch or r["top1_agreement"] is None:
-                continue
-            x, y = r["speedup_vs_eager_fp32"], 100 * r["top1_agreement"]
-            ax.scatter([x], [y], s=60, zorder=3)
-            ax.annotate(
-                f"{r['backend']} {r['precision']}",
-                (x, y),
-                textcoords="offset points",
-                xytext=(6, 4),
-                fontsize=8,
+        # A legend, not labels beside the points: engines of equal agreement sit
+        # side by side near 100%, where their labels would overlap.
+        fig, ax = plt.subplots(figsize=(6.4, 4.8))
+        markers = "osD^vP*Xh<>"
+        shown = [r for r in self.rows if r["batch"] == batch and r["top1_agreement"] is not None]
+        for i, r in enumerate(shown):
+            label = f"{r['backend']} {r['precision']}"
+            if r.get("config"):
+                label += f" ({r['config']['name']})"
+            ax.scatter(
+                [r["speedup_vs_eager_fp32"]],
+                [100 * r["top1_agreement"]],
+                s=60,
+                zorder=3,
+                marker=markers[i % len(markers)],
+                label=label,
             )
+        ax.legend(
+            loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8, frameon=False
+        )
         ax.axvline(1.0, color="grey", lw=0.8, ls=":")
         ax.set_xlabel(f"speed-up over PyTorch eager fp32 (Inception v3, batch {batch})")
         ax.set_ylabel("top-1 agreement with fp32 (%)")

@@ -76,5 +76,7 @@ def test_the_table_has_a_row_per_case_study_and_every_column():
     assert list(frame.columns) == ["command", *recipes.COLUMNS]
     row = frame.set_index("command").loc["cifar10"]
     assert row["batch size"] == 4 and row["weight decay"] == "-"
+    assert row["learning rate"] == "0.001"  # as a recipe writes it, not 0.001000
+    assert frame.set_index("command").loc["mnist-pytorch", "learning rate"] == "1"
     with pytest.raises(ValueError, match="unknown case study"):
         recipes.recipe("resnet")

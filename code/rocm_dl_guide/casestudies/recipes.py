@@ -44,6 +44,14 @@ def recipe(name: str) -> dict:
     return found
 
 
+def _shown(value):
+    """A setting as the table shows it: ``-`` where it does not apply, and a rate as
+    written in a recipe (``0.001``, ``1``), not with a float's six decimals."""
+    if value is None:
+        return "-"
+    return f"{value:g}" if isinstance(value, float) else value
+
+
 def table() -> pandas.DataFrame:
     """One row per case study, :data:`COLUMNS` in order; ``-`` where a setting does not apply."""
     import pandas as pd
@@ -51,5 +59,5 @@ def table() -> pandas.DataFrame:
     rows = []
     for name in names():
         r = recipe(name)
-        rows.append({c: "-" if r.get(c) is None else r[c] for c in COLUMNS} | {"command": name})
+        rows.append({c: _shown(r.get(c)) for c in COLUMNS} | {"command": name})
     return pd.DataFrame(rows, columns=["command", *COLUMNS])

@@ -297,14 +297,22 @@ def _unset_override_check(sysrep: SystemReport) -> Check:
 
 
 def override_check(sysrep: SystemReport) -> list[Check]:
-    """``HSA_OVERRIDE_GFX_VERSION``: set or not, what it maps onto, and the risk."""
+    """``HSA_OVERRIDE_GFX_VERSION``: set or not (or not collected), what it maps onto, and
+    the risk; then, while it is not set, what the ROCm release data says about each GPU's
+    target (:func:`support_checks`)."""
     name, cid = "HSA_OVERRIDE_GFX_VERSION", "hsa-override"
     value = host_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION")
     sources = cite("override-what", "override-gfx1031", "override-unofficial-780m")
     built = arch_list(sysrep)
     gpus = [a for _, a in gpus_seen(sysrep)]
+    if value is None and sysrep.host is None:
+        msg = "not collected: this process's environment was not read"
+        shown = _log_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION")
+        if shown:
+            msg += f"; your error text sets HSA_OVERRIDE_GFX_VERSION={shown}"
+        return [Check(name, UNKNOWN, msg, id=cid)] + support_checks(sysrep)
     if value is None:
-        return [_unset_override_check(sysrep)]
+        return [_unset_override_check(sysrep)] + support_checks(sysrep)
     target = override_target(value)
     if target is None:
         msg = f"set to {value!r}, which is not MAJOR.MINOR.STEPPING (for example 10.3.0)"
@@ -395,3 +403,186 @@ def igpu_check(sysrep: SystemReport) -> list[Check]:
         "program) before starting Python"
     )
     return [Check(name, WARN, msg, sources, cid, fix)]
+
+
+# --------------------------------------------------------------------------- 4: the GPU alone
+
+
+def _log_env(sysrep: SystemReport) -> dict[str, str]:
+    """The environment variables the reader's error text sets (``{}`` without one)."""
+    from . import logs
+
+    text = (sysrep.log or {}).get("text") or ""
+    return dict(logs.facts(text).env) if text else {}
+
+
+def _targets(sysrep: SystemReport) -> tuple[list[str], str]:
+    """The GPUs' own targets and where they come from: rocminfo (or PyTorch's device
+    list), else the lines of the reader's error text that name a GPU's target."""
+    from . import logs
+
+    seen = [a.gfx for _, a in gpus_seen(sysrep) if a.gfx]
+    if seen:
+        return list(dict.fromkeys(seen)), ""
+    text = (sysrep.log or {}).get("text") or ""
+    found = logs.device_targets(text) if text else []
+    return found, " (named in your error text)" if found else ""
+
+
+def listing_releases(gfx: str) -> list[dict]:
+    """The releases whose GPU target list in the compatibility data has ``gfx``, oldest
+    first (release lines such as ``5.7.x``, which list no targets, are left out)."""
+    rels = [r for r in compat_data.releases() if not compat_data.is_line(r["rocm"])]
+    rels.sort(key=lambda r: compat_data.release_key(r["rocm"]))
+    return [r for r in rels if gfx in (r.get("gfx") or [])]
+
+
+def release_spans(gfx: str) -> list[tuple[dict, dict]]:
+    """The runs of consecutive releases (in the data's order, a release whose target list
+    the data does not give ending a run) that list ``gfx``: (first, last) per run."""
+    rels = [r for r in compat_data.releases() if not compat_data.is_line(r["rocm"])]
+    rels.sort(key=lambda r: compat_data.release_key(r["rocm"]))
+    spans: list[tuple[dict, dict]] = []
+    run: list[dict] = []
+    for rel in rels:
+        if gfx in (rel.get("gfx") or []):
+            run.append(rel)
+            continue
+        if run:
+            spans.append((run[0], run[-1]))
+        run = []
+    if run:
+        spans.append((run[0], run[-1]))
+    return spans
+
+
+def _span_words(spans: list[tuple[dict, dict]]) -> str:
+    parts = [a["rocm"] if a is b else f"{a['rocm']} to {b['rocm']}" for a, b in spans]
+    return "ROCm " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
+
+
+def _release_urls(*rels: dict) -> tuple[str, ...]:
+    """The URLs of the sources that give these releases' GPU target lists."""
+    known = compat_data.sources()
+    ids = [compat_data.field_source(r, "gfx") for r in rels]
+    return tuple(dict.fromkeys(known.get(i, {}).get("url", i) for i in ids if i))
+
+
+def _span_urls(spans: list[tuple[dict, dict]]) -> tuple[str, ...]:
+    return _release_urls(*(r for span in spans for r in span))
+
+
+def _override_words(gfx: str) -> tuple[str, str, tuple[str, ...]]:
+    """(what HSA_OVERRIDE_GFX_VERSION can do for ``gfx``, the fix, the sources)."""
+    if gfx in NO_OVERRIDE:
+        known, _, keys = NO_OVERRIDE[gfx]
+        return f"no HSA_OVERRIDE_GFX_VERSION value helps: {known}", "", cite(*keys)
+    for value, family in OVERRIDE_FAMILIES.items():
+        if gfx not in family:
+            continue
+        target = override_target(value) or ""
+        spans = release_spans(target)
+        where = f", which {_span_words(spans)} list" if spans else ""
+        words = (
+            f"HSA_OVERRIDE_GFX_VERSION={value} runs it as {target}, its family's supported "
+            f"target{where} (the documented workaround; unofficial, unsupported by AMD)"
+        )
+        fix = f"export HSA_OVERRIDE_GFX_VERSION={value} before starting Python (unofficial)"
+        keys = ["override-what", "override-gfx1031", "override-unofficial-780m"]
+        keys += ["override-gfx1036"] if gfx == "gfx1036" else []
+        return words, fix, cite(*keys) + _span_urls(spans)
+    return f"doctor's data names no HSA_OVERRIDE_GFX_VERSION value for {gfx}", "", ()
+
+
+def _wheels_words(gfx: str) -> tuple[str, tuple[str, ...]]:
+    """AMD's nightly wheel index that has ``gfx`` as a target of its own, with sources."""
+    if gfx not in NO_OVERRIDE or not NO_OVERRIDE[gfx][1]:
+        return "", ()
+    _, index, keys = NO_OVERRIDE[gfx]
+    return f"AMD's TheRock nightly wheels build {gfx} natively: {index}", cite(*keys)
+
+
+def support_for(
+    gfx: str, rocm_version: str | None, label: str = ""
+) -> tuple[str, str, str, tuple[str, ...]]:
+    """What the ROCm release data says about a GPU of target ``gfx``, without a PyTorch
+    arch list: (status, message, fix, sources); ``label`` names the GPU. With ``rocm_version``
+    known: whether that
+    release lists the target; otherwise which releases do. Then which override family
+    applies (or that the data says none helps) and where a native build exists."""
+    spans = release_spans(gfx)
+    res = compat_data.resolve(rocm_version, "gfx") if rocm_version else None
+    installed = None if res is None or res.unknown or not res.rel.get("gfx") else res
+    words, fix, sources = [], "", ()
+    status = INFO
+    if installed is not None and gfx in installed.rel["gfx"]:
+        urls = tuple(compat_data.sources().get(i, {}).get("url", i) for i in installed.sources)
+        msg = f"{label or gfx}: ROCm {rocm_version} lists it among its supported GPU targets"
+        return OK, msg, "", urls
+    if installed is not None:
+        status = WARN
+        urls = tuple(compat_data.sources().get(i, {}).get("url", i) for i in installed.sources)
+        words.append(f"ROCm {rocm_version}'s supported GPU targets do not include it")
+        sources += urls
+        later = [
+            a
+            for a, _ in spans
+            if compat_data.release_key(a["rocm"]) > compat_data.release_key(installed.rocm)
+        ]
+        if later:
+            words.append(f"a native build: ROCm {later[0]['rocm']} is the next release to list it")
+            fix = f"install ROCm {later[0]['rocm']} or later with a PyTorch build for it"
+    else:
+        if rocm_version:
+            words.append(f"ROCm {rocm_version} is not in doctor's compatibility data")
+        else:
+            words.append("the installed ROCm release is not known")
+    if installed is None and spans:
+        many = len(spans) > 1 or spans[0][0] is not spans[0][1]
+        verb = "list it among their" if many else "lists it among its"
+        words.append(f"{_span_words(spans)} {verb} supported GPU targets")
+        sources += _span_urls(spans)
+        fix = fix or f"use one of those releases ({_span_words(spans)}) with a PyTorch build for it"
+    elif not spans:
+        words.append(
+            "none of the ROCm releases whose GPU target lists doctor's compatibility data holds "
+            "lists it"
+        )
+    over, over_fix, over_src = _override_words(gfx)
+    listed_now = installed is not None and gfx in installed.rel["gfx"]
+    if not listed_now:
+        words.append(over)
+        sources += over_src
+        if over_fix:
+            fix = f"{fix}; unofficially: {over_fix}" if fix else over_fix
+    wheels, wheel_src = _wheels_words(gfx)
+    if wheels:
+        words.append(wheels)
+        sources += wheel_src
+        fix = f"{fix}; or {native_build_fix(gfx)}" if fix else native_build_fix(gfx)
+    if gfx in NO_OVERRIDE and not fix:
+        fix = native_build_fix(gfx)
+    return status, f"{label or gfx}: " + "; ".join(words), fix, tuple(dict.fromkeys(sources))
+
+
+def support_checks(sysrep: SystemReport) -> list[Check]:
+    """ "GPU target in ROCm releases": each GPU's target against the ROCm release data,
+    where no PyTorch arch list answers it (:func:`support_for`); the targets come from
+    rocminfo or PyTorch's device list, else from the reader's error text."""
+    if arch_list(sysrep):
+        return []
+    targets, where = _targets(sysrep)
+    if not targets:
+        return []
+    version = sysrep.rocm.version if sysrep.rocm else None
+    order = (OK, INFO, UNKNOWN, WARN, FAIL)
+    found = [support_for(g, version, g + where) for g in targets[:3]]
+    status = max((f[0] for f in found), key=order.index)
+    message = "; ".join(f[1] for f in found)
+    fix = (
+        "; ".join(f"{g}: {f[2]}" for g, f in zip(targets[:3], found, strict=True) if f[2])
+        if len(found) > 1
+        else found[0][2]
+    )
+    sources = tuple(dict.fromkeys(u for f in found for u in f[3]))
+    return [Check("GPU target in ROCm releases", status, message, sources, "gpu-support", fix)]

@@ -258,11 +258,13 @@ RULES: tuple[Rule, ...] = (
         "miopen-user-db",
         r"boost::filesystem[^\n]*|filesystem_error",
         "MIOpen: its per-user database or cache could not be written",
-        "MIOpen keeps its user database and kernel cache in the home directory; it could not "
-        "create or change the file the message names",
-        "make the folder the message names writable by this user (or point MIOPEN_USER_DB_PATH "
-        "and MIOPEN_CUSTOM_CACHE_DIR at one that is)",
-        rules.cite("miopen-user-db", "miopen-user-db-crash"),
+        "MIOpen keeps its user database (~/.config/miopen) and its kernel cache "
+        "(~/.cache/miopen) in the home directory; it could not create or change the file the "
+        "message names",
+        "make the folder the message names writable by this user; or point the user database "
+        "at a writable folder with MIOPEN_USER_DB_PATH, and turn the kernel cache off with "
+        "MIOPEN_DISABLE_CACHE=1 (MIOpen's tuning and kernel cache pages)",
+        rules.cite("miopen-user-db", "miopen-cache", "miopen-user-db-crash"),
     ),
     Rule(
         "miopen-error",
@@ -300,7 +302,7 @@ RULES: tuple[Rule, ...] = (
         "amd-smi (AMD SMI) failed; the line says where: the driver, a device node's "
         "permissions, or a setting the GPU refused",
         "see here",
-        rules.cite("amdsmi-builtin", "amdsmi-wsl", "amdsmi-groups"),
+        rules.cite("amdsmi-builtin", "amdsmi-wsl", "amdsmi-groups", "mi300x-partition-quickstart"),
         ("partitions", "kernel-driver"),
     ),
     Rule(
@@ -347,9 +349,12 @@ RULES: tuple[Rule, ...] = (
         "iommu",
         r'Missing "iommu=pt"',
         "RCCL: iommu=pt missing from the kernel command line",
-        "RCCL warns that without iommu=pt multi-GPU transfers can hang the system",
-        "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX, then update-grub and reboot)",
-        rules.cite("iommu-pt"),
+        "RCCL warns that the kernel command line lacks iommu=pt, which 'can lead to system "
+        "instability or hang'; AMD's IOMMU page recommends passthrough mode (iommu=pt) for "
+        "AMD Instinct accelerators and Radeon GPUs",
+        "add iommu=pt to the kernel command line (with GRUB: GRUB_CMDLINE_LINUX in "
+        "/etc/default/grub, then update-grub) and reboot",
+        rules.cite("iommu-pt", "iommu-pt-amd"),
     ),
     Rule(
         "gpu-hang",
@@ -483,6 +488,33 @@ def facts(text: str) -> Facts:
     return found
 
 
+_DEVICE_TARGET = (
+    re.compile(r"for GPU arch\s*:\s*(gfx[0-9a-f]+)"),  # rocBLAS's Tensile message
+    re.compile(r"\b(gfx[0-9a-f]+)_\d+\.(?:kdb|HIP|OpenCL)\b"),  # MIOpen's per-GPU databases
+    re.compile(r"amdgcn-amd-amdhsa--(gfx[0-9a-f]+)\S* - \[(?:Found|Not Found)\]"),  # AMD_LOG
+    re.compile(r"\[SetIsaName\].*amdgcn-amd-amdhsa--(gfx[0-9a-f]+)"),  # MIOpen's device ISA
+    re.compile(r"GFX Version:\s*(gfx[0-9a-f]+)"),  # rocm-smi --showproductname
+    re.compile(r"^GPU models and configuration:.*?\((gfx[0-9a-f]+)"),  # collect_env
+    re.compile(r"gcnArchName\W+(gfx[0-9a-f]+)"),  # torch.cuda.get_device_properties
+    re.compile(r"^\s*Name:\s+(gfx[0-9a-f]+)\s*$"),  # rocminfo's agent name
+)
+"""Lines that name a GPU's own target (not a build's target list, not a variable)."""
+
+
+def device_targets(text: str) -> list[str]:
+    """The gfx targets of GPUs the text shows (rocBLAS's 'for GPU arch', MIOpen's
+    ``gfxNNNN_CU.kdb`` databases, ``AMD_LOG_LEVEL``'s device list, rocm-smi's GFX
+    Version, collect_env's GPU line, ``gcnArchName``, rocminfo's agent names), in the
+    order they first appear. A build's arch list or ``PYTORCH_ROCM_ARCH`` is not a GPU."""
+    found: list[str] = []
+    for line in text.splitlines():
+        for pattern in _DEVICE_TARGET:
+            for target in pattern.findall(line.strip()):
+                if target not in found:
+                    found.append(target)
+    return found
+
+
 def _permission_fix(seen: Facts) -> tuple[str, str]:
     """(details, fix) for /dev/kfd refused, from the groups and container the text shows."""
     groups = seen.groups
@@ -612,7 +644,10 @@ def _amd_smi_details(text: str) -> str:
     if statuses:
         words.append(f"statuses: {', '.join(statuses)}")
     if re.search(r"NPS4", text) and "NOT_SUPPORTED" in text:
-        words.append("NPS4 is only compatible with the CPX compute mode on MI300X")
+        words.append(
+            "on the MI300X, NPS4 is only compatible with the CPX compute mode (AMD's "
+            "partitioning quick start guide)"
+        )
     return "; ".join(words)
 
 
@@ -697,8 +732,9 @@ def _details(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
                 f"{mode}): no group membership helps"
             )
             finding.fix = (
-                'add a udev rule: KERNEL=="kfd", MODE="0660", GROUP="render" in '
-                "/etc/udev/rules.d/, then udevadm trigger (or reboot)"
+                "add a udev rule for /dev/kfd in /etc/udev/rules.d/, the line AMD's developer "
+                'gave: KERNEL=="kfd", MODE="0660", GROUP="video", TAG+="uaccess"; update the '
+                "initramfs, reboot, and be in the video group"
             )
     elif rid == "kfd-not-supported":
         gpu = re.search(r"amdgpu: (\S+)\s+not supported in kfd", line)

@@ -376,8 +376,8 @@ def findings(report: SmiReport, rocminfo_gpus: int | None = None) -> list[Findin
                 "nps4-without-cpx",
                 "NPS4 with a compute mode other than CPX "
                 f"({', '.join(sorted(bad))}): on the MI300X, NPS4 is only "
-                "available with CPX",
-                (OVERVIEW, TROUBLESHOOTING),
+                "compatible with CPX (AMD's partitioning quick start guide)",
+                (QUICK_START,),
             )
         )
     sizes = {}  # compute mode -> the group sizes seen in it

@@ -84,6 +84,38 @@ def test_the_text_report_puts_the_verdict_and_the_problems_first():
     assert sources == [url] and lines[-1].endswith("off [1]")  # cited once, numbered once
 
 
+def test_doctor_here_fits_one_screen_with_the_verdict_first():
+    """`doctor` on this machine (no GPU; every framework probed): its verdict on the
+    second line, at most 30 lines of at most 100 columns, every source URL whole on
+    a line of its own, and a check's line cut short ends in the cut mark."""
+    proc = run_doctor()
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.rstrip("\n").splitlines()
+    assert lines[1].startswith("Verdict: "), lines[:3]
+    assert len(lines) <= 30, "\n".join(lines)
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    urls = [w for line in lines for w in line.split() if "://" in w]
+    assert urls and all(line.split()[-1].startswith("http") for line in lines if "://" in line)
+    sources = lines[lines.index("Sources:") + 1 :]
+    assert [line.split()[0] for line in sources] == [f"[{i}]" for i in range(1, len(sources) + 1)]
+
+
+def test_a_check_too_long_for_one_line_is_cut_at_a_word_and_keeps_its_citations():
+    from rocm_dl_guide.doctor import report as doctor_report
+    from rocm_dl_guide.doctor.rules import Check
+
+    long = Check(
+        "ROCm", doctor_report.INFO, "ROCm is not installed " + "at a path " * 20, sources=("u",)
+    )
+    (line,), _ = doctor_report._checks_text([long], 100)
+    assert len(line) <= 100 and line.endswith(f"{doctor_report.CUT} [1]"), line
+    assert "ROCm: ROCm is not installed at a path" in line and " pat…" not in line
+    named = Check("PyTorch", doctor_report.INFO, "PyTorch 2.14.1, CPU-only build")
+    assert doctor_report._checks_text([named], 100)[0] == [
+        "  [info] PyTorch: 2.14.1, CPU-only build"
+    ]
+
+
 def test_missing_interpreter_is_reported(tmp_path, no_rocm):
     proc = run_doctor("--json", "--python", str(tmp_path / "nope"), **no_rocm)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr

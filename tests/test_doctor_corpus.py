@@ -36,10 +36,6 @@ KINDS = ("error-text", "rocminfo", "smi", "smi-error", "collect_env", "clinfo", 
 KINDS += ("amd-log", "dmesg")
 
 KNOWN_GAPS: dict[str, str] = {
-    "20-hip-platform-hcc-deprecated.txt": (
-        "the verdict on a machine nothing was collected from says 'No usable GPU found ... "
-        "you need a supported GPU' (report.py's verdict; issue 46 item 1)"
-    ),
     "26-amd-smi-partition-na.txt": (
         "smi.py does not read 'N/A' partitions nor name amd-smi's reporting bug (issue 46 item 4)"
     ),
@@ -156,11 +152,6 @@ def test_no_report_prints_an_unknown_as_a_fact(case):
     assert not rep.verdict.startswith("Ready"), rep.verdict  # no kernel ran anywhere here
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="report.py's verdict does not take the log's evidence: on a machine nothing was "
-    "collected from it says 'No usable GPU found' (issue 46 item 1)",
-)
 def test_no_verdict_denies_a_gpu_nobody_looked_for():
     said = [c["file"] for c in CASES if report_for(c)[0].verdict.startswith("No usable GPU")]
     assert not said, said

@@ -394,24 +394,39 @@ def _verdict(sysrep: SystemReport, checks: list[Check]) -> str:
     elif amd_gpus:
         text = (
             f"An AMD GPU is present ({amd_gpus[0].marketing_name or amd_gpus[0].gfx}) but "
-            "PyTorch cannot use it; fix the checks marked [FAIL]/[warn] above, then run "
+            "PyTorch cannot use it; fix the checks marked [FAIL]/[warn] below, then run "
             "doctor again."
         )
     elif diagnose.amd_gpu_evidence(sysrep):
         text = (
             f"An AMD GPU seems present ({diagnose.amd_gpu_evidence(sysrep)}) but ROCm lists "
-            "none that PyTorch can use; fix the checks marked [FAIL]/[warn]/[??] above, then "
+            "none that PyTorch can use; fix the checks marked [FAIL]/[warn]/[??] below, then "
             "run doctor again."
         )
-    else:
+    elif not _looked_for_gpus(sysrep):
         text = (
-            "No usable GPU found: the guide's examples run on the CPU with the smoke "
-            "profile. To use an AMD GPU you need a supported Instinct or Radeon GPU, the "
-            "amdgpu kernel driver, ROCm, and a ROCm build of the framework."
+            "No verdict on the GPUs: nothing that would show one was collected (no rocminfo "
+            "output, device nodes, PCI bus or PyTorch probe); run doctor on the machine itself."
         )
-    if problems:
-        text += " Attention: " + "; ".join(f"{c.name}: {c.message}" for c in problems)
+        if sysrep.log:
+            text += " The findings below come from the error text alone."
+    else:
+        text = "No usable GPU found: the guide's examples run on the CPU with the smoke profile" + (
+            "; the checks below say what is missing." if problems else "."
+        )
     return text
+
+
+def _looked_for_gpus(sysrep: SystemReport) -> bool:
+    """Whether anything that would show a GPU was observed: rocminfo's list of agents,
+    the host facts (device nodes, PCI bus; always collected on the machine itself), or
+    PyTorch's probe. A snapshot that holds none of them (``doctor --log`` replayed on facts not
+    collected) says nothing about GPUs, so no verdict may deny one."""
+    torch_info = sysrep.frameworks.get("pytorch")
+    probed = torch_info is not None and (torch_info.installed or bool(torch_info.error))
+    # rocminfo listed its agents (a failed run, or one that printed only an error,
+    # says nothing about whether a GPU is there).
+    return sysrep.host is not None or probed or bool(sysrep.rocminfo.agents)
 
 
 def _wrap(line: str, wrap: int) -> str:
@@ -492,9 +507,9 @@ class DoctorReport:
         if not gpus:
             pci = [f"{g['vendor']} {g['device_id']} at {g['address']}" for g in s.pci_gpus]
             where = f" by ROCm; PCI display devices: {', '.join(pci)}" if pci else ""
-            lines += ["", _wrap(f"GPUs: none found{where}", wrap)]
+            lines.append(_wrap(f"GPUs: none found{where}", wrap))
         else:
-            lines += ["", "GPUs:"]
+            lines.append("GPUs:")
         for g in gpus:
             cu = f", {g['compute_units']} compute units" if g.get("compute_units") else ""
             lines.append(
@@ -502,7 +517,8 @@ class DoctorReport:
                 f"({g.get('gfx') or 'gfx unknown'}{cu})  [from {g['source']}]"
             )
         checks, sources = _checks_text(self.checks, wrap)
-        lines += ["", "Checks, problems first:", *checks]
+        lines += ["", f"Checks, problems first (a line ending in {CUT} is cut: --json has it all):"]
+        lines += checks
         findings = self.log_findings
         if findings is not None:
             here = {c.id: f"[{c.status}] {c.message}" for c in self.checks}
@@ -515,7 +531,7 @@ class DoctorReport:
             )
             lines += ["", *(_wrap(line, wrap) for line in section.splitlines())]
         if sources:
-            lines += ["", "Sources:", *(f"  [{i}] {src}" for i, src in enumerate(sources, 1))]
+            lines += ["", "Sources:", *(f"[{i}] {src}" for i, src in enumerate(sources, 1))]
         return "\n".join(lines)
 
 
@@ -537,22 +553,49 @@ def _checks_text(checks: list[Check], wrap: int) -> tuple[list[str], list[str]]:
     lines = []
     for c in sorted(checks, key=lambda c: _ORDER.get(c.status, len(_ORDER))):
         cites = "".join(cite(src) for src in c.sources)
-        text = f"{_MARK.get(c.status, c.status)} {c.name}: {c.message}" + (
-            f" {cites}" if cites else ""
-        )
-        for line, first in ((text, "  "), (f"fix: {c.fix}" if c.fix else "", indent)):
-            if line:
-                lines.append(
-                    textwrap.fill(
-                        line,
-                        width=wrap,
-                        initial_indent=first,
-                        subsequent_indent=indent,
-                        break_on_hyphens=False,
-                        break_long_words=False,  # a command or path stays whole, to copy
-                    )
+        head = f"  {_MARK.get(c.status, c.status)} {c.name}: "
+        lines.append(_one_line(head, _without_name(c.name, c.message), cites, wrap))
+        if c.fix:
+            lines.append(
+                textwrap.fill(
+                    f"fix: {c.fix}",
+                    width=wrap,
+                    initial_indent=indent,
+                    subsequent_indent=indent + "  ",
+                    break_on_hyphens=False,
+                    break_long_words=False,  # a command or path stays whole, to copy
                 )
+            )
     return lines, sources
+
+
+CUT = "…"
+"""Ends a check's line that was cut to fit the screen (``--json`` has it whole)."""
+
+
+def _without_name(name: str, message: str) -> str:
+    """The message without the check's name repeated at its start: "PyTorch: PyTorch
+    2.5.1, ..." reads "PyTorch: 2.5.1, ...", and "rocminfo: rocminfo: ..." loses one."""
+    if message.startswith(f"{name}: "):
+        return message[len(name) + 2 :]
+    rest = message[len(name) + 1 :]
+    if message.startswith(f"{name} ") and rest[:1].isdigit():  # a version
+        return rest
+    return message
+
+
+def _one_line(head: str, message: str, cites: str, wrap: int) -> str:
+    """``head`` + ``message`` + `` cites`` on one line of ``wrap`` columns: a message
+    too long is cut at a word and ends in :data:`CUT`; the citations stay."""
+    tail = f" {cites}" if cites else ""
+    line = head + message + tail
+    if len(line) <= wrap:
+        return line
+    room = max(10, wrap - len(head) - len(tail) - len(CUT))
+    cut = message[:room]
+    if " " in cut[room // 2 :]:
+        cut = cut[: cut.rindex(" ")]
+    return head + cut.rstrip(" ,;:(") + CUT + tail
 
 
 def check_system(sysrep: SystemReport) -> DoctorReport:

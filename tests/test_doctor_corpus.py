@@ -36,9 +36,6 @@ KINDS = ("error-text", "rocminfo", "smi", "smi-error", "collect_env", "clinfo", 
 KINDS += ("amd-log", "dmesg")
 
 KNOWN_GAPS: dict[str, str] = {
-    "26-amd-smi-partition-na.txt": (
-        "smi.py does not read 'N/A' partitions nor name amd-smi's reporting bug (issue 46 item 4)"
-    ),
 }
 """Case file -> why an expected finding is not met yet (the item of issue 46 that
 covers it); the test of that case is an expected failure until then."""

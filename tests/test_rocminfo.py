@@ -360,7 +360,16 @@ def test_empty_and_blank_text():
     for text in ("", "\n\n   \n", "\x1b[0m"):
         report = parse(text)
         assert report.agents == ()
-        assert report.error == "rocminfo printed nothing."
+        assert report.error == "No rocminfo output to read: the text is empty."
+
+
+def test_no_text_and_no_error_is_not_collected_not_printed_nothing():
+    from rocm_dl_guide.doctor.rocminfo import report_from
+    from rocm_dl_guide.doctor.tools import Capture
+
+    assert report_from(Capture("rocminfo")).error == "Not collected: rocminfo did not run here."
+    ran = report_from(Capture("rocminfo", text="", returncode=0))
+    assert ran.error == "rocminfo ran and printed nothing (exit status 0)."
 
 
 def test_html_page_is_not_rocminfo():

@@ -416,7 +416,8 @@ class _Parser:
         if self.not_installed:
             return "rocminfo is not installed (the shell reported 'command not found')."
         if not self.saw_text:
-            return "rocminfo printed nothing."
+            # Whether rocminfo ran is not known here (an empty saved file reads the same).
+            return "No rocminfo output to read: the text is empty."
         if self.saw_structure:
             return "rocminfo listed no agents: the output has no 'Agent N' blocks (truncated?)."
         return (
@@ -487,9 +488,11 @@ def _failed(error: str, **kwargs: object) -> RocminfoReport:
 def report_from(cap: Capture) -> RocminfoReport:
     """Parse a :class:`Capture` as :func:`run` does, exit status included."""
     if cap.text is None:
-        return _failed(cap.error or f"{cap.executable} printed nothing.")
+        return _failed(cap.error or f"Not collected: {cap.executable} did not run here.")
     report = parse(cap.text)
     code = cap.returncode
+    if not cap.text.strip() and code == 0:
+        return _failed(f"{cap.executable} ran and printed nothing (exit status 0).")
     if code in (0, None):
         return report
     what = exit_status(code)

@@ -65,6 +65,20 @@ BLOG = "https://rocm.blogs.amd.com/artificial-intelligence/gpu-partitioning-work
 """ROCm blog, Applying Compute Partitioning for Workloads on MI300X GPUs: 8 XCDs,
 CPX shows each as a GPU, "up to 64 'separate' GPUs visible ... on a node of 8"."""
 
+NA_BUG = "https://github.com/ROCm/amdsmi/issues/100"
+"""amd-smi 25.4 (ROCm 6.4.1) on 8 MI300X in CPX/NPS4: only GPUs 0, 8, 16 ... 56 show
+CPX/NPS4, the other 56 ``COMPUTE_PARTITION: N/A`` and ``MEMORY_PARTITION: N/A``."""
+NA_BUG_FIX = "https://github.com/ROCm/rocm-systems/pull/8491"
+"""The amd-smi change for it: the partition files answer only on each device's primary
+partition, so "only 8 of 64 logical GPUs reported info"; a sub-partition is read from its
+primary (``partition_id == 0``) one."""
+ROCM_SMI_NA_BUG = "https://github.com/ROCm/legacy-rocm-build/issues/4759"
+"""rocm-smi 6.4.1 shows "N/A" for most partition-related values on MI300A and MI300X."""
+PARTITION_NA_BUG = "https://github.com/ROCm/legacy-rocm-build/issues/4477"
+"""``amd-smi partition`` (4 MI300A) shows N/A for the accelerator type, profile index and
+partition ID; AMD's answer: an amdsmi change fixes it in a later release, which needs the
+packaged kernel driver."""
+
 SOURCES = (OVERVIEW, QUICK_START, TROUBLESHOOTING, AMDSMI_PARTITION, AMDSMI_CHANGELOG, BLOG)
 
 
@@ -117,10 +131,15 @@ class SmiReport:
     topology_bdfs: list[str] = field(default_factory=list)
     links: dict[str, int] = field(default_factory=dict)
     """Link type -> number of GPU pairs joined by it (``rocm-smi --showtopo``)."""
+    na_partitions: int = 0
+    """Devices whose partition mode the tool printed as ``N/A`` (a reporting bug of
+    some amd-smi/rocm-smi versions, :data:`NA_BUG`): their mode is unknown, not absent."""
+    na_tool: str = ""
+    """The tool that printed them (``amd-smi`` or ``rocm-smi``)."""
 
     @property
     def empty(self) -> bool:
-        return not (self.devices or self.topology_bdfs or self.links)
+        return not (self.devices or self.topology_bdfs or self.links or self.na_partitions)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -128,8 +147,8 @@ class SmiReport:
 _AMD_GPU = re.compile(r"^GPU: (\d+)\s*$")
 _AMD_FIELDS = {
     "bdf": re.compile(r"^\s+BDF: ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*$"),
-    "compute": re.compile(rf"^\s+COMPUTE_PARTITION: ({_COMPUTE})\s*$"),
-    "memory": re.compile(rf"^\s+(?:MEMORY_PARTITION|CURRENT): ({_MEMORY})\s*$"),
+    "compute": re.compile(rf"^\s+COMPUTE_PARTITION: ({_COMPUTE}|N/A)\s*$"),
+    "memory": re.compile(rf"^\s+(?:MEMORY_PARTITION|CURRENT): ({_MEMORY}|N/A)\s*$"),
     "partition_id": re.compile(r"^\s+PARTITION_ID: (\d+)\s*$"),
     "node_id": re.compile(r"^\s+NODE_ID: (\d+)\s*$"),
 }
@@ -137,7 +156,9 @@ _ROCM_LINE = re.compile(
     r"^GPU\[(\d+)\]\s*: (PCI Bus|Compute Partition|Memory Partition): (\S+)\s*$"
 )
 _ROCM_KEYS = {"PCI Bus": "bdf", "Compute Partition": "compute", "Memory Partition": "memory"}
-_CONCISE = re.compile(rf"^(\d+)\s.*?\s({_MEMORY}), ({_COMPUTE})(?:, (\d+))?\s")
+_CONCISE = re.compile(rf"^(\d+)\s.*?\s({_MEMORY}|N/A), ({_COMPUTE}|N/A)(?:, (\d+|N/A))?\s")
+_BARE_NA = re.compile(r"^COMPUTE_PARTITION: N/A\s*$")
+"""amd-smi's N/A line quoted without its ``GPU: N`` block."""
 _CURRENT_ROW = re.compile(
     rf"^(\d+)\s+({_MEMORY}|N/A)\s+({_COMPUTE}|N/A)\*?\s+(\S+)\s+(\d+|N/A)\s*$"
 )
@@ -150,6 +171,8 @@ def _device(found: dict[int, Device], index: int) -> Device:
 
 
 def _set(dev: Device, key: str, value: str) -> None:
+    if value == "N/A":
+        return  # unknown: the device stays without a mode
     if key in ("partition_id", "node_id"):
         setattr(dev, key, int(value))
     elif key == "bdf":
@@ -158,15 +181,20 @@ def _set(dev: Device, key: str, value: str) -> None:
         setattr(dev, key, value.upper())
 
 
-def _amd_blocks(lines: list[str], found: dict[int, Device], formats: list[str]) -> None:
+def _amd_blocks(lines: list[str], found: dict[int, Device], formats: list[str]) -> int:
     """``amd-smi static --partition``, ``amd-smi list`` and the per-GPU blocks of
-    ``amd-smi partition``: ``GPU: N`` and its indented ``KEY: value`` lines."""
+    ``amd-smi partition``: ``GPU: N`` and its indented ``KEY: value`` lines. Returns how
+    many devices show their compute partition as ``N/A``."""
     current = None
     kinds = set()
+    na: set[int] = set()
     for line in lines:
         head = _AMD_GPU.match(line)
         if head:
             current = int(head.group(1))
+            continue
+        if current is None and _BARE_NA.match(line):
+            na.add(-1 - len(na))  # a quoted N/A line of no numbered device
             continue
         if current is None or not line.startswith(" "):
             current = None if line.strip() else current
@@ -174,18 +202,25 @@ def _amd_blocks(lines: list[str], found: dict[int, Device], formats: list[str]) 
         for key, pattern in _AMD_FIELDS.items():
             hit = pattern.match(line)
             if hit:
+                if key == "compute" and hit.group(1) == "N/A":
+                    na.add(current)
                 _set(_device(found, current), key, hit.group(1))
                 kinds.add(key)
+    if na:
+        kinds.add("compute")
     if "compute" in kinds:
         formats.append("amd-smi static --partition")
     if "bdf" in kinds or "node_id" in kinds:
         formats.append("amd-smi list")
+    return len(na)
 
 
-def _amd_current_table(lines: list[str], found: dict[int, Device], formats: list[str]) -> None:
+def _amd_current_table(lines: list[str], found: dict[int, Device], formats: list[str]) -> int:
     """``amd-smi partition``'s ``CURRENT_PARTITION:`` table (GPU_ID, MEMORY,
-    ACCELERATOR_TYPE, ACCELERATOR_PROFILE_INDEX, PARTITION_ID)."""
+    ACCELERATOR_TYPE, ACCELERATOR_PROFILE_INDEX, PARTITION_ID); returns how many of its
+    GPUs show the accelerator type as ``N/A``."""
     inside = hit_any = False
+    na = set()
     for line in lines:
         if line.strip() == "CURRENT_PARTITION:":
             inside, hit_any = True, False
@@ -197,6 +232,8 @@ def _amd_current_table(lines: list[str], found: dict[int, Device], formats: list
             inside = False
             continue
         dev = _device(found, int(row.group(1)))
+        if row.group(3) == "N/A":
+            na.add(dev.index)
         for key, value in (("memory", row.group(2)), ("compute", row.group(3))):
             if value != "N/A":
                 _set(dev, key, value)
@@ -205,18 +242,24 @@ def _amd_current_table(lines: list[str], found: dict[int, Device], formats: list
         if not hit_any:
             formats.append("amd-smi partition")
             hit_any = True
+    return len(na)
 
 
-def _rocm(lines: list[str], found: dict[int, Device], formats: list[str]) -> None:
-    """``rocm-smi``'s ``GPU[N] : Key: value`` lines and its concise table."""
-    line_kinds, concise = set(), False
+def _rocm(lines: list[str], found: dict[int, Device], formats: list[str]) -> int:
+    """``rocm-smi``'s ``GPU[N] : Key: value`` lines and its concise table; returns how
+    many devices show their compute partition as ``N/A`` (counted, not read as a mode)."""
+    line_kinds, concise, na = set(), False, 0
     for line in lines:
         hit = _ROCM_LINE.match(line)
         if hit:
             key = _ROCM_KEYS[hit.group(2)]
             value = hit.group(3)
             ok = {"bdf": _BDF, "compute": _COMPUTE, "memory": _MEMORY}[key]
-            if re.fullmatch(ok, value):
+            if key == "compute" and value == "N/A":
+                _device(found, int(hit.group(1)))
+                na += 1
+                line_kinds.add(hit.group(2))
+            elif re.fullmatch(ok, value):
                 _set(_device(found, int(hit.group(1))), key, value)
                 line_kinds.add(hit.group(2))
             continue
@@ -225,14 +268,17 @@ def _rocm(lines: list[str], found: dict[int, Device], formats: list[str]) -> Non
             dev = _device(found, int(row.group(1)))
             _set(dev, "memory", row.group(2))
             _set(dev, "compute", row.group(3))
-            if row.group(4) is not None:
+            if row.group(4) not in (None, "N/A"):
                 dev.partition_id = int(row.group(4))
+            if row.group(3) == "N/A":
+                na += 1
             concise = True
     options = {"PCI Bus": "--showbus", "Compute Partition": "--showcomputepartition"}
     options["Memory Partition"] = "--showmemorypartition"
     formats += [f"rocm-smi {options[k]}" for k in options if k in line_kinds]
     if concise:
         formats.append("rocm-smi (concise table)")
+    return na
 
 
 def _topology(lines: list[str], report: SmiReport) -> None:
@@ -271,11 +317,17 @@ def read(text: str) -> SmiReport:
     lines = text.replace("\r\n", "\n").splitlines()
     report = SmiReport()
     found: dict[int, Device] = {}
-    _amd_blocks(lines, found, report.formats)
-    _amd_current_table(lines, found, report.formats)
-    _rocm(lines, found, report.formats)
+    amd_na = _amd_blocks(lines, found, report.formats)
+    table_na = _amd_current_table(lines, found, report.formats)
+    rocm_na = _rocm(lines, found, report.formats)
     _topology(lines, report)
     report.devices = [found[i] for i in sorted(found)]
+    if amd_na:
+        report.na_partitions, report.na_tool = amd_na, "amd-smi"
+    elif rocm_na:
+        report.na_partitions, report.na_tool = rocm_na, "rocm-smi"
+    elif table_na:
+        report.na_partitions, report.na_tool = table_na, "amd-smi partition"
     return report
 
 
@@ -383,7 +435,7 @@ def findings(report: SmiReport, rocminfo_gpus: int | None = None) -> list[Findin
     sizes = {}  # compute mode -> the group sizes seen in it
     for g in lay.groups:
         sizes.setdefault(by_index[g[0]].compute, set()).add(len(g))
-    if any(len(s) > 1 for s in sizes.values()):
+    if any(len(s) > 1 for s in sizes.values()) and not report.na_partitions:
         out.append(
             Finding(
                 "uneven-partitions",
@@ -420,14 +472,61 @@ def _memory_words(memory: list[str], per_gpu: int) -> str:
     return ""
 
 
+def na_words(report: SmiReport) -> str:
+    """The sentence for partitions printed as ``N/A``: an unknown, and the tools' known
+    reporting bug behind it (empty when there are none)."""
+    if not report.na_partitions:
+        return ""
+    if report.na_tool == "amd-smi partition":
+        return (
+            f"{report.na_partitions} GPU(s) show the accelerator type as N/A in amd-smi "
+            "partition's table: unknown, not missing. A known reporting bug: where amd-smi "
+            "cannot read the accelerator partition profile (AMDSMI_STATUS_NOT_SUPPORTED) it "
+            "prints N/A; AMD answered that an amdsmi change fixes it in a later release, "
+            "together with the kernel driver packaged for it."
+        )
+    words = (
+        f"{report.na_partitions} device(s) show their partition mode as N/A in "
+        f"{report.na_tool}'s output: unknown, not missing. This is a known reporting bug: "
+        "amd-smi of ROCm 6.4.1 on MI300X in CPX/NPS4 shows the modes only for the first "
+        "partition of each GPU (devices 0, 8, 16 ... 56) and N/A for the rest, because the "
+        "driver's partition files answer only on each GPU's primary partition; a GPU's "
+        "other partitions are in its first partition's mode"
+    )
+    if report.na_tool == "rocm-smi":
+        words += "; rocm-smi of ROCm 6.4.1 shows N/A for most partition values on MI300A and MI300X"
+    return words + "."
+
+
+def na_sources(report: SmiReport) -> tuple[str, ...]:
+    if not report.na_partitions:
+        return ()
+    if report.na_tool == "amd-smi partition":
+        return (PARTITION_NA_BUG,)
+    extra = (ROCM_SMI_NA_BUG,) if report.na_tool == "rocm-smi" else ()
+    return (NA_BUG, NA_BUG_FIX) + extra
+
+
 def explain(report: SmiReport) -> list[str]:
-    """What the partitioning means, in sentences."""
+    """What the partitioning means, in sentences (with :func:`na_words` where the tool
+    printed partitions as ``N/A``)."""
+    out = _explain(report)
+    na = na_words(report)
+    if na and out == [_NOTHING]:
+        return [na]
+    return out + ([na] if na else [])
+
+
+_NOTHING = "no device, partition mode or topology table recognised in the text"
+
+
+def _explain(report: SmiReport) -> list[str]:
     lay = layout(report)
     n = len(report.devices)
     compute = sorted(lay.compute)
     memory = sorted(lay.memory)
     if not n and not report.topology_bdfs:
-        return ["no device, partition mode or topology table recognised in the text"]
+        return [_NOTHING]
     if not n:
         gpus = len(report.topology_bdfs)
         return [f"{gpus} physical GPU(s) in the topology tables; no partition mode in the text"]
@@ -508,7 +607,7 @@ def to_text(
         out.append(
             f"  [warn] {f.message}" + (f" (source: {', '.join(f.sources)})" if f.sources else "")
         )
-    out.append(f"  sources: {OVERVIEW}, {QUICK_START}, {BLOG}")
+    out.append(f"  sources: {', '.join((OVERVIEW, QUICK_START, BLOG) + na_sources(report))}")
     return "\n".join(out)
 
 
@@ -516,11 +615,14 @@ def check(report: SmiReport, rocminfo_gpus: int | None = None) -> Check:
     """The "GPU partitions" check: ok, or warn with the mismatches."""
     found = findings(report, rocminfo_gpus)
     head = explain(report)[0]
+    na = na_words(report)
+    if na and na != head:
+        head += " " + na
     if not found:
-        return Check(
-            "GPU partitions", OK if report.devices else INFO, head, (OVERVIEW,), "partitions"
-        )
+        status = INFO if report.na_partitions or not report.devices else OK
+        return Check("GPU partitions", status, head, (OVERVIEW,) + na_sources(report), "partitions")
     sources = tuple(dict.fromkeys(s for f in found for s in f.sources)) or (OVERVIEW,)
+    sources += na_sources(report)
     return Check(
         "GPU partitions",
         WARN,

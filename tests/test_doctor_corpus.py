@@ -35,8 +35,7 @@ CLASSES = ("overrides", "error-text", "partitions", "groups", "WSL", "fixes")
 KINDS = ("error-text", "rocminfo", "smi", "smi-error", "collect_env", "clinfo", "groups")
 KINDS += ("amd-log", "dmesg")
 
-KNOWN_GAPS: dict[str, str] = {
-}
+KNOWN_GAPS: dict[str, str] = {}
 """Case file -> why an expected finding is not met yet (the item of issue 46 that
 covers it); the test of that case is an expected failure until then."""
 

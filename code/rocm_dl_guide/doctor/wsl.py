@@ -63,14 +63,47 @@ def supported(name: str | None) -> bool | None:
     return any(wanted == g.lower().replace("amd ", "") for row in MATRIX for g in row["gpus"])
 
 
-def checks(sysrep: SystemReport) -> list[Check]:
-    """WSL's own checks, only where this is WSL 2."""
-    host = sysrep.host
+WSL_LINE = "WSL environment detected"
+"""What rocminfo prints under WSL in place of its 'ROCk module' line (the package's
+``cpu-only.txt`` sample, ROCm 6.3.4; corpus case 39, ROCm 7.2)."""
+
+
+def rocminfo_says_wsl(sysrep: SystemReport) -> bool:
+    """Whether rocminfo's output (read here or from a snapshot) has its WSL line."""
+    cap = sysrep.rocminfo_capture
+    notes = " ".join(sysrep.rocminfo.notes or ())
+    return WSL_LINE in notes or WSL_LINE in ((cap.text if cap else None) or "")
+
+
+def device_line(host) -> str | None:
+    """How the device-access check should speak of WSL (None: not WSL): /dev/dxg is named
+    as the GPU's device only where it was seen."""
     facts = host.wsl if host else None
     if facts is None or not facts.is_wsl:
-        return []
+        return None
+    if facts.dxg:
+        return "WSL 2: the GPU is /dev/dxg here, not /dev/kfd and /dev/dri (see the WSL 2 check)"
+    if facts.dxg is None:
+        return "WSL 2: whether /dev/dxg (the GPU's device under WSL) exists was not collected"
+    return "WSL 2: there is no /dev/dxg, the GPU's device under WSL (see the WSL 2 check)"
+
+
+def checks(sysrep: SystemReport) -> list[Check]:
+    """WSL's own checks, only where this is WSL 2 (the host facts say so, or rocminfo's
+    output has its 'WSL environment detected' line)."""
+    host = sysrep.host
+    facts = host.wsl if host else None
     name, cid = "WSL 2", "wsl"
     never = "never install amdgpu-dkms or a kernel driver inside WSL, and no reboot of Linux helps"
+    if (facts is None or not facts.is_wsl) and rocminfo_says_wsl(sysrep):
+        msg = (
+            f"rocminfo says '{WSL_LINE}'; whether /dev/dxg exists and librocdxg.so is "
+            "installed was not collected; no Linux kernel driver belongs inside WSL: AMD's "
+            "Windows driver serves the GPU"
+        )
+        return [Check(name, UNKNOWN, msg, SOURCES, cid)]
+    if facts is None or not facts.is_wsl:
+        return []
     if facts.dxg is None:
         msg = (
             "this is WSL, but whether /dev/dxg exists and librocdxg.so is installed was not "

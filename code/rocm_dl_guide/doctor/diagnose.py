@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import compat_data, smi, workload
+from . import compat_data, smi, workload, wsl
 from .gpu_targets import (
     arch_checks,
     arch_list,
@@ -154,9 +154,10 @@ def device_access_check(sysrep: SystemReport) -> list[Check]:
     host = sysrep.host
     if host is None:
         return []
-    if host.wsl is not None and host.wsl.is_wsl:
-        msg = "WSL 2: the GPU is /dev/dxg here, not /dev/kfd and /dev/dri (see the WSL 2 check)"
-        return [Check(name, INFO, msg, id=cid)]
+    wsl_line = wsl.device_line(host)  # /dev/dxg named only where it was seen
+    if wsl_line:
+        status = UNKNOWN if host.wsl.dxg is None else INFO
+        return [Check(name, status, wsl_line, id=cid)]
     unknown = _unknown_access(host)
     if unknown:
         return [unknown]

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from rocm_dl_guide import __version__
 from rocm_dl_guide.core import profiles
 
-from . import compat, compat_data, diagnose, logs, smi, wsl
+from . import compat, compat_data, diagnose, logs, readiness, smi, wsl
 from .rules import FAIL, INFO, OK, UNKNOWN, WARN, Check
 from .system import SystemReport, collect
 
@@ -360,75 +360,6 @@ def _checks(sysrep: SystemReport) -> tuple[list[Check], str | None]:
     return checks, rocm_ver
 
 
-def _verdict(sysrep: SystemReport, checks: list[Check]) -> str:
-    torch_info = sysrep.frameworks.get("pytorch")
-    torch_gpu = bool(
-        torch_info and torch_info.installed and torch_info.details.get("gpu_available")
-    )
-    amd_gpus = sysrep.rocminfo.gpus
-    problems = [c for c in checks if c.status in (WARN, FAIL)]
-    ran = next((c for c in checks if c.id == "gpu-workload"), None)
-    if torch_gpu and not diagnose.workload_passed(sysrep):
-        text = (
-            "Not ready: PyTorch sees the GPU, but "
-            + (
-                "a real workload on it failed (the GPU workload check)"
-                if ran and ran.status == FAIL
-                else "no kernel is recorded as run on it here; run doctor on the machine itself"
-            )
-            + "."
-        )
-    elif torch_gpu:
-        hip = torch_info.details.get("hip")
-        kind = "ROCm" if hip else "CUDA"
-        text = (
-            f"Ready: PyTorch computes on the GPU through {kind}; the guide's examples "
-            "run with the gpu profile."
-        )
-    elif amd_gpus and _not_probed("PyTorch", torch_info) and not (torch_info and torch_info.error):
-        text = (
-            f"An AMD GPU is present ({amd_gpus[0].marketing_name or amd_gpus[0].gfx}); whether "
-            "PyTorch can use it is unknown (its probe did not run): run doctor on the machine "
-            "itself."
-        )
-    elif amd_gpus:
-        text = (
-            f"An AMD GPU is present ({amd_gpus[0].marketing_name or amd_gpus[0].gfx}) but "
-            "PyTorch cannot use it; fix the checks marked [FAIL]/[warn] below, then run "
-            "doctor again."
-        )
-    elif diagnose.amd_gpu_evidence(sysrep):
-        text = (
-            f"An AMD GPU seems present ({diagnose.amd_gpu_evidence(sysrep)}) but ROCm lists "
-            "none that PyTorch can use; fix the checks marked [FAIL]/[warn]/[??] below, then "
-            "run doctor again."
-        )
-    elif not _looked_for_gpus(sysrep):
-        text = (
-            "No verdict on the GPUs: nothing that would show one was collected (no rocminfo "
-            "output, device nodes, PCI bus or PyTorch probe); run doctor on the machine itself."
-        )
-        if sysrep.log:
-            text += " The findings below come from the error text alone."
-    else:
-        text = "No usable GPU found: the guide's examples run on the CPU with the smoke profile" + (
-            "; the checks below say what is missing." if problems else "."
-        )
-    return text
-
-
-def _looked_for_gpus(sysrep: SystemReport) -> bool:
-    """Whether anything that would show a GPU was observed: rocminfo's list of agents,
-    the host facts (device nodes, PCI bus; always collected on the machine itself), or
-    PyTorch's probe. A snapshot that holds none of them (``doctor --log`` replayed on facts not
-    collected) says nothing about GPUs, so no verdict may deny one."""
-    torch_info = sysrep.frameworks.get("pytorch")
-    probed = torch_info is not None and (torch_info.installed or bool(torch_info.error))
-    # rocminfo listed its agents (a failed run, or one that printed only an error,
-    # says nothing about whether a GPU is there).
-    return sysrep.host is not None or probed or bool(sysrep.rocminfo.agents)
-
-
 def _wrap(line: str, wrap: int) -> str:
     """One line of a section, wrapped at ``wrap`` columns under its own indent."""
     indent = " " * (len(line) - len(line.lstrip()) + 2)
@@ -601,7 +532,7 @@ def _one_line(head: str, message: str, cites: str, wrap: int) -> str:
 def check_system(sysrep: SystemReport) -> DoctorReport:
     """Check already-collected facts (for example a saved or made-up report)."""
     checks, rocm_ver = _checks(sysrep)
-    return DoctorReport(sysrep, checks, rocm_ver, _verdict(sysrep, checks))
+    return DoctorReport(sysrep, checks, rocm_ver, readiness.verdict(sysrep, checks))
 
 
 def from_snapshot(path) -> DoctorReport:

@@ -156,6 +156,7 @@ def test_no_line_states_an_unknown_as_a_fact(name):
         ("torch gpu_available null", "pytorch", "was not collected"),
         ("torch probe did not run", "pytorch", "not checked"),
         ("wsl, nothing read", "wsl", "was not collected"),
+        ("wsl, nothing read", "device-access", "/dev/dxg (the GPU's device under WSL) exists"),
         ("kernel driver and rocm not read", "kernel-driver", "not collected"),
         ("kernel driver and rocm not read", "rocm", "not collected"),
         ("workload empty", "gpu-workload", "no kernel was run"),

@@ -134,14 +134,13 @@ class Row:
         return asdict(self)
 
 
+VERSIONS = ("unfused PyTorch", "torch.softmax", "torch.compile", "Triton kernel")
+"""The four versions the page compares, by the names its table uses."""
+
+
 def versions() -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
-    """The four versions the page compares, by the names its table uses."""
-    return {
-        "unfused PyTorch": unfused,
-        "torch.softmax": reference,
-        "torch.compile": compiled(),
-        "Triton kernel": softmax,
-    }
+    """:data:`VERSIONS` and their functions."""
+    return dict(zip(VERSIONS, (unfused, reference, compiled(), softmax), strict=True))
 
 
 def measure(shapes, dev: torch.device, dtype: torch.dtype, warmup: int = 1,

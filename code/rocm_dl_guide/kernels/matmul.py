@@ -215,3 +215,24 @@ def measure(shapes, dev: torch.device, dtype: torch.dtype, warmup: int = 1,
 def agree(rows: list[Row], dtype: torch.dtype) -> bool:
     """Every product within :data:`TOLERANCE` of float32 ``torch.matmul``."""
     return all(r.relative_error <= TOLERANCE[dtype] for r in rows)
+
+
+def plot(rows: list[Row], engine_name: str):
+    """TFLOP/s of the Triton kernel and ``torch.matmul`` at each shape (logarithmic)."""
+    import matplotlib.pyplot as plt
+
+    shapes = list(dict.fromkeys((r.M, r.N, r.K) for r in rows))
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    for i, version in enumerate(("Triton kernel", "torch.matmul")):
+        values = [next(r.tflops for r in rows if r.version == version and (r.M, r.N, r.K) == s)
+                  for s in shapes]  # fmt: skip
+        ax.bar([j + i * 0.4 for j in range(len(shapes))], values, 0.4, label=version)
+    ax.set_xticks([j + 0.2 for j in range(len(shapes))])
+    ax.set_xticklabels([f"{m} x {n} x {k}" for m, n, k in shapes])
+    ax.set_xlabel("M x N x K")
+    ax.set_yscale("log")
+    ax.set_ylabel("TFLOP/s")
+    ax.legend(fontsize="small")
+    ax.set_title(f"Matrix multiplication, {rows[0].dtype}, {engine_name}", fontsize="medium")
+    fig.tight_layout()
+    return fig

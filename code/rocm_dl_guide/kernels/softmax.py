@@ -168,3 +168,25 @@ def measure(shapes, dev: torch.device, dtype: torch.dtype, warmup: int = 1,
 def agree(rows: list[Row], dtype: torch.dtype) -> bool:
     """Every version within :data:`TOLERANCE` of ``torch.softmax``."""
     return all(r.max_abs_diff <= TOLERANCE[dtype] for r in rows)
+
+
+def plot(rows: list[Row], engine_name: str):
+    """Effective bandwidth of each version at each shape, on a logarithmic axis."""
+    import matplotlib.pyplot as plt
+
+    shapes = sorted({(r.rows, r.cols) for r in rows})
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    width = 0.8 / len(VERSIONS)
+    for i, version in enumerate(VERSIONS):
+        values = [next(r.gb_per_s for r in rows if r.version == version and (r.rows, r.cols) == s)
+                  for s in shapes]  # fmt: skip
+        ax.bar([j + i * width for j in range(len(shapes))], values, width, label=version)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(shapes))])
+    ax.set_xticklabels([f"{r} x {c}" for r, c in shapes])
+    ax.set_xlabel("rows x columns")
+    ax.set_yscale("log")
+    ax.set_ylabel("effective bandwidth (GB/s)")
+    ax.legend(fontsize="small", ncol=2)
+    ax.set_title(f"Row softmax, {rows[0].dtype}, {engine_name}", fontsize="medium")
+    fig.tight_layout()
+    return fig

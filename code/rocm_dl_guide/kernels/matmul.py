@@ -74,7 +74,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(cm[:, None] < M) & (cn[None, :] < N))
 
 
-def _amd_knobs(arch: str | None) -> list[dict[str, int]]:
+def amd_knobs(arch: str | None) -> list[dict[str, int]]:
     """AMD's extra knobs, for CDNA GPUs (gfx9: MI200, MI300, MI350), else none:
     ``waves_per_eu``, the wavefronts per SIMD the compiler budgets registers for;
     ``matrix_instr_nonkdim``, the MFMA instruction's size (16: 16x16); ``kpack``,
@@ -99,7 +99,7 @@ def configs(eng: engine.Engine | None = None) -> list[triton.Config]:
     stages = 2 if eng.hip else 3  # AMD's guide: 2 for a single GEMM
     found = []
     for bm, bn, bk, warps in tiles:
-        for knobs in _amd_knobs(eng.arch) if eng.hip else [{}]:
+        for knobs in amd_knobs(eng.arch) if eng.hip else [{}]:
             meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, **knobs}
             found.append(triton.Config(meta, num_warps=warps, num_stages=stages))
     return found

@@ -83,16 +83,16 @@ if REGISTER is torch.library.custom_op:
     softmax_backward.register_fake(lambda y, dy: torch.empty_like(y))
 
 
-def _save_output(ctx, inputs, output) -> None:
+def save_output(ctx, inputs, output) -> None:
     ctx.save_for_backward(output)  # the backward needs y = softmax(x), not x
 
 
-def _backward(ctx, grad):
+def backward(ctx, grad):
     (y,) = ctx.saved_tensors
     return softmax_backward(y, grad)
 
 
-softmax.register_autograd(_backward, setup_context=_save_output)
+softmax.register_autograd(backward, setup_context=save_output)
 
 
 class TinyAttention(nn.Module):

@@ -236,3 +236,24 @@ def plot(rows: list[Row], engine_name: str):
     ax.set_title(f"Matrix multiplication, {rows[0].dtype}, {engine_name}", fontsize="medium")
     fig.tight_layout()
     return fig
+
+
+TABLE_FORMATS = {"ms": "{:.3f}", "TFLOP/s": "{:.3g}", "of peak": "{:.1%}", "rel. error": "{:.1e}"}
+"""How the page's table prints each figure column."""
+
+
+def table(rows: list[Row]) -> list[dict[str, Any]]:
+    """The rows as the page shows them: one shape column, short headers, the
+    fraction of the peak only where the device has one."""
+    return [
+        {
+            "version": r.version,
+            "M x N x K": f"{r.M} x {r.N} x {r.K}",
+            "ms": r.ms,
+            "TFLOP/s": r.tflops,
+            **({"of peak": r.fraction_of_peak} if r.fraction_of_peak else {}),
+            "rel. error": r.relative_error,
+            "kernel": r.config,
+        }
+        for r in rows
+    ]

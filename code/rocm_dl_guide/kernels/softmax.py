@@ -190,3 +190,21 @@ def plot(rows: list[Row], engine_name: str):
     ax.set_title(f"Row softmax, {rows[0].dtype}, {engine_name}", fontsize="medium")
     fig.tight_layout()
     return fig
+
+
+TABLE_FORMATS = {"ms": "{:.3f}", "GB/s": "{:.3g}", "max diff": "{:.1e}"}
+"""How the page's table prints each figure column."""
+
+
+def table(rows: list[Row]) -> list[dict[str, Any]]:
+    """The rows as the page shows them: one shape column and short headers."""
+    return [
+        {
+            "version": r.version,
+            "rows x columns": f"{r.rows} x {r.cols}",
+            "ms": r.ms,
+            "GB/s": r.gb_per_s,
+            "max diff": r.max_abs_diff,
+        }
+        for r in rows
+    ]

@@ -67,6 +67,7 @@ def pytest_configure(config):
         path.mkdir(parents=True, exist_ok=True)
         os.environ[name] = str(path)
     share_the_cores()
+    choose_the_triton_engine()
 
 
 def share_the_cores() -> None:
@@ -85,6 +86,18 @@ def share_the_cores() -> None:
         share = str(max(1, (os.cpu_count() or 1) // workers))
         os.environ["OMP_NUM_THREADS"] = share
         os.environ["GUIDE_BUILD_MAX_THREADS"] = share  # the book build's pages too
+
+
+def choose_the_triton_engine() -> None:
+    """Without a GPU, Triton's interpreter (``TRITON_INTERPRET=1``) for the kernels
+    chapter's tests. ``rocm_dl_guide.kernels.engine`` chooses it too, but only a
+    process that has not imported Triton yet can: test modules that import
+    torchvision import it, through ``torch._dynamo``, before ``test_kernels`` runs.
+    Importing PyTorch to ask for a GPU does not import Triton."""
+    from rocm_dl_guide.core.device import gpu_available
+
+    if "TRITON_INTERPRET" not in os.environ and not gpu_available():
+        os.environ["TRITON_INTERPRET"] = "1"
 
 
 def pytest_unconfigure(config):

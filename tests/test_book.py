@@ -131,6 +131,9 @@ MATH_PAGES = (
     "book/language-models/attention",
     "book/language-models/generation",
     "book/language-models/quantization",
+    "book/kernels/softmax",
+    "book/kernels/matmul",
+    "book/kernels/pytorch",
 )
 """Pages that write math (``$...$``, ``$$...$$``); each must load MathJax."""
 
@@ -271,6 +274,8 @@ FIGURES = {
     "book/optimization/benchmark": 1,  # latency and throughput by batch size
     "book/optimization/precision": 1,  # speed against agreement
     "book/optimization/int8": 1,  # speed against agreement, int8
+    "book/kernels/softmax": 1,  # bandwidth of the four versions
+    "book/kernels/matmul": 1,  # TFLOP/s of the kernel and torch.matmul
 }
 
 

@@ -31,21 +31,50 @@ def test_pick_cpu_and_demanding_a_missing_gpu(monkeypatch):
 
 @pytest.mark.parametrize(
     "order",
-    [("tensorflow", "torchvision"), ("torchvision", "tensorflow")],
-    ids=["tf-then-torchvision", "torchvision-then-tf"],
+    [
+        ("tensorflow", "torchvision"),
+        ("torchvision", "tensorflow"),
+        ("tensorflow", "triton"),
+    ],
+    ids=["tf-then-torchvision", "torchvision-then-tf", "tf-then-triton"],
 )
 def test_frameworks_import_together_in_both_orders(order):
     """The CPU environment must let one process (a kernel, pytest, doctor) load both
-    frameworks in either order; with triton installed, tf-then-torchvision segfaults."""
+    frameworks in either order. Without the venv's TensorFlow guard
+    (zz-tensorflow-rtld-local.pth, see the Makefile's TF_GUARD), tf-then-torchvision
+    and tf-then-triton segfault: torchvision imports torch._dynamo, which imports
+    triton, whose LLVM binds to the one TensorFlow exported. triton is part of the
+    environment (the kernels chapter runs it), so a missing one fails here."""
     import importlib.util
 
     for name in order:
         if importlib.util.find_spec(name) is None:
-            pytest.skip(f"{name} is not installed in this environment")
+            pytest.fail(f"{name} is not installed in this environment (requirements.txt pins it)")
     code = (
         f"import {order[0]}, {order[1]}\n"
-        "import torch, torchvision, tensorflow as tf\n"
-        "print(torch.__version__, torchvision.__version__, tf.__version__)\n"
+        "import torch, torchvision, triton, tensorflow as tf\n"
+        "print(torch.__version__, torchvision.__version__, triton.__version__, tf.__version__)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+
+
+def test_tensorflow_keeps_its_llvm_out_of_the_global_scope():
+    """The guard itself, without loading triton: after ``import tensorflow`` the
+    process's global symbol scope must not hold TensorFlow's LLVM (one of its
+    symbols, ``llvm::DebugCounter::instance()``, is what libtriton's static
+    constructors bound to and crashed on). True without the guard, False with it."""
+    pytest.importorskip("tensorflow")
+    code = (
+        "import ctypes, tensorflow\n"
+        "print(hasattr(ctypes.CDLL(None), '_ZN4llvm12DebugCounter8instanceEv'))\n"
+    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert proc.stdout.split()[-1] == "False", (
+        "TensorFlow's LLVM is in the global symbol scope: the venv lacks "
+        "zz-tensorflow-rtld-local.pth (make env writes it)"
+    )

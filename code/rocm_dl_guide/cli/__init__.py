@@ -13,7 +13,7 @@ success, 1 failure, 2 a usage error such as an unknown name):
 - :mod:`.data`: ``data list|fetch|import``;
 - :mod:`.inference`: ``infer``, ``export``;
 - :mod:`.lm`: ``generate``, ``serve`` (the language-model chapter's model);
-- :mod:`.bench`: ``bench inference|precision|conv|llm``;
+- :mod:`.bench`: ``bench inference|precision|conv|llm|kernels``;
 - :mod:`.trace`: ``trace training|inference`` (torch.profiler; alias ``profile``);
 - :mod:`.selfcheck`: ``selfcheck``;
 

@@ -1,8 +1,10 @@
 """The ``bench`` commands: ``bench inference`` (PyTorch eager against the compiled
 backend), ``bench precision`` (fp32, bf16, int8, fp16 and torch.compile side by
-side) and ``bench conv`` (a convolution workload under the MIOpen settings in
-force). Each subcommand takes only its own flags: argparse rejects the others
-(exit 2); ``bench`` alone prints its help and exits 2."""
+side), ``bench conv`` (a convolution workload under the MIOpen settings in
+force), ``bench llm`` (the language-model chapter's figures) and ``bench kernels``
+(the kernels chapter's Triton kernels, checked and timed). Each subcommand takes
+only its own flags: argparse rejects the others (exit 2); ``bench`` alone prints
+its help and exits 2."""
 
 from __future__ import annotations
 
@@ -251,18 +253,55 @@ def _add_llm(bench_sub) -> None:
     _add_common_tail(p, _cmd_bench_llm)
 
 
+def _cmd_bench_kernels(args: argparse.Namespace) -> int:
+    prof = run_profile("bench", args.profile)
+    from rocm_dl_guide.kernels import bench as kernels  # picks Triton's engine first
+
+    parts = tuple(args.parts.split(",")) if args.parts else kernels.PARTS
+    unknown = sorted(set(parts) - set(kernels.PARTS))
+    if unknown:
+        return fail("bench", f"unknown part(s) {', '.join(unknown)}: {','.join(kernels.PARTS)}", 2)
+    try:
+        record = kernels.run(prof, args.warmup, args.iterations, parts,
+                             log=lambda line: print(line, file=sys.stderr))  # fmt: skip
+    except (OSError, RuntimeError, ValueError) as exc:
+        return fail("bench", exc)
+    print(json.dumps(record) if args.json else kernels.summary(record))
+    return 0 if record["ok"] else 1
+
+
+def _add_kernels(bench_sub) -> None:
+    p = bench_sub.add_parser(
+        "kernels",
+        allow_abbrev=False,
+        help="the Triton kernels of the kernels chapter, checked against PyTorch and timed",
+        description="Checks each Triton kernel of the book's kernels chapter against "
+        "PyTorch and times it against PyTorch's own (median after warm-up): vector add, "
+        "fused softmax (with torch.softmax, the unfused operators and torch.compile), the "
+        "autotuned fp16 matmul (with torch.matmul, in TFLOP/s and as a fraction of the "
+        "device's peak), and the torch.library operator under torch.compile and autograd. "
+        "On a CPU the engine is Triton's interpreter, and the record says so. With --json "
+        "the last line is one JSON object; the exit code is 1 when a kernel disagrees.",
+    )
+    p.add_argument("--parts", help="comma-separated subset of vector_add,softmax,matmul,ops")
+    _add_runs_args(p)
+    _add_common_tail(p, _cmd_bench_kernels)
+
+
 def register(sub) -> None:
-    """``bench {inference,precision,conv,llm}``."""
+    """``bench {inference,precision,conv,llm,kernels}``."""
     parser = sub.add_parser(
         "bench",
         help="time PyTorch eager against the compiled backend (MIGraphX or ONNX Runtime)",
         description="Inference benchmarks, each measured after warm-up: PyTorch eager against "
-        "the compiled backend (inference), the precisions side by side (precision), or a "
-        "convolution workload under MIOpen's settings (conv).",
+        "the compiled backend (inference), the precisions side by side (precision), a "
+        "convolution workload under MIOpen's settings (conv), the language-model figures (llm), "
+        "or the Triton kernels of the kernels chapter (kernels).",
     )
     bench_sub = parser.add_subparsers(dest="what", metavar="SUBCOMMAND")
     _add_inference(bench_sub)
     _add_precision(bench_sub)
     _add_conv(bench_sub)
     _add_llm(bench_sub)
+    _add_kernels(bench_sub)
     parser.set_defaults(func=print_help_and_exit_2(parser))

@@ -8,8 +8,14 @@ Nothing here imports a framework at module import time.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PEAK_FILE = Path(__file__).parents[1] / "data" / "peak_matrix_throughput.json"
+"""Peak dense 16-bit matrix throughput per device, from the vendors' product pages."""
 
 
 def _have(module: str) -> bool:
@@ -91,6 +97,18 @@ def cpu_has_native_bf16(flags: set[str] | None = None) -> bool:
     """
     flags = cpu_flags() if flags is None else flags
     return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def peak_matrix_throughput(name: str) -> dict[str, Any] | None:
+    """The entry of :data:`PEAK_FILE` for a device name (``bf16_tflops``, its
+    ``name`` and ``source``): the first whose every ``match`` word occurs in
+    ``name``, case-insensitive; ``None`` for a device the table does not list."""
+    table = json.loads(PEAK_FILE.read_text(encoding="utf-8"))["devices"]
+    lowered = name.lower()
+    for entry in table:
+        if all(word.lower() in lowered for word in entry["match"]):
+            return entry
+    return None
 
 
 def describe() -> DeviceInfo:

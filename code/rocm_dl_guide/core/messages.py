@@ -36,7 +36,7 @@ TORCHAO_NOTICES = (
 )
 """What importing torchao 0.18 makes PyTorch 2.14 log about its own internals:
 the Enum classes torchao registers with pytree (deprecated, reported twice per
-process) and flop counting without triton (a CPU machine has none)."""
+process) and flop counting without triton (in an environment that lacks it)."""
 
 
 def quiet_torchao_notices() -> None:

@@ -17,7 +17,9 @@ weights):
   ONNX Runtime with its execution providers), compared with PyTorch;
 - DDP over every local GPU when there are several (``nccl``, RCCL on ROCm);
 - ``torch.profiler`` on two training steps, with the GPU's kernel times, and
-  PyTorch's TunableOp tuning one GEMM and writing its results file.
+  PyTorch's TunableOp tuning one GEMM and writing its results file;
+- the kernels chapter's Triton kernels compiled for the GPU (``kernels:*``):
+  each checked against PyTorch and timed, with the chapter's targets as figures.
 
 It writes a report (``selfcheck.json`` and a readable ``selfcheck.txt``). Without
 ``--gpu`` the same checks run on the CPU at the ``smoke`` sizes, the GPU-only
@@ -33,6 +35,7 @@ The subpackage, one idea a module:
   checks of the training, inference and optimisation chapters;
 - :mod:`.lm_checks`: the language-model checks (bf16 pretraining, LoRA, QLoRA,
   FSDP, attention kernels, generation);
+- :mod:`.kernel_checks`: the kernels chapter's Triton kernels (``kernels:*``);
 - :mod:`.report`: each check's :class:`~.report.Outcome`, the
   :class:`~.report.Report` (the machine, the versions, every check) and its files;
 - :mod:`.record`: the verification record the book shows, and its stamp.

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from rocm_dl_guide.core import casestudies
+from rocm_dl_guide.core.device import peak_matrix_throughput
 from rocm_dl_guide.core.files import atomic_write
 from rocm_dl_guide.core.messages import one_line
 
 REPORT_FORMAT = 1
-PEAK_FILE = Path(__file__).parents[1] / "data" / "peak_matrix_throughput.json"
 EXAMPLES = tuple(cs.name for cs in casestudies.REGISTRY.values() if cs.workload is not None)
 """The case studies selfcheck trains and times: the registry's with a training workload."""
 
@@ -178,13 +178,10 @@ def device_facts(device) -> dict[str, Any]:
 
 
 def peak_throughput(name: str) -> dict[str, Any] | None:
-    """The peak dense 16-bit matrix throughput entry for a device name, if known."""
-    table = json.loads(PEAK_FILE.read_text(encoding="utf-8"))["devices"]
-    lowered = name.lower()
-    for entry in table:
-        if all(word.lower() in lowered for word in entry["match"]):
-            return entry
-    return None
+    """The peak dense 16-bit matrix throughput entry for a device name, if known
+    (:func:`rocm_dl_guide.core.device.peak_matrix_throughput`, which the kernels
+    chapter reads too)."""
+    return peak_matrix_throughput(name)
 
 
 def versions() -> dict[str, str]:

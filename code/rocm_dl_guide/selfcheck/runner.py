@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rocm_dl_guide.core import preflight, profiles
 from rocm_dl_guide.core.messages import one_line
-from rocm_dl_guide.selfcheck import checks, lm_checks
+from rocm_dl_guide.selfcheck import checks, kernel_checks, lm_checks
 from rocm_dl_guide.selfcheck.checks import Setup
 from rocm_dl_guide.selfcheck.report import (
     EXAMPLES,
@@ -44,6 +44,7 @@ _CHECKS: tuple[tuple[str, Callable[[Setup], Outcome | list[Outcome]]], ...] = (
     ("lm:fsdp", lambda ctx: lm_checks.check_lm_fsdp(ctx)),
     ("lm:attention", lambda ctx: lm_checks.check_lm_attention(ctx)),
     ("lm:generate", lambda ctx: lm_checks.check_lm_generate(ctx)),
+    *((n, partial(kernel_checks.check_kernel, name=n)) for n in kernel_checks.NAMES),
 )
 CHECK_NAMES = tuple(name for name, _ in _CHECKS)
 """The checks in the order they run (``--only`` picks among them)."""

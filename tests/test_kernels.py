@@ -1,0 +1,208 @@
+"""The kernels chapter: every Triton kernel against PyTorch, in the interpreter here.
+
+Without a GPU, ``tests/conftest.py`` and :mod:`rocm_dl_guide.kernels.engine` run
+the kernels in Triton's interpreter, on small shapes that include sizes that
+are not multiples of the block, in float32 and in the 16-bit types where the
+interpreter computes them (it has no bfloat16 ``tl.dot``). Also: the AMD knobs
+reach the autotuner's configs only on ROCm; the ``torch.library`` operator
+passes ``opcheck``, and ``torch.compile`` of a model calling it matches eager,
+with gradients equal to autograd's on ``torch.softmax``; ``bench kernels`` and
+the ``kernels:*`` selfcheck checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from rocm_dl_guide.core import profiles  # noqa: E402
+from rocm_dl_guide.kernels import bench, engine, matmul, ops, softmax, vector_add  # noqa: E402
+
+DEV = engine.device()
+BF16_ULP = 2.0**-7
+"""One bfloat16 unit in the last place, relative: the interpreter rounds float32
+to bfloat16 its own way, at most one unit from PyTorch's rounding."""
+
+
+def test_the_engine_says_what_it_is():
+    eng = engine.describe()
+    assert eng.interpreted == (DEV.type == "cpu")
+    if eng.interpreted:
+        assert "interpreter on the CPU" in str(eng) and eng.to_dict()["engine"] == "interpreter"
+        assert engine.peak_tflops(eng) is None
+    else:
+        assert "compiled for" in str(eng) and eng.to_dict()["engine"] == "compiled"
+
+
+@pytest.mark.parametrize("n", [1, 1000, 4097])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_vector_add_matches_pytorch(n, dtype):
+    x, y = vector_add.inputs(n, dtype, DEV)
+    got, expected = vector_add.add(x, y).float(), vector_add.reference(x, y).float()
+    if dtype == torch.bfloat16:
+        torch.testing.assert_close(got, expected, rtol=BF16_ULP, atol=1e-6)
+    else:
+        assert torch.equal(got, expected)
+
+
+def test_vector_add_launch_arithmetic():
+    launch = vector_add.Launch(4097, 1024)
+    assert launch.programs == 5 and launch.masked == 5 * 1024 - 4097
+    assert launch.wavefronts_per_program == 16
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 1000), (7, 781), (5, 2048)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_softmax_matches_torch_softmax(shape, dtype):
+    g = torch.Generator().manual_seed(0)
+    x = (3 * torch.randn(*shape, generator=g)).to(DEV, dtype)
+    expected = softmax.reference(x).float()
+    for fn in (softmax.softmax, softmax.unfused):
+        assert float((fn(x).float() - expected).abs().max()) <= softmax.TOLERANCE[dtype]
+
+
+def test_softmax_bytes_and_bandwidth_arithmetic():
+    assert softmax.bytes_moved(4, 10, torch.float32) == 2 * 4 * 10 * 4
+    unfused = softmax.bytes_moved(4, 10, torch.float16, softmax.PASSES["unfused"])
+    assert unfused == 4 * softmax.bytes_moved(4, 10, torch.float16)
+    assert engine.gb_per_s(2e9, 1000.0) == pytest.approx(2.0)
+    assert engine.tflops(matmul.flops(1000, 1000, 1000), 1.0) == pytest.approx(2.0)
+
+
+def test_softmax_measure_agrees_and_times_every_version():
+    rows = softmax.measure([(8, 100)], DEV, torch.float32, warmup=0, iterations=1)
+    assert [r.version for r in rows] == list(softmax.VERSIONS)
+    assert softmax.agree(rows, torch.float32) and all(r.ms > 0 and r.gb_per_s > 0 for r in rows)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 17, 65), (100, 72, 136), (64, 64, 64)])
+@pytest.mark.parametrize("dtype", matmul.INTERPRETER_DTYPES)
+def test_matmul_matches_torch_matmul(shape, dtype):
+    a, b = matmul.inputs(*shape, dtype, DEV)
+    got = matmul.matmul(a, b, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=4)
+    assert matmul.relative_error(got, a.float() @ b.float()) <= matmul.TOLERANCE[dtype]
+
+
+def test_matmul_autotunes_over_the_configs():
+    a, b = matmul.inputs(72, 40, 96, torch.float16, DEV)
+    got = matmul.matmul(a, b)
+    assert matmul.relative_error(got, a.float() @ b.float()) <= matmul.TOLERANCE[torch.float16]
+    table = matmul.tuning_table()
+    assert len(table) == len(matmul.configs()) and table == sorted(table, key=lambda r: r["ms"])
+    assert matmul.tuned_kernel.best_config.kwargs["BLOCK_M"] == table[0]["BLOCK_M"]
+
+
+def _engine(**changes) -> engine.Engine:
+    base = engine.Engine(False, "cuda", "AMD Instinct MI300X", True, "gfx942", "3.8.0")
+    return replace(base, **changes)
+
+
+def test_amd_knobs_only_where_torch_version_hip_is_set():
+    knobs = {"waves_per_eu", "matrix_instr_nonkdim", "kpack"}
+    mi300 = [set(c.kwargs) for c in matmul.configs(_engine())]
+    assert any(knobs <= k for k in mi300)
+    mi355 = [set(c.kwargs) for c in matmul.configs(_engine(arch="gfx950"))]
+    assert any("matrix_instr_nonkdim" in k for k in mi355) and not any("kpack" in k for k in mi355)
+    nvidia = matmul.configs(_engine(hip=False, arch="sm_90", name="NVIDIA H100 80GB HBM3"))
+    radeon = matmul.configs(_engine(arch="gfx1100"))
+    interpreter = matmul.configs(_engine(interpreted=True, device="cpu", arch=None))
+    for plain in (nvidia, radeon, interpreter):
+        assert not any(knobs & set(c.kwargs) for c in plain)
+    assert all(c.num_stages == 2 for c in matmul.configs(_engine()))
+
+
+def test_peak_comes_from_the_table():
+    assert engine.peak_tflops(_engine()) == pytest.approx(
+        (1307.4, "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html")
+    )
+    assert engine.peak_tflops(_engine(name="Radeon RX 7900 XTX", arch="gfx1100")) is None
+
+
+def test_the_operator_passes_opcheck_and_its_backward_is_autograds():
+    x = torch.randn(4, 3, 37, device=DEV, requires_grad=True)
+    torch.library.opcheck(ops.softmax, (torch.randn(4, 10, device=DEV, requires_grad=True),))
+    y = ops.softmax(x)
+    torch.testing.assert_close(y, torch.softmax(x, dim=-1))
+    grad = torch.randn_like(y)
+    (ours,) = torch.autograd.grad(y, x, grad)
+    (theirs,) = torch.autograd.grad(torch.softmax(x, dim=-1), x, grad)
+    torch.testing.assert_close(ours, theirs)
+
+
+def test_torch_compile_of_a_model_on_the_operator_matches_eager_and_autograd():
+    diffs = ops.check_compiled(tokens=12, dim=16, dev=DEV)
+    assert diffs["compiled_vs_eager"] <= 1e-5
+    assert diffs["eager_vs_torch_softmax"] <= 1e-5
+    assert diffs["grad_vs_autograd"] <= 1e-4
+
+
+def test_bench_targets_are_read_off_the_record():
+    record = {
+        "engine": {"engine": "compiled"},
+        "softmax": [
+            {"version": v, "rows": 8, "cols": 8, "gb_per_s": g}
+            for v, g in (("unfused PyTorch", 100), ("torch.softmax", 500), ("Triton kernel", 450))
+        ],
+        "matmul": [
+            {"version": "Triton kernel", "M": 4, "N": 4, "K": 4, "tflops": 300},
+            {"version": "torch.matmul", "M": 4, "N": 4, "K": 4, "tflops": 500},
+        ],
+    }
+    got = bench.targets(record)
+    assert got["softmax_vs_unfused"] == pytest.approx(4.5)
+    assert got["softmax_vs_torch"] == pytest.approx(0.9)
+    assert got["met"] == {
+        "softmax_vs_unfused": True,
+        "softmax_vs_torch": True,
+        "matmul_vs_torch": False,
+    }
+    assert "met" not in bench.targets({**record, "engine": {"engine": "interpreter"}})
+
+
+def test_bench_kernels_json_names_the_engine(capsys):
+    from rocm_dl_guide import cli
+
+    code = cli.main(["bench", "kernels", "--parts", "vector_add,softmax", "--iterations", "1",
+                     "--warmup", "0", "--profile", "smoke", "--json"])  # fmt: skip
+    out = capsys.readouterr().out.strip().splitlines()
+    record = json.loads(out[-1])
+    assert code == 0 and record["ok"] and record["iterations"] == 1 and record["warmup"] == 0
+    assert record["engine"]["engine"] == ("interpreter" if DEV.type == "cpu" else "compiled")
+    assert {r["n"] for r in record["vector_add"]} == set(vector_add.SIZES["smoke"])
+    assert "matmul" not in record and record["targets"]["measured"] == (DEV.type == "cuda")
+
+
+def test_bench_kernels_refuses_an_unknown_part(capsys):
+    from rocm_dl_guide import cli
+
+    assert cli.main(["bench", "kernels", "--parts", "conv"]) == 2
+    assert "unknown part(s) conv" in capsys.readouterr().err
+
+
+def test_kernel_checks_are_skipped_on_a_cpu(tmp_path):
+    from rocm_dl_guide.selfcheck import kernel_checks, runner
+    from rocm_dl_guide.selfcheck.checks import Setup
+
+    assert set(kernel_checks.NAMES) <= set(runner.CHECK_NAMES)
+    ctx = Setup(torch.device("cpu"), profiles.get("smoke"), tmp_path, 1, False)
+    for name in kernel_checks.NAMES:
+        outcome = kernel_checks.check_kernel(ctx, name)
+        assert outcome.status == "skip" and "no GPU" in outcome.detail
+
+
+@pytest.mark.skipif(DEV.type != "cpu", reason="the interpreter is chosen where there is no GPU")
+def test_triton_imported_before_the_engine_is_a_clear_error():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = "import triton.language\nimport rocm_dl_guide.kernels\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)  # fmt: skip
+    assert proc.returncode != 0
+    assert "Triton was imported before its interpreter was chosen" in proc.stderr

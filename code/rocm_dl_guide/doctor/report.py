@@ -19,6 +19,7 @@ from rocm_dl_guide import __version__
 from rocm_dl_guide.core import profiles
 
 from . import compat, compat_data, diagnose, logs, readiness, smi, wsl
+from .agents import topology
 from .rules import FAIL, INFO, OK, UNKNOWN, WARN, Check
 from .system import SystemReport, collect
 
@@ -169,7 +170,8 @@ def _rocminfo_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
         else:
             message = "no ROCm version or gfx target to check against"
             checks.append(Check(label, UNKNOWN, message, id=cid))
-    return checks
+    notes = topology(ri) if ri.agents else []
+    return checks + [Check(n.title, INFO, n.message, n.sources, n.id) for n in notes]
 
 
 def _not_probed(name: str, info, status: str = INFO) -> Check | None:

@@ -159,6 +159,8 @@ class _AgentBuilder:
         self.base_indent: int | None = None
         self.section: str | None = None  # the top-level key whose sub-lines we are in
         self.pending_header: str | None = None  # empty-valued key, maybe a section
+        self.segment = ""  # the pool's "Segment:" while in Pool Info
+        self.global_kib: int | None = None  # the largest GLOBAL pool
 
     def feed(self, line: str) -> None:
         indent = _indent(line)
@@ -206,6 +208,10 @@ class _AgentBuilder:
         if match is None:
             return
         key, value = match.group("key").strip(), match.group("value").strip()
+        if key == "Segment":
+            self.segment = value
+        elif key == "Size" and "GLOBAL" in self.segment and (kib := _to_int(value)) is not None:
+            self.global_kib = max(self.global_kib or 0, kib)
         if key.lower() == "name" and (self.section or "").lower() == "isa info":
             self.isas.append(value)
         elif key.lower() == "name" and _ISA_GFX_RE.search(value):
@@ -227,6 +233,7 @@ class _AgentBuilder:
             uuid=None if _missing(uuid) else uuid,
             extra=dict(self.extra),
             isas=tuple(self.isas),
+            global_kib=self.global_kib,
         )
 
 

@@ -28,7 +28,10 @@ Formats read (each from a real sample; ``tests/test_smi.py`` quotes them):
   ``GPU[N] : Compute Partition: CPX``, ``GPU[N] : Memory Partition: NPS1``
 - ``rocm-smi`` (no option): the concise table's ``Partitions (Mem, Compute, ID)``
   column (``NPS1, CPX, 0``)
-- ``rocm-smi --showtopo``: the ``Link Type between two GPUs`` table (XGMI, PCIE)
+- ``rocm-smi --showtopo``: the ``Link Type between two GPUs`` table (XGMI, PCIE; the
+  table without its title and ``XXXX`` cells of rocm-smi 6.1 in TPX mode)
+- ``rocm-smi --showhw``: the ``Concise Hardware Info`` table (DID, GFX VER, BUS,
+  PARTITION ID)
 
 ``amd-smi --json`` is not read: no real sample of its partition fields was found.
 """
@@ -51,12 +54,15 @@ from .smi_read import (
     QUICK_START,
     ROCM_SMI_NA_BUG,
     SOURCES,
+    TOPO_TPX_BUG,
     TROUBLESHOOTING,
     Device,
     Mode,
     SmiReport,
     read,
 )
+
+MODES_BY_COUNT = {m.logical_per_gpu: m.name for m in MODES.values()}
 
 __all__ = ["MODES", "SOURCES", "Device", "Mode", "SmiReport", "explain", "findings", "read"]
 """Reading is :mod:`~rocm_dl_guide.doctor.smi_read`'s; this module's users call
@@ -236,17 +242,25 @@ def na_sources(report: SmiReport) -> tuple[str, ...]:
     return (NA_BUG, NA_BUG_FIX) + extra
 
 
+def topo_sources(report: SmiReport) -> tuple[str, ...]:
+    return (TOPO_TPX_BUG,) if report.xxxx_links else ()
+
+
 def explain(report: SmiReport) -> list[str]:
     """What the partitioning means, in sentences (with :func:`na_words` where the tool
     printed partitions as ``N/A``)."""
     out = _explain(report)
-    na = na_words(report)
-    if na and out == [_NOTHING]:
-        return [na]
-    return out + ([na] if na else [])
+    extra = [w for w in (na_words(report), topo_words(report)) if w]
+    if extra and out == [_NOTHING]:
+        return extra
+    return out + extra
 
 
 _NOTHING = "no device, partition mode or topology table recognised in the text"
+
+
+def _pairs(report: SmiReport) -> int:
+    return sum(report.links.values()) + report.xxxx_links
 
 
 def _explain(report: SmiReport) -> list[str]:
@@ -254,11 +268,15 @@ def _explain(report: SmiReport) -> list[str]:
     n = len(report.devices)
     compute = sorted(lay.compute)
     memory = sorted(lay.memory)
-    if not n and not report.topology_bdfs:
+    if not n and not report.topology_bdfs and not (report.links or report.xxxx_links):
         return [_NOTHING]
-    if not n:
+    if not n and report.topology_bdfs:
         gpus = len(report.topology_bdfs)
         return [f"{gpus} physical GPU(s) in the topology tables; no partition mode in the text"]
+    if not n:
+        return [
+            f"{_pairs(report)} GPU pair(s) in rocm-smi --showtopo; no partition mode in the text"
+        ]
     mode = compute[0] if len(compute) == 1 else None
     physical = len(lay.groups) or (len(report.topology_bdfs) or None)
     per_gpu = n // physical if physical and n % physical == 0 else None
@@ -278,13 +296,7 @@ def _explain(report: SmiReport) -> list[str]:
         first = lay.groups[0] if lay.groups else list(range(per_gpu))
         where = "all on the first physical GPU" if physical <= per_gpu else "not one per GPU"
         out[-1] += f" --nproc-per-node {physical} would use devices 0-{physical - 1}, {where}."
-        cus = MI300X_CUS_PER_XCD * MI300X_XCDS // per_gpu
-        gb = MI300X_HBM_GB // per_gpu
-        out.append(
-            f"Each logical device has 1/{per_gpu} of its GPU's compute and memory "
-            f"(on an MI300X: {cus} of 304 CUs, {gb} of {MI300X_HBM_GB} GB)."
-            + _memory_words(memory, per_gpu)
-        )
+        out.append(_share_words(report, per_gpu, mode) + _memory_words(memory, per_gpu))
         out.append(
             "HIP_VISIBLE_DEVICES (and ROCR_VISIBLE_DEVICES) number logical devices: "
             f"devices {_span(first)} share one physical GPU"
@@ -295,6 +307,39 @@ def _explain(report: SmiReport) -> list[str]:
     elif per_gpu == 1:
         out.append("Each device is a whole GPU; HIP_VISIBLE_DEVICES numbers them as smi does.")
     return out
+
+
+_PRODUCTS = {
+    # PCI device ID -> (name, CUs, GB of HBM, {partitions per GPU: mode})
+    "0x74a1": ("MI300X", MI300X_CUS_PER_XCD * MI300X_XCDS, MI300X_HBM_GB, MODES_BY_COUNT),
+    "0x74a0": ("MI300A", 228, 128, {3: "TPX", 6: "CPX"}),
+}
+
+
+def _share_words(report: SmiReport, per_gpu: int, mode: str | None) -> str:
+    """Each logical device's share of its GPU, with the product's numbers where the
+    device ID names it (MI300X where nothing names another product and the count fits)."""
+    dids = {d.did for d in report.devices if d.did}
+    did = dids.pop() if len(dids) == 1 else None
+    words = f"Each logical device has 1/{per_gpu} of its GPU's compute and memory"
+    name, cus, gb, modes = _PRODUCTS.get(did or "0x74a1", (None, 0, 0, {}))
+    if name is None or per_gpu not in modes or (mode and modes[per_gpu] != mode):
+        return words + "."
+    known = "" if mode else f"; {per_gpu} per GPU is {modes[per_gpu]} mode on an {name}"
+    return (
+        f"{words} (on an {name}: {cus // per_gpu} of {cus} CUs, {gb // per_gpu} of {gb} GB){known}."
+    )
+
+
+def topo_words(report: SmiReport) -> str:
+    """The sentence for ``XXXX`` link types (empty where there are none)."""
+    if not report.xxxx_links:
+        return ""
+    return (
+        f"rocm-smi --showtopo printed {report.xxxx_links} GPU pair(s) as XXXX: the "
+        "partitions of one GPU, a known rocm-smi bug (its 6.1.0 notes: --showtopo does not "
+        "display correct information when the MI300 driver is in TPX mode), not a missing link."
+    )
 
 
 def to_dict(
@@ -336,7 +381,8 @@ def to_text(
         out.append(
             f"  [warn] {f.message}" + (f" (source: {', '.join(f.sources)})" if f.sources else "")
         )
-    out.append(f"  sources: {', '.join((OVERVIEW, QUICK_START, BLOG) + na_sources(report))}")
+    cites = (OVERVIEW, QUICK_START, BLOG) + na_sources(report) + topo_sources(report)
+    out.append(f"  sources: {', '.join(cites)}")
     return "\n".join(out)
 
 
@@ -344,14 +390,15 @@ def check(report: SmiReport, rocminfo_gpus: int | None = None) -> Check:
     """The "GPU partitions" check: ok, or warn with the mismatches."""
     found = findings(report, rocminfo_gpus)
     head = explain(report)[0]
-    na = na_words(report)
-    if na and na != head:
-        head += " " + na
+    for words in (na_words(report), topo_words(report)):
+        if words and words != head:
+            head += " " + words
     if not found:
         status = INFO if report.na_partitions or not report.devices else OK
-        return Check("GPU partitions", status, head, (OVERVIEW,) + na_sources(report), "partitions")
+        cites = (OVERVIEW,) + na_sources(report) + topo_sources(report)
+        return Check("GPU partitions", status, head, cites, "partitions")
     sources = tuple(dict.fromkeys(s for f in found for s in f.sources)) or (OVERVIEW,)
-    sources += na_sources(report)
+    sources += na_sources(report) + topo_sources(report)
     return Check(
         "GPU partitions",
         WARN,
@@ -369,4 +416,5 @@ KNOWN_FORMATS = (
     "rocm-smi --showbus / --showcomputepartition / --showmemorypartition / -a",
     "rocm-smi (concise table)",
     "rocm-smi --showtopo",
+    "rocm-smi --showhw",
 )

@@ -50,6 +50,15 @@ PARTITION_NA_BUG = "https://github.com/ROCm/legacy-rocm-build/issues/4477"
 partition ID; AMD's answer: an amdsmi change fixes it in a later release, which needs the
 packaged kernel driver."""
 
+TOPO_TPX_BUG = (
+    "https://github.com/ROCm/rocm_smi_lib/blob/a1295714f2f6eefa5c55bf5779d17d163ed0e3d0/"
+    "CHANGELOG.md#known-issues-1"
+)
+"""rocm_smi_lib's changelog, ROCm 6.1.0 known issues: "rocm-smi --showtopo option is not
+displaying the correct information when the MI300 driver is loaded in TPX mode" (its
+example: the link table under the weight title, ``XXXX`` between partitions of one GPU).
+The 6.1.1 notes show ``--showhw``'s ``PARTITION ID`` column on 4 MI300A in TPX."""
+
 SOURCES = (OVERVIEW, QUICK_START, TROUBLESHOOTING, AMDSMI_PARTITION, AMDSMI_CHANGELOG, BLOG)
 
 
@@ -90,6 +99,10 @@ class Device:
     memory: str | None = None
     partition_id: int | None = None
     node_id: int | None = None
+    gfx: str | None = None
+    """The GFX version (``rocm-smi --showhw``'s ``GFX VER``)."""
+    did: str | None = None
+    """The PCI device ID (``--showhw``'s ``DID``: ``0x74a1`` MI300X, ``0x74a0`` MI300A)."""
 
 
 @dataclass
@@ -107,10 +120,19 @@ class SmiReport:
     some amd-smi/rocm-smi versions, :data:`NA_BUG`): their mode is unknown, not absent."""
     na_tool: str = ""
     """The tool that printed them (``amd-smi`` or ``rocm-smi``)."""
+    xxxx_links: int = 0
+    """GPU pairs whose link type ``rocm-smi --showtopo`` printed as ``XXXX``: the pairs of
+    partitions of one MI300 in TPX mode, a known rocm-smi 6.1 bug (:data:`TOPO_TPX_BUG`)."""
 
     @property
     def empty(self) -> bool:
-        return not (self.devices or self.topology_bdfs or self.links or self.na_partitions)
+        return not (
+            self.devices
+            or self.topology_bdfs
+            or self.links
+            or self.na_partitions
+            or self.xxxx_links
+        )
 
 
 # --------------------------------------------------------------------------- parsing
@@ -135,6 +157,39 @@ _CURRENT_ROW = re.compile(
 )
 _BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 _BDF_HEADER = re.compile(rf"^\s+({_BDF})(\s+{_BDF})*\s*$")
+
+
+_HW_HEAD = re.compile(r"^GPU\s+(?:NODE\s+)?DID\s")
+_HW_DID = re.compile(r"^(?:0x)?[0-9a-fA-F]{4}$|^N/A$")
+
+
+def _showhw(lines: list[str], found: dict[int, Device], formats: list[str]) -> None:
+    """``rocm-smi --showhw``'s "Concise Hardware Info" table: by its header's columns
+    (``GPU [NODE] DID [GUID] [GFX VER] GFX RAS ... BUS [PARTITION ID]``, ROCm 6.1.1 on
+    with NODE, GUID, GFX VER and PARTITION ID)."""
+    columns: list[str] = []
+    for line in lines:
+        if _HW_HEAD.match(line):
+            columns = re.split(r"\s{2,}", line.strip())
+            continue
+        cells = line.split()
+        if not columns or not cells or not cells[0].isdigit():
+            columns = [] if line.startswith("=") else columns
+            continue
+        if len(cells) != len(columns) or not _HW_DID.match(cells[columns.index("DID")]):
+            continue
+        row = dict(zip(columns, cells, strict=True))
+        dev = _device(found, int(row["GPU"]))
+        did = row["DID"].lower()
+        dev.did = None if did == "n/a" else did if did.startswith("0x") else "0x" + did
+        if re.fullmatch(_BDF, row.get("BUS", "")):
+            _set(dev, "bdf", row["BUS"])
+        if row.get("GFX VER", "").startswith("gfx"):
+            dev.gfx = row["GFX VER"]
+        if row.get("PARTITION ID", "").isdigit():
+            dev.partition_id = int(row["PARTITION ID"])
+        if "rocm-smi --showhw" not in formats:
+            formats.append("rocm-smi --showhw")
 
 
 def _device(found: dict[int, Device], index: int) -> Device:
@@ -252,6 +307,12 @@ def _rocm(lines: list[str], found: dict[int, Device], formats: list[str]) -> int
     return na
 
 
+def _link_row(cells: list[str]) -> bool:
+    """``GPU3   XGMI   XXXX   0 ...``: a row of a link-type table."""
+    kinds = {"XGMI", "PCIE", "XXXX"}
+    return bool(cells) and bool(re.fullmatch(r"GPU\d+", cells[0])) and bool(kinds & set(cells))
+
+
 def _topology(lines: list[str], report: SmiReport) -> None:
     """The physical GPUs heading ``amd-smi topology``'s tables, and the link types
     of ``rocm-smi --showtopo``'s "Link Type between two GPUs" table."""
@@ -266,19 +327,23 @@ def _topology(lines: list[str], report: SmiReport) -> None:
         if "Link Type between two GPUs" in line:
             in_links = True
             continue
+        cells = line.split()
+        if not in_links and _link_row(cells):
+            in_links = True  # a link table without its title (rocm-smi 6.1 in TPX mode)
         if in_links:
-            cells = line.split()
             if not cells or line.startswith("="):
                 in_links = False if line.startswith("=") else in_links
                 continue
             if re.fullmatch(r"GPU\d+", cells[0]) and not line[0].isspace():
                 row = int(cells[0][3:])
                 for col, kind in enumerate(cells[1:]):
-                    if col > row and kind not in ("0", "N/A"):
+                    if col > row and kind == "XXXX":
+                        report.xxxx_links += 1
+                    elif col > row and kind not in ("0", "N/A"):
                         report.links[kind] = report.links.get(kind, 0) + 1
     if report.topology_bdfs:
         report.formats.append("amd-smi topology")
-    if report.links:
+    if report.links or report.xxxx_links:
         report.formats.append("rocm-smi --showtopo")
 
 
@@ -291,6 +356,7 @@ def read(text: str) -> SmiReport:
     amd_na = _amd_blocks(lines, found, report.formats)
     table_na = _amd_current_table(lines, found, report.formats)
     rocm_na = _rocm(lines, found, report.formats)
+    _showhw(lines, found, report.formats)
     _topology(lines, report)
     report.devices = [found[i] for i in sorted(found)]
     if amd_na:

@@ -116,7 +116,7 @@ AMDSMI_PARTITION = (
     "https://rocm.docs.amd.com/projects/amdsmi/en/docs-10.2.0/conceptual/partition.html"
 )
 """AMD SMI's partitioning guide: MI300X 8 XCDs, MI300A 6 (SPX/TPX/CPX)."""
-MI250 = "https://rocm.docs.amd.com/en/latest/conceptual/gpu-arch/mi250.html"
+MI250 = "https://rocm.docs.amd.com/en/docs-7.14.0/reference/gpu-arch/mi250.html"
 """AMD's MI250 microarchitecture: an MI250X is two GCDs (110 CUs each)."""
 FRONTIER = "https://docs.olcf.ornl.gov/systems/frontier_user_guide.html"
 """OLCF's Frontier guide: each MI250X's two GCDs are separate GPUs to ROCm and Slurm."""

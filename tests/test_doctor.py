@@ -328,3 +328,22 @@ def test_doctor_distributed_on_a_cpu_machine_and_without_torch_distributed():
     cpu["distributed"] = {"available": False}
     (check,) = doctor.distributed_checks(_torch_report(cpu))
     assert check.status == "warn" and "built without torch.distributed" in check.message
+
+
+def test_checks_that_say_the_same_thing_are_one_line_with_their_count():
+    """Eight CPX partitions of one MI300X are eight rocminfo agents with the same
+    verdict: the text gives it once, with x8; each stays in the report's checks."""
+    from rocm_dl_guide.doctor import report as doctor_report
+    from rocm_dl_guide.doctor.rules import Check
+
+    gpu = [
+        Check("GPU AMD Instinct MI300X (gfx942)", doctor_report.OK, "supported", id=f"g{n}")
+        for n in range(8)
+    ]
+    lines, _ = doctor_report._checks_text(
+        [*gpu, Check("NUMA balancing", doctor_report.OK, "off")], 100
+    )
+    assert lines == [
+        "  [ok]   GPU AMD Instinct MI300X (gfx942) (x8): supported",
+        "  [ok]   NUMA balancing: off",
+    ]

@@ -474,8 +474,14 @@ _ORDER = {FAIL: 0, WARN: 1, UNKNOWN: 2, INFO: 3, OK: 4}
 
 def _checks_text(checks: list[Check], wrap: int) -> tuple[list[str], list[str]]:
     """The checks' lines, problems first (the order within a status kept), and
-    the sources they cite, numbered in the order of their first citation."""
+    the sources they cite, numbered in the order of their first citation. Checks
+    that say the same thing (eight partitions of one GPU, each its own rocminfo
+    agent) are one line, with how many they are; ``--json`` keeps each."""
     sources: list[str] = []
+    same: dict[tuple, int] = {}
+    for c in checks:
+        key = (c.status, c.name, c.message, c.fix, c.sources)
+        same[key] = same.get(key, 0) + 1
 
     def cite(source: str) -> str:
         if source not in sources:
@@ -485,8 +491,12 @@ def _checks_text(checks: list[Check], wrap: int) -> tuple[list[str], list[str]]:
     indent = " " * 9  # under the message, past "  [info] "
     lines = []
     for c in sorted(checks, key=lambda c: _ORDER.get(c.status, len(_ORDER))):
+        count = same.pop((c.status, c.name, c.message, c.fix, c.sources), 0)
+        if not count:
+            continue  # said once already
         cites = "".join(cite(src) for src in c.sources)
-        head = f"  {_MARK.get(c.status, c.status)} {c.name}: "
+        times = f" (x{count})" if count > 1 else ""
+        head = f"  {_MARK.get(c.status, c.status)} {c.name}{times}: "
         lines.append(_one_line(head, _without_name(c.name, c.message), cites, wrap))
         if c.fix:
             lines.append(

@@ -59,12 +59,15 @@ def test_inference_profile_is_dominated_by_convolutions(tmp_path):
         profiles.current(), "inference", steps=1, device="cpu", folder=tmp_path
     )
     frame = result.frame
-    conv = frame[frame["operator"].str.contains("convolution")]
+    # A convolution's operator: aten::convolution, aten::mkldnn_convolution, or
+    # aten::_slow_conv2d_forward where PyTorch takes its own kernel (seen in a CI run).
+    is_conv = frame["operator"].str.contains(r"conv(?:olution|\dd)")
+    conv = frame[is_conv]
     # The convolutions' share depends on the threads: 68% with two, 46% with one
     # (an xdist worker's share of two cores) on a 2-core AVX512 EPYC. On any count they
     # are the operator with the most self time, and a third of it or more.
-    top = frame.sort_values("self %", ascending=False).iloc[0]["operator"]
-    assert "convolution" in top and conv["self %"].sum() > 33, frame
+    top = frame.sort_values("self %", ascending=False).index[0]
+    assert is_conv[top] and conv["self %"].sum() > 33, frame
     assert not any("backward" in op for op in result.frame["operator"])
 
 

@@ -219,15 +219,18 @@ def test_provenance_table_is_built_from_every_pages_record(build):
 
 def test_gpu_stamp_on_the_home_page_and_the_pytorch_case_studies(build):
     """The stamp comes from the tracked verification record (or says there is
-    none yet); the PyTorch case studies show that run's figures for themselves."""
+    none yet); the PyTorch case studies and the kernels pages show that run's
+    figures for themselves."""
     from rocm_dl_guide.selfcheck import record
 
     pages = {
         "book/index": None,
-        "book/frameworks/pytorch": "mnist",
+        "book/frameworks/pytorch": "mnist-pytorch",
         "book/training/cifar10": "cifar10",
-        "book/training/inception-tiny-imagenet": "inception",
+        "book/training/inception-tiny-imagenet": "inception-v3",
         "book/training/inception-pretrained": None,
+        "book/kernels/softmax": "kernels:softmax",
+        "book/kernels/matmul": "kernels:matmul",
     }
     for page, example in pages.items():
         body = (HTML / f"{page}.html").read_text(encoding="utf-8")
@@ -239,6 +242,9 @@ def test_gpu_stamp_on_the_home_page_and_the_pytorch_case_studies(build):
             assert "not yet" in text, page
         else:
             assert record.latest_record()["date"] in text, page
+            figures = record.latest_record()["figures"].get(example or "")
+            if figures:  # the run's figures for the page, as the record gives them
+                assert expected.rstrip(".").split(f"{example}: ")[-1] in text, page
 
 
 def test_no_page_contains_a_traceback(build):

@@ -251,6 +251,22 @@ def test_language_model_figures_go_into_the_summary():
     assert "no figures" not in text
 
 
+def test_kernel_figures_go_into_the_record_and_read_with_their_units(tmp_path):
+    report = _gpu_report()
+    figs = {"softmax_vs_unfused": 4.66, "softmax_vs_torch": 1.82}
+    report.checks.append(Outcome("kernels:softmax", "pass", "ok", 1.0, figures=figs))
+    mm = {"tflops": 428.4, "matmul_vs_torch": 0.79}
+    report.checks.append(Outcome("kernels:matmul", "pass", "ok", 1.0, figures=mm))
+    report.checks.append(Outcome("kernels:compile", "skip", "no GPU", 0.0, figures={"x": 1.0}))
+    assert report.figures()["kernels:softmax"] == figs and "kernels:compile" not in report.figures()
+    path = write_record(report, tmp_path / "record.json")
+    text = stamp("kernels:softmax", path=path)
+    assert text.endswith(
+        "kernels:softmax: 4.66x the unfused operators' throughput; 1.82x torch.softmax's."
+    )
+    assert "428 TFLOP/s; 0.79x torch.matmul's TFLOP/s" in stamp("kernels:matmul", path=path)
+
+
 def test_the_tracked_record_if_any_is_a_gpu_runs():
     record = latest_record()
     if record is None:

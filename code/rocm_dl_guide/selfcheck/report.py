@@ -64,15 +64,16 @@ class Report:
 
     def figures(self) -> dict[str, Any]:
         """The summary figures: images/s per example and variant, the speed-ups,
-        peak GPU memory and the Inception v3 target; the language-model checks'
-        figures under their own names (``lm:bf16``'s tokens/s, ...)."""
+        peak GPU memory and the Inception v3 target; the language-model and kernel
+        checks' figures under their own names (``lm:bf16``'s tokens/s,
+        ``kernels:softmax``'s ratios, ...)."""
         out: dict[str, Any] = {}
         for example in EXAMPLES:
             check = self.check(f"speed:{example}")
             if check and check.figures:
                 out[example] = check.figures
         for check in self.checks:
-            if check.name.startswith("lm:") and check.status == "pass" and check.figures:
+            if check.name.startswith(NAMED_FIGURES) and check.status == "pass" and check.figures:
                 out[check.name] = check.figures
         peaks = [c.figures.get("peak_memory_mib") for c in self.checks]
         peaks = [p for p in peaks if isinstance(p, (int, float))]
@@ -114,6 +115,19 @@ class Report:
         return paths
 
 
+NAMED_FIGURES = ("lm:", "kernels:")
+"""The checks whose figures the summary and the record keep under the check's name."""
+
+UNITS = {
+    "tflops": "{:,.0f} TFLOP/s",
+    "gb_per_s": "{:,.0f} GB/s",
+    "softmax_vs_unfused": "{:.2f}x the unfused operators' throughput",
+    "softmax_vs_torch": "{:.2f}x torch.softmax's",
+    "matmul_vs_torch": "{:.2f}x torch.matmul's TFLOP/s",
+}
+"""How a named figure reads, where its unit or comparison says more than its key."""
+
+
 def figure_line(figs: dict[str, Any]) -> str:
     parts = []
     for key in ("float32", "amp-bfloat16", "amp-float16", "amp+channels_last"):
@@ -126,8 +140,14 @@ def figure_line(figs: dict[str, Any]) -> str:
     if isinstance(figs.get("fraction_of_peak"), (int, float)):
         parts.append(f"{100 * figs['fraction_of_peak']:.1f}% of peak")
     if not parts:  # the other checks' figures (tokens/s, perplexity, ...), as recorded
-        parts = [f"{k.replace('_', ' ')} {_figure(v)}" for k, v in figs.items()]
+        parts = [_named(k, v) for k, v in figs.items()]
     return "; ".join(parts) or "no figures"
+
+
+def _named(key: str, value: Any) -> str:
+    if key in UNITS and isinstance(value, (int, float)):
+        return UNITS[key].format(value)
+    return f"{key.replace('_', ' ')} {_figure(value)}"
 
 
 def _figure(value: Any) -> str:

@@ -262,9 +262,10 @@ def test_kernel_figures_go_into_the_record_and_read_with_their_units(tmp_path):
     path = write_record(report, tmp_path / "record.json")
     text = stamp("kernels:softmax", path=path)
     assert text.endswith(
-        "kernels:softmax: 4.66x the unfused operators' throughput; 1.82x torch.softmax's."
+        "kernels:softmax: 4.66x the throughput of the unfused operators; "
+        "1.82x that of torch.softmax."
     )
-    assert "428 TFLOP/s; 0.79x torch.matmul's TFLOP/s" in stamp("kernels:matmul", path=path)
+    assert "428 TFLOP/s; 0.79x the TFLOP/s of torch.matmul" in stamp("kernels:matmul", path=path)
 
 
 def test_the_tracked_record_if_any_is_a_gpu_runs():

@@ -121,9 +121,9 @@ NAMED_FIGURES = ("lm:", "kernels:")
 UNITS = {
     "tflops": "{:,.0f} TFLOP/s",
     "gb_per_s": "{:,.0f} GB/s",
-    "softmax_vs_unfused": "{:.2f}x the unfused operators' throughput",
-    "softmax_vs_torch": "{:.2f}x torch.softmax's",
-    "matmul_vs_torch": "{:.2f}x torch.matmul's TFLOP/s",
+    "softmax_vs_unfused": "{:.2f}x the throughput of the unfused operators",
+    "softmax_vs_torch": "{:.2f}x that of torch.softmax",
+    "matmul_vs_torch": "{:.2f}x the TFLOP/s of torch.matmul",
 }
 """How a named figure reads, where its unit or comparison says more than its key."""
 

@@ -250,7 +250,7 @@ def plot(rows: list[Row], engine_name: str):
     ax.set_xlabel("M x N x K")
     ax.set_yscale("log")
     ax.set_ylabel("TFLOP/s")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the bars
     ax.set_title(f"Matrix multiplication, {rows[0].dtype}, {engine_name}", fontsize="medium")
     fig.tight_layout()
     return fig

@@ -186,7 +186,7 @@ def plot(rows: list[Row], engine_name: str):
     ax.set_xlabel("rows x columns")
     ax.set_yscale("log")
     ax.set_ylabel("effective bandwidth (GB/s)")
-    ax.legend(fontsize="small", ncol=2)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the bars
     ax.set_title(f"Row softmax, {rows[0].dtype}, {engine_name}", fontsize="medium")
     fig.tight_layout()
     return fig

@@ -1,4 +1,4 @@
-"""Shared figures: one image grid for every data set page."""
+"""Shared figures: one image grid for every data set page, one grouped bar chart."""
 
 from __future__ import annotations
 
@@ -9,6 +9,16 @@ import numpy as np
 
 if TYPE_CHECKING:
     import pandas
+
+
+def grouped_bars(ax, groups: Sequence[str], series: dict[str, Sequence[float]]) -> None:
+    """Bars of each series side by side within each group, centred on the group's
+    tick (the kernels' and the inference sweep's comparisons)."""
+    width = 0.8 / max(1, len(series))
+    pos = np.arange(len(groups))
+    for i, (label, values) in enumerate(series.items()):
+        ax.bar(pos + (i - (len(series) - 1) / 2) * width, values, width, label=label)
+    ax.set_xticks(pos, list(groups))
 
 
 def image_grid(

@@ -25,6 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
+from rocm_dl_guide.core import plots
 from rocm_dl_guide.kernels import engine
 
 SHAPES = {
@@ -116,11 +117,18 @@ every config of :func:`configs` and keeps the fastest for that shape."""
 
 
 def fp32_dot(eng: engine.Engine | None = None) -> str:
-    """How ``tl.dot`` multiplies float32 tiles by default: ``"ieee"`` (full float32)
-    on AMD's backend and in the interpreter, ``"tf32"`` on NVIDIA's, which rounds
-    the inputs to TF32's 10-bit mantissa first (Triton's ``input_precision``)."""
+    """How ``tl.dot`` multiplies float32 tiles by default (Triton's
+    ``input_precision``), read from the backend's own options: ``"ieee"`` (full
+    float32) on AMD's, ``"tf32"`` on NVIDIA's, which rounds the inputs to TF32's
+    10-bit mantissa first; the interpreter multiplies with NumPy, in float32."""
     eng = eng or engine.describe()
-    return "tf32" if not eng.interpreted and not eng.hip else "ieee"
+    if eng.interpreted:
+        return "ieee"
+    if eng.hip:
+        from triton.backends.amd.compiler import HIPOptions as Options
+    else:
+        from triton.backends.nvidia.compiler import CUDAOptions as Options
+    return Options.default_dot_input_precision
 
 
 def tolerance(dtype: torch.dtype, eng: engine.Engine | None = None) -> float:
@@ -241,12 +249,9 @@ def plot(rows: list[Row], engine_name: str):
 
     shapes = list(dict.fromkeys((r.M, r.N, r.K) for r in rows))
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
-    for i, version in enumerate(("Triton kernel", "torch.matmul")):
-        values = [next(r.tflops for r in rows if r.version == version and (r.M, r.N, r.K) == s)
-                  for s in shapes]  # fmt: skip
-        ax.bar([j + i * 0.4 for j in range(len(shapes))], values, 0.4, label=version)
-    ax.set_xticks([j + 0.2 for j in range(len(shapes))])
-    ax.set_xticklabels([f"{m} x {n} x {k}" for m, n, k in shapes])
+    rate = {(r.version, (r.M, r.N, r.K)): r.tflops for r in rows}
+    series = {v: [rate[v, s] for s in shapes] for v in ("Triton kernel", "torch.matmul")}
+    plots.grouped_bars(ax, [f"{m} x {n} x {k}" for m, n, k in shapes], series)
     ax.set_xlabel("M x N x K")
     ax.set_yscale("log")
     ax.set_ylabel("TFLOP/s")

@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from rocm_dl_guide.core import plots
 from rocm_dl_guide.kernels import engine
 
 SHAPES = {"smoke": ((64, 1000), (128, 781)), "gpu": ((4096, 4096), (8192, 8192))}
@@ -176,13 +177,9 @@ def plot(rows: list[Row], engine_name: str):
 
     shapes = sorted({(r.rows, r.cols) for r in rows})
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
-    width = 0.8 / len(VERSIONS)
-    for i, version in enumerate(VERSIONS):
-        values = [next(r.gb_per_s for r in rows if r.version == version and (r.rows, r.cols) == s)
-                  for s in shapes]  # fmt: skip
-        ax.bar([j + i * width for j in range(len(shapes))], values, width, label=version)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(shapes))])
-    ax.set_xticklabels([f"{r} x {c}" for r, c in shapes])
+    speed = {(r.version, r.rows, r.cols): r.gb_per_s for r in rows}
+    plots.grouped_bars(ax, [f"{r} x {c}" for r, c in shapes],
+                       {v: [speed[v, r, c] for r, c in shapes] for v in VERSIONS})  # fmt: skip
     ax.set_xlabel("rows x columns")
     ax.set_yscale("log")
     ax.set_ylabel("effective bandwidth (GB/s)")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rocm_dl_guide.core import profiles
+from rocm_dl_guide.core import plots, profiles
 from rocm_dl_guide.core.provenance import library_versions
 from rocm_dl_guide.core.timing import Timing, measure, measure_side_by_side  # noqa: F401 - re-exported
 from rocm_dl_guide.optimization import backends, inference, onnx_files
@@ -445,18 +445,12 @@ def plot_sweep(frame: pandas.DataFrame, device: str = ""):
     batches = sorted(frame["batch"].unique())
     runtimes = list(dict.fromkeys(frame["runtime"]))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    width = 0.8 / max(1, len(runtimes))
-    pos = np.arange(len(batches))
-    for i, runtime in enumerate(runtimes):
-        sub = frame[frame["runtime"] == runtime].set_index("batch").loc[batches]
-        offset = pos + (i - (len(runtimes) - 1) / 2) * width
-        axes[0].bar(offset, sub["latency (ms)"], width, label=runtime)
-        axes[1].bar(offset, sub["images/s"], width, label=runtime)
-    for ax, title, unit in (
-        (axes[0], "Latency (median per batch)", "ms"),
-        (axes[1], "Throughput", "images per second"),
+    subs = {r: frame[frame["runtime"] == r].set_index("batch").loc[batches] for r in runtimes}
+    for ax, column, title, unit in (
+        (axes[0], "latency (ms)", "Latency (median per batch)", "ms"),
+        (axes[1], "images/s", "Throughput", "images per second"),
     ):
-        ax.set_xticks(pos, [str(b) for b in batches])
+        plots.grouped_bars(ax, [str(b) for b in batches], {r: subs[r][column] for r in runtimes})
         ax.set_xlabel("batch size")
         ax.set_ylabel(unit)
         ax.set_title(title)

@@ -78,3 +78,31 @@ def test_tensorflow_keeps_its_llvm_out_of_the_global_scope():
         "TensorFlow's LLVM is in the global symbol scope: the venv lacks "
         "zz-tensorflow-rtld-local.pth (make env writes it)"
     )
+
+
+def test_the_instruction_set_cap_hides_the_flags_above_it(monkeypatch):
+    """ATEN_CPU_CAPABILITY=avx2 (how a CPU with AVX-512 stands in for GitHub's
+    AVX2-only runners) hides AVX-512, AMX and VNNI from the package's own flag
+    reading, as it does from PyTorch's kernels; text passed in is read as it is."""
+    text = "flags\t: sse2 avx avx2 fma f16c avx512f avx512_bf16 avx512_vnni amx_bf16 avx_vnni\n"
+    monkeypatch.setattr(device, "open", _opener(text), raising=False)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    assert {"avx512_bf16", "amx_bf16"} <= device.cpu_flags()
+    assert device.cpu_has_native_bf16()
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert device.cpu_flags() == {"sse2", "avx", "avx2", "fma", "f16c"}
+    assert not device.cpu_has_native_bf16()
+    assert device.cpu_name().endswith("(capped to avx2)")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    assert device.cpu_flags() == {"sse2"}
+    assert "avx512f" in device.cpu_flags(text)  # given text: no cap
+
+
+def _opener(text):
+    import io
+
+    def fake_open(path, *args, **kwargs):
+        assert path == "/proc/cpuinfo"
+        return io.StringIO("model name\t: Test CPU\n" + text)
+
+    return fake_open

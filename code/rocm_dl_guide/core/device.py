@@ -60,24 +60,51 @@ class DeviceInfo:
         return f"GPU {self.name}{many} ({self.backend}{arch})"
 
 
+CAPABILITY_VARIABLE = "ATEN_CPU_CAPABILITY"
+"""PyTorch's switch that caps the instruction set of its CPU kernels (``default``,
+``avx2``, ``avx512``). Set to ``avx2`` or ``default`` (with oneDNN's
+``ONEDNN_MAX_CPU_ISA=AVX2``), a CPU with AVX-512 behaves as far as the libraries
+allow like one without, as GitHub's hosted runners are; :func:`cpu_flags` then
+hides the flags above the cap too, so the package's own choices follow."""
+
+_ABOVE_AVX2 = ("avx512", "amx", "avx_vnni", "avx_ne_convert", "avx_ifma", "avx10")
+_ABOVE_DEFAULT = ("avx", "fma", "f16c") + _ABOVE_AVX2
+
+
+def capability_cap() -> str | None:
+    """The instruction-set cap in force (``"avx2"`` or ``"default"``), or ``None``."""
+    cap = os.environ.get(CAPABILITY_VARIABLE, "").strip().lower()
+    return cap if cap in ("avx2", "default") else None
+
+
 def cpu_name() -> str:
-    """The CPU model name from /proc/cpuinfo, or the platform's processor string."""
+    """The CPU model name from /proc/cpuinfo, or the platform's processor string;
+    with ``(capped to avx2)`` where :data:`CAPABILITY_VARIABLE` caps it."""
+    name = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                    name = line.split(":", 1)[1].strip()
+                    break
     except OSError:
         pass
-    import platform
+    if not name:
+        import platform
 
-    return platform.processor() or platform.machine() or "unknown CPU"
+        name = platform.processor() or platform.machine() or "unknown CPU"
+    cap = capability_cap()
+    return f"{name} (capped to {cap})" if cap else name
 
 
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
     """The CPU's feature flags from /proc/cpuinfo (``cpuinfo``: its text, read when
-    not given; empty where there is none)."""
+    not given; empty where there is none). Read from this machine, they leave out
+    what :func:`capability_cap` hides."""
+    hide: tuple[str, ...] = ()
     if cpuinfo is None:
+        cap = capability_cap()
+        hide = {"avx2": _ABOVE_AVX2, "default": _ABOVE_DEFAULT}.get(cap or "", ())
         try:
             with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
                 cpuinfo = fh.read()
@@ -85,7 +112,7 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
             return set()
     for line in cpuinfo.splitlines():
         if line.lower().startswith(("flags", "features")):
-            return set(line.split(":", 1)[1].split())
+            return {f for f in line.split(":", 1)[1].split() if not f.startswith(hide)}
     return set()
 
 

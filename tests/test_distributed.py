@@ -272,6 +272,8 @@ def test_killed_worker_is_restarted_and_resumes_without_loss(tmp_path, uninterru
     assert run.returncode == 0, run.log[-3000:]
     assert run.lines("exitcode: -9")  # torchrun saw the SIGKILL ...
     assert run.lines("resuming from")  # ... and the restarted group resumed
+    failures = run.worker_failures()  # the page prints these: no interpreter path
+    assert failures and all("exitcode: -9" in f and sys.executable not in f for f in failures)
     assert run.record["resumed_from_epoch"] == 1 and run.record["epochs_completed"] == 2
     history = torch.load(tmp_path / checkpoints.CHECKPOINT_NAME, weights_only=True)["history"]
     assert [h["epoch"] for h in history] == [1, 2]  # no epoch lost or repeated
@@ -373,3 +375,13 @@ def test_setup_refuses_a_local_rank_without_a_gpu_of_its_own(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(RuntimeError, match="local rank 1 has no GPU of its own: only 1 visible"):
         distributed.setup()
+
+
+def test_worker_failures_leave_out_the_interpreter_path():
+    log = (
+        "I1127 agent.py:1] rank 0 ok\n"
+        "E1127 api.py:9] failed (exitcode: -9) local_rank: 1 (pid: 42) of binary: "
+        "/home/me/.venv/bin/python\n"
+    )
+    run = scaling.CliRun(None, 1, log)
+    assert run.worker_failures() == ["failed (exitcode: -9) local_rank: 1 (pid: 42)"]

@@ -24,6 +24,7 @@ import ast
 import gc
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -274,6 +275,16 @@ class CliRun:
     def lines(self, *needles: str) -> list[str]:
         """The log lines containing any of ``needles``."""
         return [line for line in self.log.splitlines() if any(n in line for n in needles)]
+
+    def worker_failures(self) -> list[str]:
+        """torchrun's agent's report of each failed worker, from ``failed (exitcode``
+        on, without its logger prefix and the interpreter's path (``of binary: ...``),
+        which names the machine the job ran on, not anything the reader needs."""
+        out = []
+        for line in self.lines("failed (exitcode"):
+            text = line[line.find("failed (exitcode") :]
+            out.append(re.split(r"\s+of binary:", text, maxsplit=1)[0].rstrip())
+        return out
 
 
 def train_cli(

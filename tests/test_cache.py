@@ -483,11 +483,11 @@ def test_execution_order_puts_timed_pages_first_then_the_longest():
     order = parallel.execution_order(
         docs, timed=["tuning", "bench"], long=["slow", "c"], seconds={"bench": 60.0, "b": 9.0}
     )
-    # timed pages first (longest first among them), then by the cache's seconds,
-    # then by the configured slow pages, then by name
-    assert order == ["bench", "tuning", "b", "slow", "c", "a"]
+    # timed pages first (in their configured order, whatever the cache says),
+    # then by the cache's seconds, then by the configured slow pages, then by name
+    assert order == ["tuning", "bench", "b", "slow", "c", "a"]
     # Sphinx starts two tasks, then takes the last queued one first
-    assert parallel.queue_order(order, 2) == ["bench", "tuning", "a", "c", "slow", "b"]
+    assert parallel.queue_order(order, 2) == ["tuning", "bench", "a", "c", "slow", "b"]
 
 
 def _append(args) -> None:
@@ -718,3 +718,7 @@ def test_timed_pages_the_cache_does_not_know_keep_their_configured_order():
     timed = ["lm/pretraining", "ddp", "lm/lora"]
     order = parallel.execution_order(["a", "lm/lora", "ddp", "lm/pretraining"], timed, [], {})
     assert order == ["lm/pretraining", "ddp", "lm/lora", "a"]
+    # and so do those it knows: QLoRA reads the LoRA run, however long each took
+    seconds = {"lm/qlora": 90.0, "lm/lora": 30.0}
+    order = parallel.execution_order(["lm/qlora", "lm/lora"], ["lm/lora", "lm/qlora"], [], seconds)
+    assert order == ["lm/lora", "lm/qlora"]

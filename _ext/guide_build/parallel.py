@@ -188,21 +188,22 @@ def _previous_seconds(app) -> dict[str, float]:
 def execution_order(
     docnames: list[str], timed: list[str], long: list[str], seconds: dict[str, float]
 ) -> list[str]:
-    """The order the workers take pages in: the timed pages first (they run one
-    after the other, alone, while nothing else runs), then the rest longest
-    first, so that the last page to finish is a short one. ``seconds`` are the
-    last execution times the cache remembers; pages it does not know are
-    ranked by ``long`` (the configured slow pages, in that order), then by name.
-    Timed pages the cache does not know keep their configured order: a page that
-    uses another's results (LoRA the pretrained model) is listed after it."""
+    """The order the workers take pages in: the timed pages first, in their
+    configured order (they run one after the other, alone, while nothing else
+    runs, so their order changes no total; a page that uses another's results,
+    LoRA the pretrained model and QLoRA the LoRA run, is listed after it), then
+    the rest longest first, so that the last page to finish is a short one.
+    ``seconds`` are the last execution times the cache remembers; pages it does
+    not know are ranked by ``long`` (the configured slow pages, in that order),
+    then by name."""
     rank = {d: i for i, d in enumerate(long)}
     timed_rank = {d: i for i, d in enumerate(timed)}
 
     def key(d: str) -> tuple:
         return (
             d not in timed,
-            -seconds.get(d, 0.0),
             timed_rank.get(d, 0),
+            -seconds.get(d, 0.0),
             rank.get(d, len(rank)),
             d,
         )

@@ -547,7 +547,8 @@ def _train_epochs(
     say = state.say
     if start.epoch >= epochs:
         say(
-            f"{start.checkpoint} is already at epoch {start.epoch} (asked for {epochs}): "
+            f"{files.shown(start.checkpoint)} is already at epoch {start.epoch} "
+            f"(asked for {epochs}): "
             "not training"
         )
         return start.history

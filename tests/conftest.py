@@ -1,3 +1,4 @@
+import math
 import os
 import re
 import shutil
@@ -55,7 +56,8 @@ SESSION_DIR: Path | None = None  # set by pytest_configure
 
 @pytest.hookimpl(trylast=True)  # after the tmp_path plugin has made its factory
 def pytest_configure(config):
-    global SESSION_DIR
+    global SESSION_DIR, _CONFIG
+    _CONFIG = config
     factory = getattr(config, "_tmp_path_factory", None)
     if factory is not None:
         SESSION_DIR = factory.getbasetemp() / "session"
@@ -67,6 +69,7 @@ def pytest_configure(config):
         path.mkdir(parents=True, exist_ok=True)
         os.environ[name] = str(path)
     share_the_cores()
+    measure_the_machine()
     choose_the_triton_engine()
 
 
@@ -83,9 +86,272 @@ def share_the_cores() -> None:
     busy worker took 4 to 7 times as long."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
     if workers > 1 and "PYTEST_XDIST_WORKER" in os.environ:
-        share = str(max(1, (os.cpu_count() or 1) // workers))
+        share = str(cpu_share(workers))
         os.environ["OMP_NUM_THREADS"] = share
         os.environ["GUIDE_BUILD_MAX_THREADS"] = share  # the book build's pages too
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity (``taskset -c 0`` leaves one,
+    where ``os.cpu_count()`` still counts the machine's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def cpu_share(workers: int) -> int:
+    """The threads each of ``workers`` test processes gets: an equal share of the
+    usable CPUs, at least one."""
+    return max(1, usable_cpus() // max(1, workers))
+
+
+# --------------------------------------------------------------------------- time limits
+#
+# A time limit catches a hang; it does not measure speed. Every limit a test
+# declares (the suite's 60 s in pyproject.toml, a @pytest.mark.timeout(N), the
+# marks added below for the book build and the shared tiny-lm run, the
+# ``timeout`` of the subprocess helpers here) is its *budget*: about what it may
+# take on the reference machine. Its hard limit is the budget times
+# HANG_MARGIN times the machine-speed factor (:func:`hang_limit`), so that it
+# holds on a machine three times slower than the reference one, and on a slower
+# one still by the factor measured at the start of the session. A test that
+# waits for something itself (``time.monotonic() - start < N``, a polling
+# deadline, a subprocess's ``timeout=``) uses :func:`hang_limit` too: one
+# number rules them all. The slowest tests (``--durations`` in pyproject.toml)
+# are how the budgets are watched.
+
+HANG_MARGIN = 3
+"""A hard limit is this many times a test's budget (times the speed factor)."""
+
+REFERENCE_CPU = (
+    "Intel Xeon, family 6 model 207 (Emerald Rapids; /proc/cpuinfo names it "
+    "'Intel(R) Xeon(R) Processor'), 2 vCPUs, AVX-512 with VNNI, BF16 and FP16"
+)
+REFERENCE_SECONDS = 0.15
+"""What :data:`SPEED_WORKLOAD` takes on :data:`REFERENCE_CPU`, idle, the way the
+session measures it for ``make test`` (two copies at once, one per CPU). Measured
+as its CPU time (``time.process_time``: 0.154 s the median of 72 runs, 0.134 s
+the least), because the machine was never idle: other jobs ran on both CPUs,
+and the wall time, what the session measures, was 0.43 s then (factor 2.9)."""
+
+SPEED_FACTOR_VARIABLE = "GUIDE_TEST_SPEED_FACTOR"
+"""The session's speed factor, set by the process that measured it so that the
+pytest-xdist workers it starts use the same; set it yourself to skip the
+measurement (it is never below 1)."""
+SPEED_SECONDS_VARIABLE = "GUIDE_TEST_SPEED_SECONDS"
+"""The measured time of the reference workload, for the header."""
+
+SPEED_WORKLOAD = """
+import os, sys, time
+import numpy as np
+
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(",")})
+
+def once():
+    start = time.perf_counter()
+    total = 0
+    for i in range(1_500_000):  # the interpreter: most of what the tests spend
+        total += i * i % 7
+    a = np.linspace(-1.0, 1.0, 256 * 256, dtype=np.float32).reshape(256, 256)
+    b = a
+    for _ in range(200):  # float32 matrix products (the BLAS the CPU gets)
+        b = np.tanh(a @ b)
+    return time.perf_counter() - start
+
+print("ready", flush=True)
+sys.stdin.readline()  # all copies start together
+print(sorted(once() for _ in range(3))[1], flush=True)
+"""
+"""The fixed reference workload: a pure-Python loop and a fixed number of
+256x256 float32 matrix products in NumPy, on one thread (a multi-threaded BLAS
+on so small a product measures how its threads wait for each other on a busy
+machine, not the machine: two threads took 5 s where one took 0.2).
+It runs in fresh interpreters (NumPy only: no framework import, half a second
+in all), one copy per test process, all started together, each on its own share
+of the usable CPUs, so it sees what a test sees: the CPU's speed, the
+instruction set the BLAS may use (``OPENBLAS_CORETYPE``), and how many test
+processes share a CPU (two workers under ``taskset -c 0`` share one)."""
+
+_SPEED: dict = {}  # factor, seconds, copies, how: set once per process
+
+
+def measure_speed(copies: int = 1) -> float:
+    """Seconds the reference workload takes: ``copies`` copies at once, one thread
+    and one usable CPU each (in turn: two copies on one CPU share it); the slowest
+    copy's median of three runs."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    cpus = _usable_cpu_list()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SPEED_WORKLOAD, ",".join(map(str, share))],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for share in _shares(cpus, copies)
+    ]
+    try:
+        for proc in procs:
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError("the reference workload did not start")
+        for proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        return max(float(proc.communicate(timeout=300)[0]) for proc in procs)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def _usable_cpu_list() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def _shares(cpus: list[int], copies: int) -> list[list[int]]:
+    """The CPU of each copy: the usable ones in turn, from the start again where
+    there are fewer CPUs than copies (which then share them, as the workers would)."""
+    return [[cpus[i % len(cpus)]] for i in range(copies)]
+
+
+def measure_the_machine() -> None:
+    """The session's speed factor: ``max(1, measured / REFERENCE_SECONDS)``, measured
+    once, by the process pytest started (under pytest-xdist, before it starts the
+    workers: one copy of the workload per worker), and handed to the workers and
+    everything the tests start through :data:`SPEED_FACTOR_VARIABLE`."""
+    given = os.environ.get(SPEED_FACTOR_VARIABLE, "").strip()
+    if given:
+        try:
+            factor = float(given)
+        except ValueError:
+            factor = math.nan
+        if not math.isfinite(factor) or factor <= 0:
+            raise pytest.UsageError(
+                f"{SPEED_FACTOR_VARIABLE} must be a positive number, not {given!r}"
+            )
+        seconds = os.environ.get(SPEED_SECONDS_VARIABLE)
+        factor = max(1.0, factor)
+        os.environ[SPEED_FACTOR_VARIABLE] = f"{factor:.3f}"
+        _SPEED.update(
+            factor=factor,
+            seconds=float(seconds) if seconds else None,
+            how="measured" if seconds else f"given by {SPEED_FACTOR_VARIABLE}",
+        )
+        return
+    # Under pytest-xdist the workers find the factor in the environment; a worker
+    # that does not (started some other way) measures one copy for itself.
+    copies = 1 if "PYTEST_XDIST_WORKER" in os.environ else _planned_workers() or 1
+    try:
+        seconds = measure_speed(copies)
+    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:
+        _SPEED.update(factor=1.0, seconds=None, how=f"not measured ({exc}): taken as 1")
+        os.environ[SPEED_FACTOR_VARIABLE] = "1"  # the workers too
+        return
+    factor = max(1.0, seconds / REFERENCE_SECONDS)
+    _SPEED.update(factor=factor, seconds=seconds, how=f"measured, {copies} at once")
+    os.environ[SPEED_FACTOR_VARIABLE] = f"{factor:.3f}"
+    os.environ[SPEED_SECONDS_VARIABLE] = f"{seconds:.3f}"
+
+
+_CONFIG = None  # the session's config, for _planned_workers
+
+
+def _planned_workers() -> int:
+    """How many pytest-xdist workers this session starts (0 without xdist)."""
+    if _CONFIG is None:
+        return 0
+    n = getattr(_CONFIG.option, "numprocesses", None)
+    return n if isinstance(n, int) and n > 0 else 0
+
+
+def speed_factor() -> float:
+    """The session's machine-speed factor (1 or more)."""
+    if not _SPEED:
+        measure_the_machine()
+    return _SPEED["factor"]
+
+
+def hang_limit(budget: float) -> float:
+    """The hard limit for something whose budget is ``budget`` seconds here:
+    ``budget`` x :data:`HANG_MARGIN` x :func:`speed_factor`."""
+    return budget * HANG_MARGIN * speed_factor()
+
+
+def pytest_report_header(config):
+    """One line in the session's header: the factor, and what it was made of."""
+    seconds = _SPEED.get("seconds") if _SPEED else None
+    factor = speed_factor()
+    took = f"took {seconds:.2f} s here" if seconds else "was not run here"
+    return [
+        f"time limits: each test's hard limit is its budget x {HANG_MARGIN} x {factor:.2f}, "
+        f"the machine-speed factor ({_SPEED['how']}; the reference workload {took}, "
+        f"{REFERENCE_SECONDS:.2f} s on the reference CPU, {REFERENCE_CPU})"
+    ]
+
+
+_SCALED = pytest.StashKey[float]()  # an item's budget, once its limit is scaled
+
+
+def scale_time_limit(config, item) -> None:
+    """Give ``item`` its hard limit: a new closest ``timeout`` mark (the one
+    pytest-timeout reads) of :func:`hang_limit` of its budget, the closest
+    mark's seconds or else the suite's default, its method kept. A budget of 0
+    (no limit) stays 0."""
+    if _SCALED in item.stash:
+        return
+    marker = item.get_closest_marker("timeout")
+    kwargs: dict = {}
+    if marker is None:
+        budget = _default_timeout(config)
+    else:
+        budget = marker.kwargs.get("timeout", marker.args[0] if marker.args else None)
+        kwargs = {k: v for k, v in marker.kwargs.items() if k != "timeout"}
+        if len(marker.args) > 1:
+            kwargs.setdefault("method", marker.args[1])
+    if not budget:
+        return
+    item.stash[_SCALED] = float(budget)
+    item.user_properties.append((BUDGET_PROPERTY, float(budget)))  # for the summary
+    item.add_marker(pytest.mark.timeout(hang_limit(float(budget)), **kwargs), append=False)
+
+
+BUDGET_PROPERTY = "time budget (s)"
+
+
+def over_budget(reports, factor: float) -> list[tuple[str, float, float]]:
+    """``(test, seconds, budget)`` of each test whose setup, call and teardown
+    together took longer than its budget x ``factor``, slowest first."""
+    took: dict[str, float] = {}
+    budgets: dict[str, float] = {}
+    for report in reports:
+        took[report.nodeid] = took.get(report.nodeid, 0.0) + getattr(report, "duration", 0.0)
+        for name, value in getattr(report, "user_properties", ()):
+            if name == BUDGET_PROPERTY:
+                budgets[report.nodeid] = value
+    over = [(n, took[n], b) for n, b in budgets.items() if took.get(n, 0.0) > b * factor]
+    return sorted(over, key=lambda row: -row[1])
+
+
+def _default_timeout(config) -> float | None:
+    """pytest-timeout's own default for a test without a mark: ``--timeout``,
+    ``$PYTEST_TIMEOUT`` or the ini file's ``timeout``."""
+    try:
+        import pytest_timeout
+    except ImportError:  # pragma: no cover - the plugin is in requirements
+        return None
+    return pytest_timeout.get_env_settings(config).timeout
+
+
+def budget_of(item) -> float | None:
+    """The budget an item's hard limit was scaled from (``None``: no limit)."""
+    return item.stash.get(_SCALED, None)
 
 
 def choose_the_triton_engine() -> None:
@@ -118,9 +384,11 @@ def pytest_unconfigure(config):
 # - every other test goes to whichever worker is free.
 # Without xdist the marks change nothing.
 
-BUILD_TIMEOUT = 3600
-"""The time limit of a test that reads the book build: the build itself (the
-first such test waits for it) is the one thing allowed past the suite's 60 s."""
+BUILD_TIMEOUT = 1200
+"""The budget of a test that reads the book build (its hard limit is
+:func:`hang_limit` of it, 3600 s here): the build itself (the first such test
+waits for it; about 6 minutes beside the other worker) is the one thing allowed
+past the suite's 60 s."""
 
 
 def _uses_a_shared_fixture(item) -> bool:
@@ -161,6 +429,7 @@ def pytest_collection_modifyitems(config, items):
         if "tiny_lm_run" in item.fixturenames and item.get_closest_marker("timeout") is None:
             # The first test to ask makes the shared tiny-lm run in its setup.
             item.add_marker(pytest.mark.timeout(SHARED_RUN_TIMEOUT))
+        scale_time_limit(config, item)  # last: every mark above is a budget
 
 
 @pytest.fixture
@@ -245,15 +514,16 @@ class Build:
         ]
 
 
-def build_book(root: Path = ROOT, timeout: int = 3600, env: dict | None = None) -> Build:
-    """``jupyter-book build`` as ``make book`` runs it; returns exit code, log and time."""
+def build_book(root: Path = ROOT, timeout: float = BUILD_TIMEOUT, env: dict | None = None) -> Build:
+    """``jupyter-book build`` as ``make book`` runs it; returns exit code, log and time.
+    ``timeout`` is the build's budget: it is stopped after :func:`hang_limit` of it."""
     clean = not (root / ".jupyter_cache").exists()
     start = time.monotonic()
     proc = subprocess.run(
         [tool("jupyter-book"), "build", str(root), "-W", "-n", "--keep-going"],
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=hang_limit(timeout),
         env=env,
     )
     return Build(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start, clean)
@@ -284,9 +554,9 @@ def shared_artefact(tmp_path_factory, name: str, make) -> Path:
     return folder
 
 
-SHARED_RUN_TIMEOUT = 300
-"""The limit of a test whose setup may train the shared tiny-lm (about 30 s
-alone, twice that beside a busy worker)."""
+SHARED_RUN_TIMEOUT = 100
+"""The budget of a test whose setup may train the shared tiny-lm (about 30 s
+alone, twice that beside a busy worker); its hard limit is :func:`hang_limit` of it."""
 TINY_LM_RECORD = "record.json"
 """In the shared tiny-lm folder: the last line of `train tiny-lm --json`."""
 
@@ -389,6 +659,20 @@ def pytest_testnodedown(node, error):
 
 
 def pytest_terminal_summary(terminalreporter):
+    reports = [
+        r
+        for group in terminalreporter.stats.values()
+        for r in group
+        if isinstance(r, pytest.TestReport)
+    ]
+    over = over_budget(reports, speed_factor())
+    if over:
+        # Each still within its hard limit (3 x); the next to fail on a slower machine.
+        terminalreporter.section("tests over their time budget")
+        for nodeid, seconds, budget in over:
+            terminalreporter.write_line(
+                f"{seconds:7.1f} s  budget {budget:g} s x {speed_factor():.2f}  {nodeid}"
+            )
     for build in _BUILDS:
         if build.page_times:
             terminalreporter.section("book build: slowest pages")
@@ -412,35 +696,37 @@ def doctor_cli(
     *args: str,
     stdin: str | None = None,
     env: dict | None = None,
-    timeout: int = 300,
+    timeout: float = 100,
     frameworks: bool = False,
 ) -> subprocess.CompletedProcess:
     """``python -m rocm_dl_guide doctor ARGS`` in a subprocess (stdout and stderr
     captured as text). Unless ``frameworks`` is true, the framework probes run
     in :data:`LEAN_PYTHON` (``--python``), which has none: a test about ROCm,
     the SMI tools, logs or snapshots then costs no TensorFlow and PyTorch import.
-    The tests about the probes themselves (test_doctor.py) pass ``frameworks=True``."""
+    The tests about the probes themselves (test_doctor.py) pass ``frameworks=True``.
+    ``timeout`` is its budget: it is stopped after :func:`hang_limit` of it."""
     env = dict(os.environ if env is None else env)
     cmd = [sys.executable, "-m", "rocm_dl_guide", "doctor", *args]
     if not frameworks and "--snapshot" not in args and "--python" not in args:
         env["GUIDE_BASE_PYTHON"] = sys.executable
         cmd += ["--python", str(LEAN_PYTHON)]
     return subprocess.run(
-        cmd, input=stdin, capture_output=True, text=True, timeout=timeout, env=env
+        cmd, input=stdin, capture_output=True, text=True, timeout=hang_limit(timeout), env=env
     )
 
 
 def guide_cli(
-    *args: str, timeout: int = 300, profile: str = "smoke"
+    *args: str, timeout: float = 100, profile: str = "smoke"
 ) -> subprocess.CompletedProcess:
     """``python -m rocm_dl_guide ARGS`` in a subprocess with the ``profile``, from
-    the repository root; stdout and stderr captured as text."""
+    the repository root; stdout and stderr captured as text. ``timeout`` is its
+    budget: it is stopped after :func:`hang_limit` of it."""
     env = {**os.environ, "ROCM_DL_GUIDE_PROFILE": profile}
     return subprocess.run(
         [sys.executable, "-m", "rocm_dl_guide", *args],
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=hang_limit(timeout),
         env=env,
         cwd=ROOT,
     )

@@ -14,6 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import hang_limit  # noqa: E402
 from rocm_dl_guide.casestudies import cifar10  # noqa: E402
 from rocm_dl_guide.core import profiles  # noqa: E402
 from rocm_dl_guide.training import checkpoints  # noqa: E402
@@ -111,7 +112,7 @@ def test_cli_killed_after_an_epoch_resumes_without_gap_or_repeat(tmp_path):
     )
     ckpt = killed_dir / checkpoints.CHECKPOINT_NAME
     seen_epochs = []
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + hang_limit(40)  # for the first epoch's checkpoint
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             if ckpt.exists():
@@ -126,7 +127,7 @@ def test_cli_killed_after_an_epoch_resumes_without_gap_or_repeat(tmp_path):
                     break
             time.sleep(0.02)
     finally:
-        proc.wait(timeout=60)
+        proc.wait(timeout=hang_limit(20))
         stderr = proc.stderr.read()
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL, f"not killed mid-run ({proc.returncode}): {stderr}"
@@ -138,7 +139,7 @@ def test_cli_killed_after_an_epoch_resumes_without_gap_or_repeat(tmp_path):
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=hang_limit(100),
     )
     assert resumed.returncode == 0, resumed.stderr
     log = resumed.stdout
@@ -152,7 +153,7 @@ def test_cli_killed_after_an_epoch_resumes_without_gap_or_repeat(tmp_path):
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=hang_limit(100),
     )
     assert clean.returncode == 0, clean.stderr
     got = _read(ckpt)["history"]

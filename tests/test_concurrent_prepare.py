@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import hang_limit
 from rocm_dl_guide.core import distributed, files, fixtures, profiles
 
 PROCESSES = 6
@@ -144,7 +145,7 @@ def race(tmp_path: Path, mode: str, source: Path, rounds: int) -> list[tuple[Pat
             spawn([sys.executable, str(script), str(go), mode, str(source)], child_env(cache))
             for _ in range(PROCESSES)
         ]
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + hang_limit(20)
         start_together(procs, go, deadline)
         outs = finish(procs, deadline)
         failed = [out for proc, out in zip(procs, outs, strict=True) if proc.returncode != 0]
@@ -273,7 +274,7 @@ def test_a_waiting_process_says_so_once_and_uses_the_copy_built_meanwhile(tmp_pa
 
         assert files.prepare_once(target, Path.exists, build, what="the test artefact") is False
     finally:
-        finish([holder], time.monotonic() + 30)
+        finish([holder], time.monotonic() + hang_limit(10))
     assert holder.returncode == 0 and target.read_text() == "built by the holder"
     err = capfd.readouterr().err
     lock = files.lock_path(target)
@@ -318,7 +319,7 @@ def test_processes_exporting_one_onnx_model_at_once_export_it_once(tmp_path):
         spawn([sys.executable, str(script), str(go), str(target)], dict(os.environ))
         for _ in range(3)
     ]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + hang_limit(40)
     start_together(procs, go, deadline)
     outs = finish(procs, deadline)
     assert [p.returncode for p in procs] == [0, 0, 0], "\n".join(o[-1500:] for o in outs)
@@ -362,7 +363,7 @@ def test_local_rank_0_prepares_first_and_its_failure_stops_the_others(tmp_path):
     script.write_text(ORDERED)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3"]
     proc = spawn([*cmd, str(script), str(tmp_path)], distributed.launcher_env())
-    out = finish([proc], time.monotonic() + 180)[0]
+    out = finish([proc], time.monotonic() + hang_limit(60))[0]
     assert proc.returncode == 0, out[-3000:]
     assert out.count("data: the test data prepared by local rank 0 before the other ranks") == 1
     assert "rank 0: ValueError: no network here" in out
@@ -381,7 +382,7 @@ def test_train_nproc_4_on_an_empty_cache(tmp_path):
     cmd = [sys.executable, "-m", "rocm_dl_guide", "train", "mnist-pytorch", "--nproc", "4"]
     cmd += ["--profile", "smoke", "--epochs", "1", "--checkpoint-dir", str(tmp_path / "ckpt")]
     proc = spawn(cmd, env)
-    out = finish([proc], time.monotonic() + 300)[0]
+    out = finish([proc], time.monotonic() + hang_limit(100))[0]
     assert proc.returncode == 0, out[-3000:]
     assert out.count("data: the MNIST fixture prepared by local rank 0") == 1
     assert "waiting for another process" not in out  # the other ranks waited at the barrier

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from conftest import hang_limit
 from rocm_dl_guide.core import preemption
 from rocm_dl_guide.training import checkpoints, setup, train
 
@@ -178,7 +179,7 @@ def _train(tmp_path: Path, name: str, *extra: str, nproc: int | None = None, at_
     cmd += ["--json", "--checkpoint-dir", str(tmp_path / name), *extra]
     if nproc:
         cmd += ["--nproc", str(nproc)]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=420)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=hang_limit(140))
 
 
 def _record(proc) -> dict:
@@ -243,12 +244,12 @@ def test_the_slurm_script_forwards_sigterm_and_requeues_on_exit_75(tmp_path):
     env.update(SLURM_JOB_ID="4242", SLURM_GPUS_ON_NODE="2", CHECKPOINTS=str(tmp_path / "ck"))
     job = subprocess.Popen(["bash", str(SBATCH)], env=env, stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + hang_limit(7)
         while not (tmp_path / "args").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.2)  # the trap is set right after the job starts
         job.send_signal(signal.SIGTERM)  # what --signal=B:TERM@120 does
-        out, _ = job.communicate(timeout=20)
+        out, _ = job.communicate(timeout=hang_limit(7))
     finally:
         if job.poll() is None:
             job.kill()

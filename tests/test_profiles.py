@@ -2,6 +2,7 @@ import os
 
 import pytest
 
+from conftest import hang_limit
 from rocm_dl_guide.core import casestudies, profiles
 
 
@@ -93,7 +94,7 @@ def _train_cli(args, tmp_path, **env):
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=hang_limit(100),
         env=full_env,
         cwd=tmp_path,
     )
@@ -112,16 +113,14 @@ def _closed_port_proxy():
 
 
 def test_full_profile_offline_fails_fast_before_training(tmp_path, private_data_cache):
-    import time
-
-    start = time.monotonic()
+    # "Fast" is what it does not do: no epoch, no result, no checkpoint. How long
+    # it may take is the test's limit (the suite's), which catches a hang.
     done = _train_cli(
         ["inception-v3", "--profile", "full", "--json"],
         tmp_path,
         ROCM_DL_GUIDE_DATA=str(private_data_cache),
         **_closed_port_proxy(),
     )
-    elapsed = time.monotonic() - start
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and "epoch" not in done.stderr.lower()
     last = done.stderr.strip().splitlines()[-1]
@@ -129,7 +128,6 @@ def test_full_profile_offline_fails_fast_before_training(tmp_path, private_data_
     assert "data import" in last and "--data-source fixtures" in last
     assert done.stdout == ""  # no result line: nothing was trained
     assert not (tmp_path / "ckpt").exists() or not any((tmp_path / "ckpt").iterdir())
-    assert elapsed < 120, f"took {elapsed:.0f} s to refuse"
 
 
 def test_gpu_profile_on_fixtures_runs_offline_and_says_so(tmp_path, private_data_cache):

@@ -6,14 +6,18 @@ README.md there); the values asserted below were read from those files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
+import signal
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from conftest import hang_limit
 from rocm_dl_guide.doctor import rocminfo, samples
 from rocm_dl_guide.doctor.agents import Agent, RocminfoError, RocminfoReport
 from rocm_dl_guide.doctor.rocminfo import parse
@@ -487,12 +491,36 @@ def test_run_garbage_and_exit_1(tmp_path):
 
 @posix_only
 def test_run_timeout_kills_the_tool(tmp_path):
-    exe = _script(tmp_path, "slow-rocminfo", "echo 'ROCk module is loaded'\nsleep 30\n")
+    # The tool waits for a child far longer than any limit here: the run returns
+    # because both were stopped, not because the tool ended.
+    pid_file = tmp_path / "child.pid"
+    body = f"echo 'ROCk module is loaded'\nsleep 600 &\necho $! > {pid_file}\nwait\n"
+    exe = _script(tmp_path, "slow-rocminfo", body)
     start = time.monotonic()
-    report = rocminfo.run(str(exe), timeout=0.5)
-    assert time.monotonic() - start < 10
+    try:
+        report = rocminfo.run(str(exe), timeout=0.5)
+        assert time.monotonic() - start < hang_limit(10)
+        assert _gone(int(pid_file.read_text()))  # what the tool started went with it
+    finally:
+        if pid_file.is_file():
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
     assert report.agents == ()
     assert report.error == f"{exe} did not finish within 0.5 seconds and was stopped."
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie waiting to be reaped, within a hang limit."""
+    deadline = time.monotonic() + hang_limit(2)
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
 
 
 @posix_only

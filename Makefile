@@ -40,7 +40,7 @@ STAMP := $(VENV)/.installed-$(notdir $(REQUIREMENTS))
 # kernels and subprocesses use the venv's python.
 RUN := PATH="$(BIN):$$PATH"
 
-.PHONY: book test check book-rocm test-rocm env lint clean lock browser linkcheck check-sources gpu-check gpu-check-venv wheelhouse
+.PHONY: book test test-slow check book-rocm test-rocm env lint clean lock browser linkcheck check-sources gpu-check gpu-check-venv wheelhouse
 
 env: $(STAMP)
 
@@ -68,6 +68,20 @@ book: $(STAMP)
 XDIST ?= -n auto --dist loadgroup
 test: $(STAMP) $(if $(filter 1,$(BROWSER_TESTS)),browser)
 	$(RUN) $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+
+# `make test` as on the CPU that builds the public site, from a faster machine.
+# GitHub's hosted runners give 2 cores without AVX-512; this gives the suite's
+# two workers (as CI runs them) one core between them (taskset -c $(SLOW_CPUS))
+# and caps the instruction set of PyTorch (and Inductor), oneDNN, MKL, OpenBLAS
+# and XLA at AVX2; rocm_dl_guide.core.device reads ATEN_CPU_CAPABILITY too, so
+# the package's own choices follow. Each test's hard limit is its budget x 3 x
+# the speed factor the session measures (tests/conftest.py; shown in the header).
+SLOW_CPUS ?= 0
+SLOW_ISA ?= ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
+  OPENBLAS_CORETYPE=Haswell XLA_FLAGS=--xla_cpu_max_isa=AVX2
+test-slow: $(STAMP) $(if $(filter 1,$(BROWSER_TESTS)),browser)
+	@command -v taskset >/dev/null 2>&1 || { echo "make test-slow needs taskset (util-linux)"; exit 1; }
+	$(RUN) $(SLOW_ISA) taskset -c $(SLOW_CPUS) $(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 # The fast loop to run after every change: every test except the whole-book
 # build, the notebook runs and the browser test (pytest markers; see pyproject.toml).

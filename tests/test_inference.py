@@ -418,7 +418,7 @@ def test_side_by_side_timing_alternates_blocks():
 
 
 def test_smoke_profile_uses_fewer_runs_at_large_batches():
-    assert bench.iterations_for(1, SMOKE) == (3, 20)
+    assert bench.iterations_for(1, SMOKE) == (2, 10)
     assert bench.iterations_for(32, SMOKE) == (1, 3)
     assert bench.iterations_for(32, GPU) == (10, 100)
     assert bench.batch_sizes(GPU) == (1, 8, 32)

@@ -275,11 +275,18 @@ def export_inception(
     default as ``<data cache>/models/inception_v3.onnx``.
 
     The file always holds the weights of the PyTorch model it is compared with:
-    it is exported again whenever they differ (:func:`export_once`).
+    it is exported again whenever they differ (:func:`export_once`). Random
+    weights are drawn from a fixed seed (PyTorch's own random state is left as
+    it was), so every page and command gets the same ones and finds the export
+    the first one wrote, instead of exporting 95 MB again each time.
     """
+    import torch
+
     from rocm_dl_guide.casestudies import inception_pretrained
 
-    loaded = inception_pretrained.load_pretrained(profile)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        loaded = inception_pretrained.load_pretrained(profile)
     target = Path(path) if path is not None else models_dir() / MODEL_FILE
     onnx_model = export_once(loaded.model, target)
     onnx_model.weights_note = loaded.note

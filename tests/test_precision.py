@@ -580,3 +580,253 @@ def test_the_pages_say_what_agreement_on_fixtures_can_show():
     assert SMOKE.data_source == "fixtures" and "99.8%" in fixtures and "real" in fixtures
     assert precision_results.LEAST_SURE_COLUMN in fixtures
     assert agreement.what_agreement_shows(replace(SMOKE, data_source="real"), 0.6) == ""
+
+
+# --------------------------------------------------------------------------- shared work
+
+
+def test_the_settings_share_one_preprocessing_and_one_calibration_per_method(
+    cifar_onnx, tmp_path, monkeypatch
+):
+    """ONNX Runtime's pre-processing runs once per model and calibration once per
+    calibration method; the settings quantized together are the very models each
+    one quantized alone would be."""
+    from onnxruntime.quantization import shape_inference
+
+    configs = [*ort_int8.int8_configs({"avx2"}), ort_int8.S8S8]  # three MinMax, one Percentile
+    configs = list(dict.fromkeys(configs))
+    calls = []
+    real_pre = shape_inference.quant_pre_process
+    monkeypatch.setattr(
+        shape_inference, "quant_pre_process", lambda *a, **k: calls.append(a) or real_pre(*a, **k)
+    )
+    served = []
+    real_next = ort_int8.CalibrationReader.get_next
+
+    def counted(self):
+        item = real_next(self)
+        served.append(item is not None)
+        return item
+
+    monkeypatch.setattr(ort_int8.CalibrationReader, "get_next", counted)
+    data = batches(3)
+    together = ort_int8.quantize_onnx_int8_all(
+        cifar_onnx, {c: tmp_path / f"all-{i}.onnx" for i, c in enumerate(configs)}, data
+    )
+    assert len(calls) == 1
+    methods = {c.calibration for c in configs}
+    assert methods == {"MinMax", "Percentile"}
+    assert sum(served) == len(data) * len(methods)  # each batch read once per method
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f"all-{i}.onnx" for i in range(len(configs))
+    )
+    for i, config in enumerate(configs):
+        alone = ort_int8.quantize_onnx_int8(
+            cifar_onnx, tmp_path / f"alone-{i}.onnx", data, config=config
+        )
+        shared = {
+            t.name: onnx.numpy_helper.to_array(t)
+            for t in onnx.load(together[config]).graph.initializer
+        }
+        single = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(alone).graph.initializer}
+        assert shared.keys() == single.keys(), config.name
+        assert all(np.array_equal(shared[k], single[k]) for k in shared), config.name
+
+
+def test_the_agreement_network_is_trained_once_and_shared(tmp_path, monkeypatch):
+    """The precision and int8 pages compare their engines on one trained network:
+    the first call trains it (on one thread) and keeps it, the next reads it back,
+    and a different recipe (here: the epochs) trains it again."""
+    monkeypatch.setattr(onnx_files, "models_dir", lambda: tmp_path)
+    trained = []
+    real_train = cifar10.train
+
+    def train(*args, **kwargs):
+        trained.append((kwargs.get("epochs"), torch.get_num_threads()))
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(cifar10, "train", train)
+    first, data, note = agreement.trained_cifar10(SMOKE, epochs=1)
+    again, _, note_again = agreement.trained_cifar10(SMOKE, epochs=1)
+    assert trained == [(1, 1)]  # trained once, on one thread
+    assert note_again == note and "1 epoch(s)" in note and "fixture" in note
+    for a, b in zip(first.state_dict().values(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert len(agreement.test_arrays(data, 100)[0]) == 100
+    agreement.trained_cifar10(SMOKE, epochs=2)
+    assert [e for e, _ in trained] == [1, 2]
+    # A damaged record is not trusted: the network is trained again.
+    (tmp_path / (agreement.AGREEMENT_MODEL + ".json")).write_text("{not json")
+    agreement.trained_cifar10(SMOKE, epochs=2)
+    assert [e for e, _ in trained] == [1, 2, 2]
+
+
+# --------------------------------------------------------------------------- emulated formats
+
+
+PLAIN = device.cpu_flags("flags\t: avx2 fma f16c\n")
+"""An AVX2-only CPU's flags, as GitHub's hosted runners have them."""
+
+
+class _Fake:
+    """An engine that returns zeros, for timing and labelling without a model."""
+
+    def __init__(self, backend, prec, on_gpu=False):
+        self.backend, self.precision, self.on_gpu, self.config = backend, prec, on_gpu, None
+        self.device, self.note, self.calls = "cpu", "", 0
+
+    @property
+    def key(self):
+        return precision.engine_key(self.backend, self.precision)
+
+    def run(self, x):
+        self.calls += 1
+        return np.zeros((len(x), 10), dtype=np.float32)
+
+
+def test_formats_without_instructions_are_timed_in_fewer_runs_and_labelled_emulated():
+    found = [
+        _Fake("PyTorch eager", "fp32"),
+        _Fake("PyTorch eager", "bf16"),
+        _Fake("PyTorch eager", "fp16"),
+        _Fake("ONNX Runtime", "fp32"),
+    ]
+    rows = precision._speed_rows(found, 1, 2, 10, {}, PLAIN)
+    by = {r["precision"] + r["backend"]: r for r in rows}
+    for fmt in ("bf16", "fp16"):
+        row = by[fmt + "PyTorch eager"]
+        assert row["emulated"] and row["runs"] == list(precision.EMULATED_RUNS)
+    assert not by["fp32PyTorch eager"]["emulated"] and by["fp32PyTorch eager"]["runs"] == [2, 10]
+    emulated_calls = sum(precision.EMULATED_RUNS)
+    assert [e.calls for e in found] == [12, emulated_calls, emulated_calls, 12]
+    shown = _bench(rows).display_frame()
+    labels = dict(zip(shown["precision"] + shown["backend"], shown["instructions"], strict=True))
+    assert labels["bf16PyTorch eager"].startswith("emulated: no bf16 instructions")
+    assert (
+        "converted" in labels["bf16PyTorch eager"]
+        and "2 timed run(s)" in labels["bf16PyTorch eager"]
+    )
+    assert labels["fp16PyTorch eager"].startswith("emulated: ")
+    assert not labels["fp32PyTorch eager"].startswith("emulated")
+    rich = precision._speed_rows(
+        found, 1, 2, 10, {}, device.cpu_flags(CPUINFO.replace("bf16", "bf16 avx512_fp16"))
+    )
+    assert not any(r["emulated"] for r in rich)
+
+
+def test_a_cpu_without_bf16_still_measures_the_16_bit_formats(monkeypatch):
+    """On a CPU whose flags lack bf16 and fp16 (GitHub's runners), the page's
+    settings run both formats, labelled emulated, beside fp32: no row is missing
+    and no cell of the table is NaN."""
+    monkeypatch.setattr(device, "cpu_flags", lambda cpuinfo=None: set(PLAIN))
+    settings = precision.page_settings(SMOKE, precision.FORMAT_ENGINES)
+    assert settings["emulated"] and settings["batches"] == (1,)
+    assert ("torch.compile", "bf16") not in settings["include"]
+    assert "tens of seconds" in settings["not_run"]["torch.compile bf16"]
+    include = [precision_results.REFERENCE, ("PyTorch eager", "bf16"), ("PyTorch eager", "fp16")]
+    result = precision.run(
+        SMOKE,
+        include=include,
+        batches=(1,),
+        test_images=100,
+        runs=(1, 1),
+        show_progress=False,
+        emulated=True,
+        not_run={"torch.compile bf16": "not asked for here"},
+    )
+    for fmt in ("bf16", "fp16"):
+        row = result.row("PyTorch eager", fmt, 1)
+        assert row["emulated"] and row["ms"] > 0 and 0 <= row["top1_agreement"] <= 1
+        assert row["runs"] == [1, 1]
+    assert result.emulated_rows(1) and "emulated" in result.emulation_summary(1)
+    shown = result.display_frame()
+    text = shown.to_string()
+    assert "nan" not in text.lower() and "None" not in text
+    assert "not run: not asked for here" in list(shown["instructions"])
+    assert "emulated" in result.summary()
+    json.loads(json.dumps(result.to_dict()))  # the rows stay plain JSON
+
+
+def test_the_table_shows_engines_that_did_not_run_as_rows_and_never_nan():
+    rows = [
+        _row("PyTorch eager", "fp32", 1, 100.0, 1.0),
+        _row("ONNX Runtime", "fp32", 1, 50.0, None) | {"accuracy": float("nan")},
+    ]
+    result = replace(_bench(rows), skipped={"MIGraphX fp16": "MIGraphX is not importable here"})
+    shown = result.display_frame()
+    assert list(shown["backend"]) == ["PyTorch eager", "ONNX Runtime", "MIGraphX"]
+    last = shown.iloc[-1]
+    assert last["precision"] == "fp16" and last["instructions"].startswith("not run: MIGraphX")
+    assert last["ms (median)"] == "" and last["batch"] == ""
+    assert "nan" not in shown.to_string().lower()
+
+
+def test_the_16_bit_sentence_follows_the_figures():
+    def row(prec, speedup, emulated):
+        return _row("PyTorch eager", prec, 1, 100.0 / speedup, 1.0) | {
+            "emulated": emulated,
+            "instructions": "x",
+        }
+
+    slow = _bench([_row("PyTorch eager", "fp32", 1, 100.0, 1.0), row("bf16", 0.2, True)])
+    assert "0.20x (emulated)" in slow.emulation_summary(1)
+    assert "slower than fp32" in slow.emulation_summary(1)
+    fast = _bench([row("bf16", 1.5, True), row("fp16", 0.5, True)])
+    assert "PyTorch eager bf16 still ran at least as fast" in fast.emulation_summary(1)
+    assert "slower than fp32" not in fast.emulation_summary(1)
+    native = _bench([row("bf16", 1.8, False)])
+    assert "instructions for each format" in native.emulation_summary(1)
+    assert _bench([_row("PyTorch eager", "fp32", 1, 100.0, 1.0)]).emulation_summary(1) == ""
+
+
+def test_the_gpu_record_sentence_says_what_the_record_has():
+    from rocm_dl_guide.selfcheck import record
+
+    tracked = record.latest_record()
+    if tracked is not None:
+        text = precision_results.gpu_record_sentence(tracked)
+        assert "training" in text and "no inference figures" in text
+    base = {"device": {"name": "GPU X"}, "date": "2026-01-01"}
+    figs = {"float32_img_per_s": 100.0, "amp-bfloat16_img_per_s": 150.0}
+    faster = precision_results.gpu_record_sentence(base | {"figures": {"inception-v3": figs}})
+    assert "bf16 at 1.50x (150 images/s)" in faster and "faster than float32" in faster
+    figs |= {"amp-float16_img_per_s": 50.0}
+    mixed = precision_results.gpu_record_sentence(base | {"figures": {"inception-v3": figs}})
+    assert "fp16 at 0.50x" in mixed and "neither" in mixed
+    none = precision_results.gpu_record_sentence(base | {"figures": {}})
+    assert "no 16-bit figures" in none
+    assert "No GPU verification record" in precision_results.gpu_record_sentence(None)
+
+
+def test_a_capped_cpu_says_onnx_runtime_ignores_the_cap(monkeypatch):
+    cpuinfo = "flags\t: avx2 fma f16c avx512f avx512_vnni avx512_bf16\n"
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setattr(
+        device,
+        "cpu_flags",
+        lambda text=None: (
+            {"avx2", "fma", "f16c"}
+            if text is None
+            else {"avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16"}
+        ),
+    )
+    note = ort_int8.uncapped_note(cpuinfo)
+    assert "avx512f, avx512_vnni, avx512_bf16" in note and "MLAS" in note and "VNNI" in note
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    assert ort_int8.uncapped_note(cpuinfo) == ""
+
+
+def test_every_page_gets_the_same_random_inception_and_so_one_export(tmp_path):
+    """With random weights (smoke), Inception v3 is drawn from a fixed seed: a
+    second page finds the first one's export instead of exporting 95 MB again,
+    and the caller's own random state is left as it was."""
+    path = tmp_path / "inception_v3.onnx"
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    first = onnx_files.export_inception(SMOKE, path)
+    assert torch.equal(torch.rand(3), expected)
+    written = path.stat().st_mtime_ns
+    second = onnx_files.export_inception(SMOKE, path)
+    assert path.stat().st_mtime_ns == written  # read back, not exported again
+    assert onnx_files.weights_digest(first.model) == onnx_files.weights_digest(second.model)

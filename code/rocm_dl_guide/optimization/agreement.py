@@ -5,7 +5,8 @@ set, with its 95% confidence interval (:func:`wilson_interval`), and each
 engine's accuracy beside it (:func:`prediction_agreement`). It is measured on a
 *trained* network, never on random weights (whose near-tied logits flip for no
 good reason): the CIFAR-10 network of the training chapter
-(:func:`trained_cifar10`), on its test images (:func:`test_arrays`). Which
+(:func:`trained_cifar10`, trained once and kept for every page and command
+that compares engines), on its test images (:func:`test_arrays`). Which
 engines are compared, and how they are built, is
 :mod:`rocm_dl_guide.optimization.precision`'s job.
 """
@@ -130,20 +131,130 @@ classifies nearly every fixture test image right. The real data source keeps
 the chapter's epochs."""
 
 
+AGREEMENT_MODEL = "cifar10-agreement.pt"
+"""The trained agreement network's weights, in the models folder
+(:func:`rocm_dl_guide.optimization.onnx_files.models_dir`), beside a record
+(``<name>.json``) of what trained them (:func:`_training_key`)."""
+
+
 def trained_cifar10(profile: profiles.Profile, epochs: int | None = None):
     """The training chapter's CIFAR-10 network, trained with the shared loop
     for ``epochs`` (default: :data:`AGREEMENT_EPOCHS` on the fixtures, else the
-    profile's); returns ``(model, data, note)``."""
+    profile's); returns ``(model, data, note)``, ``data`` being fresh loaders.
+
+    It is trained once and kept (:data:`AGREEMENT_MODEL`): the precision and
+    int8 pages and ``bench precision`` compare their engines on the same
+    network, and only the first of them trains it. The record beside the
+    weights holds what decides them (the data set's marker, the profile's
+    sizes, the epochs, the device type, PyTorch's version and the source of the
+    network and the loop); any difference trains it again. Processes asking at
+    once train it once (:func:`rocm_dl_guide.core.files.build_lock`). The
+    network is trained on one thread: its batches of four images are too small
+    to share between threads, and a second one made each step slower, not faster.
+    """
+    import torch
+
     from rocm_dl_guide.casestudies import cifar10
+    from rocm_dl_guide.core import device as devices
+    from rocm_dl_guide.core.files import build_lock
+    from rocm_dl_guide.optimization import onnx_files
 
     if epochs is None and profile.data_source == "fixtures":
         epochs = AGREEMENT_EPOCHS.get(profile.name)
-    run = cifar10.train(profile, epochs=epochs, progress=False, log=None)
+    n_epochs = profile.epochs(cifar10.FULL_EPOCHS, epochs, example="cifar10")
+    dev = devices.pick()
+    data = cifar10.load(profile, device=dev)
+    key = _training_key(profile, n_epochs, data, dev)
+    path = onnx_files.models_dir() / AGREEMENT_MODEL
+    record = _kept(path, key)
+    if record is None:
+        with build_lock(path, what="the CIFAR-10 agreement network"):
+            record = _kept(path, key)  # another process may have trained it meanwhile
+            if record is None:
+                record = _train_and_keep(profile, n_epochs, path, key)
+    model = cifar10.Net()
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     note = (
-        f"the CIFAR-10 network of the training chapter, trained for {run.epochs} epoch(s) "
-        f"(test accuracy {100 * run.test_accuracy:.1f}%; data: {run.data.prepared.note})"
+        f"the CIFAR-10 network of the training chapter, trained for {record['epochs']} "
+        f"epoch(s) (test accuracy {100 * record['test_accuracy']:.1f}%; "
+        f"data: {data.prepared.note})"
     )
-    return run.model.cpu().eval(), run.data, note
+    return model.eval(), data, note
+
+
+def _training_key(profile: profiles.Profile, epochs: int, data, dev) -> dict:
+    """What decides the agreement network's weights, as :func:`trained_cifar10` records it."""
+    import hashlib
+    import inspect
+
+    import torch
+
+    from rocm_dl_guide.casestudies import cifar10
+    from rocm_dl_guide.core import datasets
+    from rocm_dl_guide.training import train as loop
+
+    code = hashlib.blake2b(digest_size=16)
+    for module in (cifar10, loop):
+        code.update(inspect.getsource(module).encode())
+    return {
+        "data": datasets.read_marker(data.prepared.root),
+        "profile": [
+            profile.name,
+            profile.data_source,
+            profile.max_epochs,
+            profile.max_train_batches,
+        ],
+        "epochs": epochs,
+        "device": dev.type,
+        "torch": torch.__version__,
+        "code": code.hexdigest(),
+    }
+
+
+def _kept(path, key: dict) -> dict | None:
+    """The record of the network kept at ``path`` if it was trained as ``key`` says
+    and the file is the one written then, else ``None``."""
+    import json
+
+    try:
+        record = json.loads(path.with_name(path.name + ".json").read_text(encoding="utf-8"))
+        stat = path.stat()
+    except (OSError, ValueError):
+        return None
+    same = record.get("key") == json.loads(json.dumps(key)) and record.get("file") == [
+        stat.st_size,
+        stat.st_mtime_ns,
+    ]
+    return record if same else None
+
+
+def _train_and_keep(profile: profiles.Profile, epochs: int, path, key: dict) -> dict:
+    """Train the network on one thread, write its weights to ``path`` and then its record."""
+    import json
+
+    import torch
+
+    from rocm_dl_guide.casestudies import cifar10
+    from rocm_dl_guide.core.files import atomic_write
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run = cifar10.train(profile, epochs=epochs, progress=False, log=None)
+    finally:
+        torch.set_num_threads(threads)
+    with atomic_write(path, "wb") as fh:
+        torch.save(run.model.cpu().state_dict(), fh)
+    stat = path.stat()
+    record = {
+        "key": key,
+        "file": [stat.st_size, stat.st_mtime_ns],
+        "epochs": run.epochs,
+        "test_accuracy": run.test_accuracy,
+    }
+    with atomic_write(path.with_name(path.name + ".json"), "w") as fh:
+        json.dump(record, fh, indent=1, default=str)
+    return json.loads(json.dumps(record, default=str))
 
 
 def what_agreement_shows(profile: profiles.Profile, accuracy: float) -> str:

@@ -15,6 +15,7 @@ and ``export --int8`` (:func:`export_int8`) uses it.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import json
 import os
@@ -238,6 +239,36 @@ def int8_reason(flags: Collection[str]) -> str:
     return "This CPU has no SIMD int8 instructions that ONNX Runtime's kernels use."
 
 
+def uncapped_note(cpuinfo: str | None = None) -> str:
+    """Where an instruction-set cap hides flags this CPU has
+    (:func:`rocm_dl_guide.core.device.capability_cap`), a sentence saying that ONNX
+    Runtime does not follow it: its kernels (MLAS) pick their instructions from
+    the processor itself, and no switch caps them, so its rows are faster than
+    on a CPU without those instructions. ``""`` where nothing is hidden.
+    ``cpuinfo``: /proc/cpuinfo's text (read when not given)."""
+    if device.capability_cap() is None:
+        return ""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+                cpuinfo = fh.read()
+        except OSError:
+            return ""
+    hidden = [
+        f for f in CPU_FLAGS if f in device.cpu_flags(cpuinfo) and f not in device.cpu_flags()
+    ]
+    if not hidden:
+        return ""
+    capped = ["PyTorch"] + (["oneDNN"] if os.environ.get("ONEDNN_MAX_CPU_ISA") else [])
+    return (
+        f"The cap hides {', '.join(hidden)} from {' and '.join(capped)} and from this "
+        "guide, but not from ONNX Runtime: its kernels (MLAS) pick their instructions "
+        "from the processor itself and no switch caps them, so its rows here can be "
+        "faster than on a CPU without those instructions"
+        + (" (its int8 kernels use VNNI)." if has_vnni(hidden) else ".")
+    )
+
+
 class PrecisionError(ValueError):
     """A model that cannot be quantized, or calibration data that cannot be used."""
 
@@ -313,23 +344,30 @@ def quantize_onnx_int8(
     """Static int8 quantization of the ONNX model at ``path`` with ONNX Runtime's
     ``quantize_static`` (QDQ format; ``config``'s types, range and calibration,
     default :data:`S8S8` with ``per_channel``), calibrated on ``batches``;
-    writes ``out`` atomically and returns it.
+    writes ``out`` atomically and returns it (:func:`quantize_onnx_int8_all`
+    with one setting).
 
     Raises :class:`PrecisionError` for a model that has nothing to quantize
     (no Conv, MatMul or Gemm) or is quantized already, and
     :class:`~rocm_dl_guide.optimization.onnx_files.ModelFileError` for a file that
     is not a readable ONNX model.
     """
-    from onnxruntime.quantization import (
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
     config = config or replace(S8S8, per_channel=per_channel)
-    types = {"uint8": QuantType.QUInt8, "int8": QuantType.QInt8}
-    path, out = Path(path), Path(out)
+    return quantize_onnx_int8_all(path, {config: Path(out)}, batches)[config]
+
+
+def quantize_onnx_int8_all(
+    path: str | os.PathLike, outs: dict[Int8Config, Path], batches: list[np.ndarray]
+) -> dict[Int8Config, Path]:
+    """The model at ``path`` quantized in each setting of ``outs`` to its file
+    (each written atomically), calibrated on ``batches``: ONNX Runtime's
+    pre-processing runs once, and the calibration once per calibration method,
+    its tensor ranges shared through ``quantize_static``'s own
+    ``calibration_cache_path`` (the settings differ in how they quantize those
+    ranges, not in the ranges). Refuses what :func:`quantize_onnx_int8` refuses."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    path = Path(path)
     model = onnx_files.read_onnx(path)  # a clear error for a missing or corrupt file
     ops = onnx_files.op_counts(path)
     if any(op in ops for op in ("QuantizeLinear", "DequantizeLinear", "QLinearConv")):
@@ -339,31 +377,56 @@ def quantize_onnx_int8(
         raise PrecisionError(
             f"{path}: nothing to quantize: no {'/'.join(QUANTIZABLE_OPS)} operators ({found})"
         )
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
     reader = CalibrationReader(model.input_name, batches)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out) as tmp, tempfile.TemporaryDirectory(dir=out.parent) as scratch:
+    first = next(iter(outs.values()), None)
+    if first is None:
+        return {}
+    first.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=first.parent) as scratch:
         pre = Path(scratch) / "preprocessed.onnx"
         # ONNX Runtime's recommended first step: shape inference and graph
         # optimisation, so that quantization sees the fused graph.
         quant_pre_process(str(path), str(pre))
-        # Percentile calibration prints its progress with print(); keep it off
-        # the caller's output.
-        with contextlib.redirect_stdout(io.StringIO()):
-            quantize_static(
-                str(pre),
-                str(tmp),
-                reader,
-                quant_format=QuantFormat.QDQ,
-                activation_type=types[config.activation],
-                weight_type=types[config.weight],
-                per_channel=config.per_channel,
-                reduce_range=config.reduce_range,
-                calibrate_method=CalibrationMethod[config.calibration],
-                extra_options={"ActivationSymmetric": config.activation == "int8"},
-            )
-    return out
+        for config, out in outs.items():
+            ranges = Path(scratch) / f"ranges-{config.calibration}.json"
+            reader.rewind()
+            _quantize_static(pre, Path(out), reader, config, ranges)
+    return {config: Path(out) for config, out in outs.items()}
+
+
+def _quantize_static(
+    pre: Path, out: Path, reader: CalibrationReader, config: Int8Config, ranges: Path
+) -> None:
+    """One ``quantize_static`` call: ``pre`` in ``config`` to ``out`` (atomically),
+    calibrated on ``reader``'s batches unless ``ranges`` holds them already."""
+    from onnxruntime.quantization import (
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    types = {"uint8": QuantType.QUInt8, "int8": QuantType.QInt8}
+    # The calibration cache is ONNX Runtime 1.31's; older releases calibrate every time.
+    shared = "calibration_cache_path" in inspect.signature(quantize_static).parameters
+    ranges_option = {"calibration_cache_path": str(ranges)} if shared else {}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Percentile calibration prints its progress with print(); keep it off
+    # the caller's output.
+    with atomic_path(out) as tmp, contextlib.redirect_stdout(io.StringIO()):
+        quantize_static(
+            str(pre),
+            str(tmp),
+            reader,
+            quant_format=QuantFormat.QDQ,
+            activation_type=types[config.activation],
+            weight_type=types[config.weight],
+            per_channel=config.per_channel,
+            reduce_range=config.reduce_range,
+            calibrate_method=CalibrationMethod[config.calibration],
+            extra_options={"ActivationSymmetric": config.activation == "int8"},
+            **ranges_option,
+        )
 
 
 def _quant_ops(ops: dict[str, int]) -> str:

@@ -4,7 +4,9 @@ timed side by side and checked against its own fp32 predictions.
 The engines are the libraries' own tools, nothing home-made:
 
 - PyTorch: eager fp32 (the reference), eager with ``torch.autocast`` to
-  bfloat16, and ``torch.compile`` (Inductor, PyTorch's own compiler);
+  bfloat16 and to float16 (emulated, and timed in fewer runs, on a CPU without
+  instructions for them: :data:`EMULATED_RUNS`), and ``torch.compile``
+  (Inductor, PyTorch's own compiler);
 - ONNX Runtime on the CPU: fp32, and int8 from
   ``onnxruntime.quantization.quantize_static`` (QDQ format, per-channel
   weights, calibrated on real or fixture images), in each of the settings
@@ -55,13 +57,14 @@ from rocm_dl_guide.optimization.ort_int8 import (
     calibration_batches,
     has_vnni,
     int8_configs,
-    quantize_onnx_int8,
+    quantize_onnx_int8_all,
     record_choice,
 )
 
 ENGINES = (
     ("PyTorch eager", "fp32"),
     ("PyTorch eager", "bf16"),
+    ("PyTorch eager", "fp16"),
     ("torch.compile", "fp32"),
     ("torch.compile", "bf16"),
     ("torch.compile", "int8"),
@@ -77,6 +80,7 @@ imports. ``torch.compile int8`` is PyTorch's own CPU int8
 FORMAT_ENGINES = (
     precision_results.REFERENCE,
     ("PyTorch eager", "bf16"),
+    ("PyTorch eager", "fp16"),
     ("torch.compile", "fp32"),
     ("torch.compile", "bf16"),
     ("ONNX Runtime", "fp32"),
@@ -133,7 +137,7 @@ def instructions(precision: str, flags: Collection[str]) -> str:
             return "bf16 matrix tiles (AMX-BF16)"
         if "avx512_bf16" in flags:
             return "bf16 dot products (AVX512-BF16)"
-        return "no bf16 instructions: converted to and from fp32 in software"
+        return "no bf16 instructions, converted to and from fp32 in software"
     if precision == "fp16":
         if "avx512_fp16" in flags:
             return "fp16 arithmetic (AVX512-FP16)"
@@ -166,6 +170,10 @@ class Engine:
         return engine_key(self.backend, self.precision, self.config)
 
 
+AUTOCAST = {"bf16": "bfloat16", "fp16": "float16"}
+"""The 16-bit formats ``torch.autocast`` runs, by the dtype's name in ``torch``."""
+
+
 def torch_engine(model, precision: str, compiled: bool = False) -> Engine:
     import torch
 
@@ -173,27 +181,22 @@ def torch_engine(model, precision: str, compiled: bool = False) -> Engine:
 
     model = model.eval()
     fn = torch.compile(model) if compiled else model
-    autocast = precision == "bf16"
+    dtype = getattr(torch, AUTOCAST[precision]) if precision in AUTOCAST else None
 
     def run(x: np.ndarray) -> np.ndarray:
         # Compiled with freezing on: without it, Inception v3 ran several times
         # slower compiled than eager here.
         with torch.no_grad(), freezing(compiled):
-            ctx = (
-                torch.autocast("cpu", dtype=torch.bfloat16)
-                if autocast
-                else contextlib.nullcontext()
-            )
+            ctx = torch.autocast("cpu", dtype=dtype) if dtype else contextlib.nullcontext()
             with ctx:
                 y = fn(torch.from_numpy(x))
         return y.float().numpy()
 
     backend = "torch.compile" if compiled else "PyTorch eager"
-    if compiled:
-        note = "Inductor, freezing on"
-    else:
-        note = "torch.autocast to bfloat16" if autocast else ""
-    return Engine(backend, precision, run, inference.cpu_description(), note)
+    notes = ["Inductor, freezing on"] if compiled else []
+    if dtype is not None:
+        notes.append(f"torch.autocast to {AUTOCAST[precision]}")
+    return Engine(backend, precision, run, inference.cpu_description(), ", ".join(notes))
 
 
 def pt2e_engine(model, batches: list[np.ndarray], flags: Collection[str] | None = None) -> Engine:
@@ -280,7 +283,7 @@ def skipped(
                 out[f"{backend} {precision}"] = no_pt2e
         elif not emulated and not native(precision, flags):
             out[f"{backend} {precision}"] = (
-                f"this CPU has no {precision} instructions ({instructions(precision, flags)})"
+                f"this CPU has no {precision} instructions (`--emulated` runs it in software)"
             )
     return out
 
@@ -333,7 +336,7 @@ def _agreements(prof, include, threads, calibration, test_images, epochs, config
     model, data, note = agreement.trained_cifar10(prof, epochs)
     work = onnx_files.models_dir()
     small = work / "cifar10_net.onnx"
-    onnx_files.export_onnx(model, small, image_size=32)
+    onnx_files.export_once(model, small, image_size=32)  # once for both pages
     calib = calibration_batches(data.train_loader, calibration)
     small_int8 = quantize_all(small, "cifar10_net", calib, configs, include)
     xs, ys = agreement.test_arrays(data, test_images)
@@ -349,25 +352,48 @@ def quantize_all(
     include: Iterable[tuple[str, str]],
 ) -> dict[Int8Config, Path]:
     """``path`` quantized in each of ``configs`` into the models folder, where
-    ``include`` has ONNX Runtime int8 (else nothing)."""
+    ``include`` has ONNX Runtime int8 (else nothing): pre-processed once and
+    calibrated once per calibration method (:func:`~.ort_int8.quantize_onnx_int8_all`)."""
     if ("ONNX Runtime", "int8") not in list(include):
         return {}
     out = onnx_files.models_dir()
     slug = {c: c.name.lower().replace(" ", "-").replace("_", "") for c in configs}
-    return {
-        c: quantize_onnx_int8(path, out / f"{stem}.{slug[c]}.onnx", batches, config=c)
-        for c in configs
-    }
+    return quantize_onnx_int8_all(
+        path, {c: out / f"{stem}.{slug[c]}.onnx" for c in configs}, batches
+    )
+
+
+EMULATED_RUNS = (1, 2)
+"""At most this many warm-up and timed runs for a format the CPU has no
+instructions for (:func:`native`): converted in software, one run of Inception
+v3 took five to thirteen times as long as in fp32 under an AVX2 cap, and two
+runs show that as well as ten would."""
+
+
+def emulated(engine: Engine, flags: Collection[str]) -> bool:
+    """Whether ``engine`` runs a format this CPU has no instructions for."""
+    return not engine.on_gpu and not native(engine.precision, flags)
 
 
 def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dict[str, Any]]:
-    """Time every engine side by side on Inception v3 at ``batch``: one row each."""
+    """Time every engine side by side on Inception v3 at ``batch``: one row each.
+    Engines in a format without instructions here (:func:`emulated`) are timed
+    side by side among themselves, with at most :data:`EMULATED_RUNS`."""
     from rocm_dl_guide.optimization import bench
 
     x = inference.image_batch(batch_size=batch)
+    slow = [e for e in found if emulated(e, flags)]
+    slow_keys = {e.key for e in slow}
+    runs = {e.key: (warmup, iterations) for e in found}
     timings = bench.measure_side_by_side(
-        {e.key: (lambda e=e: e.run(x)) for e in found}, warmup, iterations
+        {e.key: (lambda e=e: e.run(x)) for e in found if e.key not in slow_keys},
+        warmup,
+        iterations,
     )
+    if slow:
+        short = (min(warmup, EMULATED_RUNS[0]), min(iterations, EMULATED_RUNS[1]))
+        runs.update({e.key: short for e in slow})
+        timings |= bench.measure_side_by_side({e.key: (lambda e=e: e.run(x)) for e in slow}, *short)
     ref_ms = timings[engine_key(*precision_results.REFERENCE)].median_ms
     rows = []
     for e in found:
@@ -388,11 +414,51 @@ def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dic
                 "accuracy": a.accuracy if a else None,
                 "device": e.device,
                 "instructions": "GPU" if e.on_gpu else instructions(e.precision, flags),
+                "emulated": key in slow_keys,
+                "runs": list(runs[key]),
                 "note": e.note,
                 "config": e.config.to_dict() if e.config else None,
             }
         )
     return rows
+
+
+def _speed_models(profile, calibration, configs, include):
+    """Inception v3 and its ONNX export (:func:`~.onnx_files.export_inception`, shared
+    with the other pages), its calibration batches of tiny-imagenet-200 at 299
+    pixels, and its int8 models: ``(prepared, batches, {setting: file})``."""
+    from rocm_dl_guide.casestudies import tiny_imagenet
+
+    prepared = onnx_files.export_inception(profile)
+    tiny = tiny_imagenet.tiny_imagenet_loaders(profile, image_size=299, batch_size=8)
+    batches = calibration_batches(tiny.val_loader, calibration if prepared.loaded.pretrained else 1)
+    if not prepared.loaded.pretrained and all(b != "MIGraphX" for b, _ in include):
+        # With random weights (smoke) the int8 models are timed, never judged by their
+        # answers: two images give them scales, and scales change no operator, so no
+        # speed (calibrating on eight cost seconds a setting on two cores). MIGraphX
+        # regroups the images into its batch size, so it keeps them all.
+        batches = [batches[0][:2]]
+    int8 = quantize_all(prepared.onnx.path, "inception_v3", batches, configs, include)
+    return prepared, batches, int8
+
+
+def page_settings(profile: profiles.Profile, include: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """The keyword arguments of :func:`run` for a page that shows ``include``: every
+    format, emulated where the CPU has no instructions for it; in a profile with
+    short benchmarks, batch 1 only and no compile of bf16 (a second compile of
+    Inception v3, whose reason not to run shows in the table)."""
+    include = list(include)
+    settings: dict[str, Any] = {"include": include, "emulated": True}
+    if profile.short_benchmarks:
+        settings["batches"] = (1,)
+        if ("torch.compile", "bf16") in include:
+            settings["include"] = [e for e in include if e != ("torch.compile", "bf16")]
+            settings["not_run"] = {
+                "torch.compile bf16": f"the {profile.name} profile compiles Inception v3 in "
+                "fp32 only, each compile taking tens of seconds on two cores "
+                "(`bench precision` compiles both)"
+            }
+    return settings
 
 
 def run(
@@ -407,6 +473,7 @@ def run(
     show_progress: bool = True,
     emulated: bool = False,
     configs: list[Int8Config] | None = None,
+    not_run: dict[str, str] | None = None,
 ) -> precision_results.PrecisionBench:
     """The precision benchmark: agreement and accuracy of every engine on the
     trained CIFAR-10 network, then the median latency of every engine on
@@ -421,14 +488,14 @@ def run(
     ``runs`` is ``(warm-up, timed)`` for every batch size (default:
     :func:`rocm_dl_guide.optimization.bench.iterations_for`); int8 in each of ``configs``
     (default: :func:`~rocm_dl_guide.optimization.ort_int8.int8_configs`). What is not
-    run, and why, is in :attr:`~.precision_results.PrecisionBench.skipped` (``emulated``
-    runs bf16 and fp16 on a CPU without instructions for them too)."""
-    from rocm_dl_guide.casestudies import tiny_imagenet
+    run, and why, is in :attr:`~.precision_results.PrecisionBench.skipped`, with the
+    caller's own ``not_run`` reasons (``emulated`` runs bf16 and fp16 on a CPU without
+    instructions for them too, timed with fewer runs: :data:`EMULATED_RUNS`)."""
     from rocm_dl_guide.optimization import bench
 
     threads = threads or inference.default_threads()
     flags = device.cpu_flags()
-    not_run = skipped(include, flags, emulated)
+    not_run = (not_run or {}) | skipped(include, flags, emulated)
     # The reference first: agreement and speed-ups are against it.
     include = [precision_results.REFERENCE] + [
         e for e in include if e != precision_results.REFERENCE and f"{e[0]} {e[1]}" not in not_run
@@ -440,13 +507,7 @@ def run(
             profile, include, threads, calibration, test_images, agreement_epochs, configs
         )
         bar.update(1)
-        prepared = onnx_files.export_inception(profile)
-        tiny = tiny_imagenet.tiny_imagenet_loaders(profile, image_size=299, batch_size=8)
-        # With random weights (smoke) the int8 model is timed, never judged by its answers:
-        # one batch gives it its scales (calibrating Inception v3: 3 s a batch on 2 cores).
-        speed_calibration = calibration if prepared.loaded.pretrained else 1
-        big_calib = calibration_batches(tiny.val_loader, speed_calibration)
-        big_int8 = quantize_all(prepared.onnx.path, "inception_v3", big_calib, configs, include)
+        prepared, big_calib, big_int8 = _speed_models(profile, calibration, configs, include)
         bar.update(1)
         rows, warmups, iterations = [], {}, {}
         args = (prepared.model, prepared.onnx.path, big_int8, big_calib)

@@ -61,7 +61,7 @@ class PrecisionBench:
         import pandas as pd
 
         table = pd.DataFrame(self.rows)
-        for column in ("agreement_interval", "least_sure_agreement"):
+        for column in ("agreement_interval", "least_sure_agreement", "emulated", "runs"):
             if column not in table:  # rows written before these were measured
                 table[column] = None
         return pd.DataFrame(
@@ -76,14 +76,17 @@ class PrecisionBench:
                 "95% interval": table["agreement_interval"].map(_interval_text),
                 LEAST_SURE_COLUMN: table["least_sure_agreement"],
                 "accuracy": table["accuracy"],
-                "instructions": table["instructions"],
+                "instructions": [_how(r) for r in self.rows],
             }
         )
 
     def display_frame(self):
         """:meth:`frame` as a page shows it: figures as text (a speed-up as
         ``1.23x``, an agreement as a percentage, blank where none was measured),
-        and the int8 setting's column only where an int8 row has one."""
+        the int8 setting's column only where an int8 row has one, and after the
+        rows one line per engine that did not run, saying why."""
+        import pandas as pd
+
         shown = self.frame()
         formats = {
             "ms (median)": "{:.1f}",
@@ -96,9 +99,56 @@ class PrecisionBench:
             shown[column] = shown[column].map(
                 lambda v, f=fmt: "" if v is None or v != v else f.format(v)
             )
+        shown["batch"] = shown["batch"].map(str)
+        missing = [
+            {
+                "backend": name.rsplit(" ", 1)[0],
+                "precision": name.rsplit(" ", 1)[-1],
+                "instructions": f"not run: {why}",
+            }
+            for name, why in self.skipped.items()
+        ]
+        if missing:
+            shown = pd.concat([shown, pd.DataFrame(missing)], ignore_index=True).fillna("")
         if not shown["config"].astype(bool).any():
             shown = shown.drop(columns="config")
         return shown
+
+    def emulated_rows(self, batch: int = 1) -> list[dict[str, Any]]:
+        """The rows at ``batch`` of formats this CPU has no instructions for."""
+        return [r for r in self.rows if r["batch"] == batch and r.get("emulated")]
+
+    def emulation_summary(self, batch: int = 1) -> str:
+        """A sentence on the 16-bit formats at ``batch`` as this CPU ran them:
+        emulated (converted in software) or with its own instructions, each one's
+        speed against eager fp32, and whether the emulated ones were slower."""
+        rows = [
+            r
+            for r in self.rows
+            if r["batch"] == batch
+            and r["precision"] in ("bf16", "fp16")
+            and r.get("instructions") != "GPU"
+        ]
+        if not rows:
+            return ""
+        parts = [
+            f"{r['backend']} {r['precision']} ran at {r['speedup_vs_eager_fp32']:.2f}x "
+            + ("(emulated)" if r.get("emulated") else f"({r['instructions']})")
+            for r in rows
+        ]
+        text = "Against eager fp32 at batch " + f"{batch}, " + "; ".join(parts) + "."
+        slow = [r for r in rows if r.get("emulated")]
+        if not slow:
+            return text + " This CPU has instructions for each format that ran."
+        if all(r["speedup_vs_eager_fp32"] < 1 for r in slow):
+            return text + (
+                " Every emulated format was slower than fp32: without instructions for it, "
+                "the narrower format costs conversions and saves no arithmetic."
+            )
+        faster = ", ".join(
+            f"{r['backend']} {r['precision']}" for r in slow if r["speedup_vs_eager_fp32"] >= 1
+        )
+        return text + f" Emulated, {faster} still ran at least as fast as fp32 here."
 
     @property
     def test_images(self) -> int | None:
@@ -189,6 +239,8 @@ class PrecisionBench:
             label = f"{r['backend']} {r['precision']}"
             if r.get("config"):
                 label += f" ({r['config']['name']})"
+            if r.get("emulated"):
+                label += " (emulated)"
             ax.scatter(
                 [r["speedup_vs_eager_fp32"]],
                 [100 * r["top1_agreement"]],
@@ -227,6 +279,7 @@ class PrecisionBench:
                 f"{r['backend']:<15} {r['precision']:<9} {r['batch']:>5} {r['ms']:>9.2f} "
                 f"{r['speedup_vs_eager_fp32']:>7.2f}x {agree:>20} {acc:>8}  "
                 + ((r.get("config") or {}).get("name") or "")
+                + (_how(r) if r.get("emulated") else "")
             )
         lines += [
             f"speed: {self.speed_model}; medians on {self.machine}, {self.threads} thread(s)",
@@ -235,6 +288,60 @@ class PrecisionBench:
         ]
         lines += [f"not run: {name}: {why}" for name, why in self.skipped.items()]
         return "\n".join(lines)
+
+
+GPU_RECORD_MODEL = "inception-v3"
+"""The case study whose figures in the GPU verification record the precision
+page shows: the optimisation chapter's model, trained in float32 and with
+mixed precision (``make gpu-check``'s ``speed:inception-v3``)."""
+
+
+def gpu_record_sentence(record: dict[str, Any] | None) -> str:
+    """What the last GPU verification record (``rocm_dl_guide.selfcheck.record``'s
+    ``latest_record()``, ``None`` for none) says about the 16-bit formats: it keeps
+    training figures, not inference ones, so the sentence gives mixed-precision
+    training of Inception v3 against float32, each format's images per second and
+    ratio, and whether they were faster or slower there."""
+    if record is None:
+        return (
+            "No GPU verification record has been written yet, so no GPU figures for "
+            "the 16-bit formats can be shown here."
+        )
+    figs = (record.get("figures") or {}).get(GPU_RECORD_MODEL) or {}
+    base = figs.get("float32_img_per_s")
+    ran = {
+        name: figs.get(f"amp-{dtype}_img_per_s")
+        for name, dtype in (("bf16", "bfloat16"), ("fp16", "float16"))
+    }
+    ran = {k: v for k, v in ran.items() if isinstance(v, (int, float)) and v > 0}
+    device = (record.get("device") or {}).get("name") or "a GPU"
+    if not isinstance(base, (int, float)) or base <= 0 or not ran:
+        return f"The last GPU record ({device}) has no 16-bit figures for Inception v3."
+    ratios = {k: v / base for k, v in ran.items()}
+    parts = " and ".join(f"{k} at {ratios[k]:.2f}x ({ran[k]:,.0f} images/s)" for k in ran)
+    if all(r < 1 for r in ratios.values()):
+        verdict = "slower than float32 there, not faster"
+    elif all(r > 1 for r in ratios.values()):
+        verdict = "faster than float32 there"
+    else:
+        verdict = "neither uniformly faster nor slower than float32 there"
+    return (
+        f"The last GPU record, from `make gpu-check` on {device} ({record.get('date')}), "
+        "keeps no inference figures per format. What it keeps for the 16-bit formats is "
+        "training: Inception v3 trained with mixed precision ran "
+        f"{parts} against float32's {base:,.0f} images/s, so {verdict}."
+    )
+
+
+def _how(row: dict[str, Any]) -> str:
+    """The instructions column: the row's instructions, and for a format the CPU
+    has none for, that it was emulated and with how many runs it was timed."""
+    how = row.get("instructions") or ""
+    if not row.get("emulated"):
+        return how
+    warmup, timed = row.get("runs") or (None, None)
+    runs = f"; {warmup} warm-up and {timed} timed run(s)" if timed else ""
+    return f"emulated: {how}{runs}"
 
 
 def _interval_text(interval) -> str:

@@ -730,3 +730,17 @@ def guide_cli(
         env=env,
         cwd=ROOT,
     )
+
+
+def process_gone(pid: int) -> bool:
+    """No such process, or a zombie waiting to be reaped, within a hang limit."""
+    deadline = time.monotonic() + hang_limit(2)
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False

@@ -13,11 +13,10 @@ import shutil
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import hang_limit
+from conftest import hang_limit, process_gone
 from rocm_dl_guide.doctor import rocminfo, samples
 from rocm_dl_guide.doctor.agents import Agent, RocminfoError, RocminfoReport
 from rocm_dl_guide.doctor.rocminfo import parse
@@ -500,27 +499,13 @@ def test_run_timeout_kills_the_tool(tmp_path):
     try:
         report = rocminfo.run(str(exe), timeout=0.5)
         assert time.monotonic() - start < hang_limit(10)
-        assert _gone(int(pid_file.read_text()))  # what the tool started went with it
+        assert process_gone(int(pid_file.read_text()))  # what the tool started went with it
     finally:
         if pid_file.is_file():
             with contextlib.suppress(OSError, ValueError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
     assert report.agents == ()
     assert report.error == f"{exe} did not finish within 0.5 seconds and was stopped."
-
-
-def _gone(pid: int) -> bool:
-    """No such process, or a zombie waiting to be reaped, within a hang limit."""
-    deadline = time.monotonic() + hang_limit(2)
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @posix_only

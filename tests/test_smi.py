@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import rocm_dl_guide
-from conftest import doctor_cli, hang_limit
+from conftest import doctor_cli, hang_limit, process_gone
 from rocm_dl_guide import doctor
 from rocm_dl_guide.doctor import samples, smi, snapshot, system
 
@@ -548,7 +548,7 @@ def test_a_hanging_smi_tool_is_stopped_alone(tmp_path):
         assert time.monotonic() - start < hang_limit(10)
         assert bystander.poll() is None  # not started by doctor: left running
         child = int((tmp_path / "child.pid").read_text())
-        assert _gone(child)
+        assert process_gone(child)
     finally:
         bystander.kill()
         bystander.wait()
@@ -561,20 +561,6 @@ def test_a_hanging_smi_tool_is_stopped_alone(tmp_path):
         == f"{exe} static --partition did not finish within 0.5 seconds and was stopped"
     )
     assert smi.read(found["text"]).formats == ["amd-smi list"]  # the next command still ran
-
-
-def _gone(pid: int) -> bool:
-    """No such process, or a zombie waiting for its parent, within a hang limit."""
-    deadline = time.monotonic() + hang_limit(2)
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @posix_only

@@ -704,7 +704,7 @@ def test_formats_without_instructions_are_timed_in_fewer_runs_and_labelled_emula
     assert labels["bf16PyTorch eager"].startswith("emulated: no bf16 instructions")
     assert (
         "converted" in labels["bf16PyTorch eager"]
-        and "2 timed run(s)" in labels["bf16PyTorch eager"]
+        and f"{precision.EMULATED_RUNS[1]} timed run(s)" in labels["bf16PyTorch eager"]
     )
     assert labels["fp16PyTorch eager"].startswith("emulated: ")
     assert not labels["fp32PyTorch eager"].startswith("emulated")
@@ -721,8 +721,15 @@ def test_a_cpu_without_bf16_still_measures_the_16_bit_formats(monkeypatch):
     monkeypatch.setattr(device, "cpu_flags", lambda cpuinfo=None: set(PLAIN))
     settings = precision.page_settings(SMOKE, precision.FORMAT_ENGINES)
     assert settings["emulated"] and settings["batches"] == (1,)
-    assert ("torch.compile", "bf16") not in settings["include"]
-    assert "tens of seconds" in settings["not_run"]["torch.compile bf16"]
+    # Two cores: nothing that compiles Inception v3, and each such row says why.
+    assert not [e for e in settings["include"] if e[0] == "torch.compile"]
+    for prec in ("fp32", "bf16"):
+        assert precision.COMPILE_COST in settings["not_run"][f"torch.compile {prec}"]
+    int8 = precision.page_settings(SMOKE, precision.INT8_ENGINES)
+    assert "PT2E" in int8["not_run"]["torch.compile int8"]
+    assert ("ONNX Runtime", "int8") in int8["include"]
+    gpu = precision.page_settings(profiles.get("gpu"), precision.FORMAT_ENGINES)
+    assert gpu["include"] == list(precision.FORMAT_ENGINES) and "not_run" not in gpu
     include = [precision_results.REFERENCE, ("PyTorch eager", "bf16"), ("PyTorch eager", "fp16")]
     result = precision.run(
         SMOKE,
@@ -737,7 +744,7 @@ def test_a_cpu_without_bf16_still_measures_the_16_bit_formats(monkeypatch):
     for fmt in ("bf16", "fp16"):
         row = result.row("PyTorch eager", fmt, 1)
         assert row["emulated"] and row["ms"] > 0 and 0 <= row["top1_agreement"] <= 1
-        assert row["runs"] == [1, 1]
+        assert row["runs"] == [min(1, n) for n in precision.EMULATED_RUNS]  # runs=(1, 1)
     assert result.emulated_rows(1) and "emulated" in result.emulation_summary(1)
     shown = result.display_frame()
     text = shown.to_string()
@@ -830,3 +837,21 @@ def test_every_page_gets_the_same_random_inception_and_so_one_export(tmp_path):
     second = onnx_files.export_inception(SMOKE, path)
     assert path.stat().st_mtime_ns == written  # read back, not exported again
     assert onnx_files.weights_digest(first.model) == onnx_files.weights_digest(second.model)
+
+
+def test_the_compile_sentence_gives_the_speed_or_why_not():
+    ran = _bench(
+        [
+            _row("PyTorch eager", "fp32", 1, 100.0, 1.0),
+            _row("torch.compile", "fp32", 1, 50.0, 1.0),
+            _row("torch.compile", "bf16", 1, 25.0, 0.99),
+        ]
+    )
+    text = ran.compiled_summary(1)
+    assert "ran fp32 at 2.00x" in text and "ran bf16 at 4.00x" in text and "99.0%" in text
+    why = "the smoke profile does not compile Inception v3"
+    skipped = replace(
+        _bench([_row("PyTorch eager", "fp32", 1, 100.0, 1.0)]),
+        skipped={"torch.compile fp32": why, "torch.compile bf16": why},
+    )
+    assert skipped.compiled_summary(1) == f"`torch.compile` fp32 and bf16 did not run: {why}."

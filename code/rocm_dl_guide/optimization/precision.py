@@ -363,11 +363,13 @@ def quantize_all(
     )
 
 
-EMULATED_RUNS = (1, 2)
+EMULATED_RUNS = (0, 1)
 """At most this many warm-up and timed runs for a format the CPU has no
-instructions for (:func:`native`): converted in software, one run of Inception
-v3 took five to thirteen times as long as in fp32 under an AVX2 cap, and two
-runs show that as well as ten would."""
+instructions for (:func:`native`): converted in software (PyTorch's slow
+convolution, for want of oneDNN kernels), one run of Inception v3 took twenty
+times as long as in fp32 under an AVX2 cap (4.5 to 6 s against 0.23 s), and
+one run shows that; the first run of an eager model was within a tenth of the
+next ones."""
 
 
 def emulated(engine: Engine, flags: Collection[str]) -> bool:
@@ -425,39 +427,56 @@ def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dic
 
 def _speed_models(profile, calibration, configs, include):
     """Inception v3 and its ONNX export (:func:`~.onnx_files.export_inception`, shared
-    with the other pages), its calibration batches of tiny-imagenet-200 at 299
+    with the other pages), its calibration images of tiny-imagenet-200 at 299
     pixels, and its int8 models: ``(prepared, batches, {setting: file})``."""
     from rocm_dl_guide.casestudies import tiny_imagenet
 
     prepared = onnx_files.export_inception(profile)
     tiny = tiny_imagenet.tiny_imagenet_loaders(profile, image_size=299, batch_size=8)
-    batches = calibration_batches(tiny.val_loader, calibration if prepared.loaded.pretrained else 1)
-    if not prepared.loaded.pretrained and all(b != "MIGraphX" for b, _ in include):
-        # With random weights (smoke) the int8 models are timed, never judged by their
-        # answers: two images give them scales, and scales change no operator, so no
-        # speed (calibrating on eight cost seconds a setting on two cores). MIGraphX
-        # regroups the images into its batch size, so it keeps them all.
-        batches = [batches[0][:2]]
+    if any(b == "MIGraphX" for b, _ in include):
+        # MIGraphX regroups the images into its program's batch size: all of them.
+        batches = calibration_batches(
+            tiny.val_loader, calibration if prepared.loaded.pretrained else 1
+        )
+    else:
+        # Inception v3's int8 models are timed, never judged by their answers (the
+        # agreement is the CIFAR-10 network's): two images give them scales, and
+        # scales change no operator, so no speed. Sixteen batches of eight cost
+        # seconds per setting on two cores, for nothing a reader sees.
+        batches = [calibration_batches(tiny.val_loader, 1)[0][:2]]
     int8 = quantize_all(prepared.onnx.path, "inception_v3", batches, configs, include)
     return prepared, batches, int8
 
 
+COMPILE_COST = "20 to 50 s of CPU time on two cores"
+"""What one compile of Inception v3 by Inductor cost under an AVX2 cap (a Xeon's
+two cores, Inductor's caches warm and cold), fp32 and PT2E int8 alike, PT2E's
+export, calibration and conversion (about 17 s more) aside. Inductor's graph
+cache skips the frozen fp32 graph ("mkldnn tensors unpickleable": its weights
+are prepacked for oneDNN), so every process pays the compile. On the 2-core
+AVX2-only EPYC that builds the published book, where a page has 60 s, the
+precision page took 114 s with it."""
+
+
 def page_settings(profile: profiles.Profile, include: Iterable[tuple[str, str]]) -> dict[str, Any]:
     """The keyword arguments of :func:`run` for a page that shows ``include``: every
-    format, emulated where the CPU has no instructions for it; in a profile with
-    short benchmarks, batch 1 only and no compile of bf16 (a second compile of
-    Inception v3, whose reason not to run shows in the table)."""
+    format, emulated where the CPU has no instructions for it. In a profile with
+    short benchmarks (two CPU cores, a page under a minute), batch 1 only, and no
+    engine that compiles Inception v3 (:data:`COMPILE_COST`): each is a table row
+    saying so, and ``bench precision`` runs them."""
     include = list(include)
     settings: dict[str, Any] = {"include": include, "emulated": True}
     if profile.short_benchmarks:
         settings["batches"] = (1,)
-        if ("torch.compile", "bf16") in include:
-            settings["include"] = [e for e in include if e != ("torch.compile", "bf16")]
-            settings["not_run"] = {
-                "torch.compile bf16": f"the {profile.name} profile compiles Inception v3 in "
-                "fp32 only, each compile taking tens of seconds on two cores "
-                "(`bench precision` compiles both)"
-            }
+        compiled = [e for e in include if e[0] == "torch.compile"]
+        settings["include"] = [e for e in include if e not in compiled]
+        what = {"int8": "quantize Inception v3 with PT2E and compile it"}
+        settings["not_run"] = {
+            engine_key(*e): f"the {profile.name} profile does not "
+            f"{what.get(e[1], 'compile Inception v3')} (a compile alone takes "
+            f"{COMPILE_COST}); `bench precision` does"
+            for e in compiled
+        }
     return settings
 
 
@@ -481,7 +500,8 @@ def run(
     threads, alternating blocks; :func:`rocm_dl_guide.optimization.bench.measure_side_by_side`).
 
     ``calibration`` batches calibrate int8 (the CIFAR-10 training loader for the
-    agreement model; tiny-imagenet-200 at 299 pixels for Inception v3);
+    agreement model; tiny-imagenet-200 at 299 pixels for Inception v3 on MIGraphX,
+    two of its images on the CPU, where Inception v3 is only timed);
     agreement is measured on the first ``test_images`` of the CIFAR-10 test
     set (all of it by default: the fixture's 2,000 or the real 10,000), by a network
     trained for ``agreement_epochs`` (default: :func:`~.agreement.trained_cifar10`'s);

@@ -114,6 +114,33 @@ class PrecisionBench:
             shown = shown.drop(columns="config")
         return shown
 
+    def compiled_summary(self, batch: int = 1) -> str:
+        """Sentences on ``torch.compile``'s floating-point rows at ``batch``: each
+        one's speed against eager fp32 (bf16 with its agreement and accuracy), or
+        why it was not run."""
+        out, reasons = [], {}
+        for prec in ("fp32", "bf16"):
+            try:
+                r = self.row("torch.compile", prec, batch)
+            except KeyError:
+                why = self.skipped.get(f"torch.compile {prec}")
+                if why:
+                    reasons.setdefault(why, []).append(prec)
+                continue
+            speed = f"{r['speedup_vs_eager_fp32']:.2f}x"
+            text = f"`torch.compile` ran {prec} at {speed} eager fp32's speed"
+            if prec != "fp32" and r.get("top1_agreement") is not None:
+                text += (
+                    f" and agreed with fp32 on {r['top1_agreement']:.1%} of the test images "
+                    f"(accuracy {r['accuracy']:.1%})"
+                )
+            out.append(text + ".")
+        out += [
+            f"`torch.compile` {' and '.join(precs)} did not run: {why}."
+            for why, precs in reasons.items()
+        ]
+        return " ".join(out)
+
     def emulated_rows(self, batch: int = 1) -> list[dict[str, Any]]:
         """The rows at ``batch`` of formats this CPU has no instructions for."""
         return [r for r in self.rows if r["batch"] == batch and r.get("emulated")]
@@ -340,7 +367,8 @@ def _how(row: dict[str, Any]) -> str:
     if not row.get("emulated"):
         return how
     warmup, timed = row.get("runs") or (None, None)
-    runs = f"; {warmup} warm-up and {timed} timed run(s)" if timed else ""
+    after = f"after {warmup} warm-up run(s)" if warmup else "no warm-up"
+    runs = f"; {timed} timed run(s), {after}" if timed else ""
     return f"emulated: {how}{runs}"
 
 

@@ -854,4 +854,4 @@ def test_the_compile_sentence_gives_the_speed_or_why_not():
         _bench([_row("PyTorch eager", "fp32", 1, 100.0, 1.0)]),
         skipped={"torch.compile fp32": why, "torch.compile bf16": why},
     )
-    assert skipped.compiled_summary(1) == f"`torch.compile` fp32 and bf16 did not run: {why}."
+    assert skipped.compiled_summary(1) == f"torch.compile fp32 and bf16 did not run: {why}."

@@ -283,7 +283,8 @@ def skipped(
                 out[f"{backend} {precision}"] = no_pt2e
         elif not emulated and not native(precision, flags):
             out[f"{backend} {precision}"] = (
-                f"this CPU has no {precision} instructions (`--emulated` runs it in software)"
+                f"this CPU has no {precision} instructions "
+                "(bench precision --emulated runs it in software)"
             )
     return out
 
@@ -474,7 +475,7 @@ def page_settings(profile: profiles.Profile, include: Iterable[tuple[str, str]])
         settings["not_run"] = {
             engine_key(*e): f"the {profile.name} profile does not "
             f"{what.get(e[1], 'compile Inception v3')} (a compile alone takes "
-            f"{COMPILE_COST}); `bench precision` does"
+            f"{COMPILE_COST}); bench precision does"
             for e in compiled
         }
     return settings

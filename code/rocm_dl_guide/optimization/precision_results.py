@@ -128,7 +128,7 @@ class PrecisionBench:
                     reasons.setdefault(why, []).append(prec)
                 continue
             speed = f"{r['speedup_vs_eager_fp32']:.2f}x"
-            text = f"`torch.compile` ran {prec} at {speed} eager fp32's speed"
+            text = f"torch.compile ran {prec} at {speed} eager fp32's speed"
             if prec != "fp32" and r.get("top1_agreement") is not None:
                 text += (
                     f" and agreed with fp32 on {r['top1_agreement']:.1%} of the test images "
@@ -136,7 +136,7 @@ class PrecisionBench:
                 )
             out.append(text + ".")
         out += [
-            f"`torch.compile` {' and '.join(precs)} did not run: {why}."
+            f"torch.compile {' and '.join(precs)} did not run: {why}."
             for why, precs in reasons.items()
         ]
         return " ".join(out)
@@ -353,7 +353,7 @@ def gpu_record_sentence(record: dict[str, Any] | None) -> str:
     else:
         verdict = "neither uniformly faster nor slower than float32 there"
     return (
-        f"The last GPU record, from `make gpu-check` on {device} ({record.get('date')}), "
+        f"The last GPU record, from make gpu-check on {device} ({record.get('date')}), "
         "keeps no inference figures per format. What it keeps for the 16-bit formats is "
         "training: Inception v3 trained with mixed precision ran "
         f"{parts} against float32's {base:,.0f} images/s, so {verdict}."

@@ -368,9 +368,9 @@ EMULATED_RUNS = (0, 1)
 """At most this many warm-up and timed runs for a format the CPU has no
 instructions for (:func:`native`): converted in software (PyTorch's slow
 convolution, for want of oneDNN kernels), one run of Inception v3 took twenty
-times as long as in fp32 under an AVX2 cap (4.5 to 6 s against 0.23 s), and
-one run shows that; the first run of an eager model was within a tenth of the
-next ones."""
+to forty times as long as in fp32 under an AVX2 cap (4 to 6 s against 0.12 to
+0.23 s), and one run shows that; the first run of an eager model was within a
+tenth of the next ones."""
 
 
 def emulated(engine: Engine, flags: Collection[str]) -> bool:

@@ -103,27 +103,45 @@ def load(
     batch_size: int = BATCH_SIZE,
     seed: int = 0,
     device: torch.device | None = None,
+    on_device: bool | None = None,
 ) -> CifarData:
     """The train and test sets through torchvision's ``CIFAR10`` loader, and their loaders.
 
     The training loader reshuffles every epoch from a generator seeded with
     ``seed`` (its state is saved in checkpoints, so a resumed run sees the same
-    order). On a GPU two loader workers and pinned memory are used.
+    order). With ``on_device`` it is a
+    :class:`~rocm_dl_guide.core.device_data.DeviceLoader`: the whole training
+    set on ``device``, batches gathered and normalised there as :func:`transform`
+    does, since a DataLoader cannot feed this small network fast enough on a
+    GPU. The default (``None``) is on for a GPU in a one-process run and off on
+    the CPU, where the DataLoader is as fast, and under torchrun, whose loop
+    shards a DataLoader. The test loader is always a DataLoader; on a GPU
+    DataLoaders use two workers and pinned memory.
     """
     from torch.utils.data import DataLoader
 
     from rocm_dl_guide.core import device as devices
+    from rocm_dl_guide.core import distributed
+    from rocm_dl_guide.core.device_data import DeviceLoader
 
     prepared = datasets.prepare("cifar10", profile=profile)
     tf = transform()
     train_set = loaders.cifar10_dataset(prepared.root, train=True, transform=tf)
     test_set = loaders.cifar10_dataset(prepared.root, train=False, transform=tf)
     dev = device if device is not None else devices.pick()
+    if on_device is None:
+        on_device = dev.type == "cuda" and distributed.env_world_size() == 1
     extra = {"num_workers": 2, "pin_memory": True} if dev.type == "cuda" else {}
-    generator = torch.Generator().manual_seed(seed)
-    train_loader = DataLoader(
-        train_set, batch_size=batch_size, shuffle=True, generator=generator, **extra
-    )
+    if on_device:
+        # transform() has no augmentation, so the device loader applies none either.
+        train_loader = DeviceLoader.from_dataset(
+            train_set, batch_size, dev, MEAN, STD, shuffle=True, seed=seed
+        )
+    else:
+        generator = torch.Generator().manual_seed(seed)
+        train_loader = DataLoader(
+            train_set, batch_size=batch_size, shuffle=True, generator=generator, **extra
+        )
     test_loader = DataLoader(test_set, batch_size=TEST_BATCH_SIZE, shuffle=False, **extra)
     return CifarData(
         train_set, test_set, train_loader, test_loader, list(train_set.classes), prepared
@@ -264,7 +282,17 @@ def training_workload(profile: profiles.Profile, device=None):
     (a :class:`rocm_dl_guide.training.training_speed.Workload`)."""
     from rocm_dl_guide.training.training_speed import Workload
 
-    return Workload(Net, load(profile, device=device).train_loader)
+    def loaders(on_device: bool):
+        return lambda batch: load(profile, batch, device=device, on_device=on_device).train_loader
+
+    return Workload(
+        Net,
+        load(profile, device=device).train_loader,
+        loaders={
+            "DeviceLoader, the data set on the device": loaders(True),
+            "DataLoader, 2 workers, pinned memory": loaders(False),
+        },
+    )
 
 
 def train(

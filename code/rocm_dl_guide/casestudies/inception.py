@@ -211,7 +211,16 @@ def training_workload(profile: profiles.Profile, device=None) -> Workload:
     def model_fn():
         return finetune_model(classes, profile)[0]
 
-    return Workload(model_fn, data.train_loader, data.image_size)
+    def loader(batch_size: int):
+        return tiny_imagenet_loaders(profile, batch_size=batch_size, device=device).train_loader
+
+    workers = data.train_loader.num_workers
+    return Workload(
+        model_fn,
+        data.train_loader,
+        data.image_size,
+        loaders={f"DataLoader, {workers} workers, JPEG decode and augmentation": loader},
+    )
 
 
 def compare_training_speed(

@@ -1,4 +1,5 @@
-"""The ``bench`` commands: ``bench inference`` (PyTorch eager against the compiled
+"""The ``bench`` commands: ``bench training`` (a case study's training step by
+batch size and variant), ``bench inference`` (PyTorch eager against the compiled
 backend), ``bench precision`` (fp32, bf16, int8, fp16 and torch.compile side by
 side), ``bench conv`` (a convolution workload under the MIOpen settings in
 force), ``bench llm`` (the language-model chapter's figures) and ``bench kernels``
@@ -288,8 +289,84 @@ def _add_kernels(bench_sub) -> None:
     _add_common_tail(p, _cmd_bench_kernels)
 
 
+def _cmd_bench_training(args: argparse.Namespace) -> int:
+    import torch
+
+    from rocm_dl_guide.core import casestudies
+    from rocm_dl_guide.training import training_speed
+
+    prof = run_profile("bench", args.profile)
+    try:
+        variants = [training_speed.Variant.parse(v).name for v in args.variants.split(",")] \
+            if args.variants else None  # fmt: skip
+        device = torch.device(args.device) if args.device else None
+        if device is not None and device.type == "cuda" and not torch.cuda.is_available():
+            return fail("bench", "--device cuda: PyTorch sees no GPU here", 2)
+        device = device or training_speed.train.default_device()
+        gpu = device.type == "cuda"
+        batches = args.batches or ((32, 64, 128, 256, 512) if gpu else (2, 4))
+        if not args.json:
+            print(
+                f"Timing the {args.example} training step on {device} at batch "
+                f"{', '.join(map(str, batches))} (profile {prof.name}) ...",
+                file=sys.stderr,
+            )
+        workload = training_speed.example_workload(args.example, prof, device)
+        result = training_speed.sweep(
+            workload,
+            device,
+            batches=batches,
+            variants=variants,
+            steps=args.iterations or (10 if gpu else 2),
+            warmup=args.warmup if args.warmup is not None else (3 if gpu else 1),
+            repeats=3 if gpu else 1,
+            peak_tflops=training_speed.device_peak_tflops(device),
+            log=None if args.json else (lambda line: print(line, file=sys.stderr)),
+        )
+    except (casestudies.UnknownCaseStudyError, OSError, RuntimeError, ValueError) as exc:
+        return fail("bench", exc, 2 if isinstance(exc, ValueError) else 1)
+    print(json.dumps(result.to_dict()) if args.json else result.summary())
+    return 0
+
+
+def _add_training(bench_sub) -> None:
+    from rocm_dl_guide.core import casestudies
+    from rocm_dl_guide.training.training_speed import CPU_VARIANTS, GPU_VARIANTS
+
+    names = [c.name for c in casestudies.REGISTRY.values() if c.workload is not None]
+    p = bench_sub.add_parser(
+        "training",
+        allow_abbrev=False,
+        help="the training step by batch size and variant: throughput, FLOP/s, the "
+        "fraction of peak, the busy fraction and peak memory",
+        description="Times a case study's training step side by side in one run, for "
+        "every batch size and variant (precision fp32, bf16 or fp16; +cl channels-last; "
+        "+compile torch.compile, or +graphs its reduce-overhead mode; +fused the "
+        "optimizer's fused kernel): images or tokens per second (median of 3 timed runs "
+        "after warm-up), step time, TFLOP/s from torch.utils.flop_counter and the "
+        "fraction of the device's bf16 peak, the fraction of the time the GPU is busy "
+        "(torch.profiler) and peak memory. Data loading is not timed. A batch that runs "
+        "out of memory ends that variant's sweep. CPU figures say nothing about a GPU.",
+    )
+    p.add_argument("example", choices=names, metavar="EXAMPLE", help=", ".join(names))
+    p.add_argument(
+        "--batches",
+        type=_batches,
+        metavar="N,N,...",
+        help="batch sizes (default 32,64,128,256,512 on a GPU, 2,4 on a CPU)",
+    )
+    p.add_argument(
+        "--variants",
+        metavar="V,V,...",
+        help=f"default on a GPU {','.join(GPU_VARIANTS)}; on a CPU {','.join(CPU_VARIANTS)}",
+    )
+    p.add_argument("--device", help="cpu or cuda (default: the GPU if PyTorch sees one)")
+    _add_runs_args(p)
+    _add_common_tail(p, _cmd_bench_training)
+
+
 def register(sub) -> None:
-    """``bench {inference,precision,conv,llm,kernels}``."""
+    """``bench {inference,precision,conv,llm,kernels,training}``."""
     parser = sub.add_parser(
         "bench",
         help="time PyTorch eager against the compiled backend (MIGraphX or ONNX Runtime)",
@@ -304,4 +381,5 @@ def register(sub) -> None:
     _add_conv(bench_sub)
     _add_llm(bench_sub)
     _add_kernels(bench_sub)
+    _add_training(bench_sub)
     parser.set_defaults(func=print_help_and_exit_2(parser))

@@ -27,6 +27,7 @@ def _cmd_selfcheck(args: argparse.Namespace) -> int:
             steps=args.steps,
             only=only,
             log=lambda line: print(line, file=sys.stderr),
+            write_as_you_go=True,
         )
     except preflight.NoGPUError as exc:
         return fail("selfcheck --gpu", exc, preflight.NO_GPU_EXIT)
@@ -51,11 +52,13 @@ def register(sub) -> None:
     p = sub.add_parser(
         "selfcheck",
         help="verify the PyTorch path here: training, AMP, loaders, resume, ONNX, DDP",
-        description="Run every PyTorch case study for a bounded number of steps, float32 "
-        "against AMP and channels-last, loader workers with pinned memory, a checkpoint and "
-        "resume, the ONNX export with the inference backends here and DDP over the local "
-        "GPUs, offline on generated fixtures; write a report. `make gpu-check` runs it "
-        "with --gpu.",
+        description="Run every PyTorch case study for a bounded number of steps, its "
+        "training step swept over batch sizes and variants (float32, AMP, channels-last, "
+        "torch.compile, graphs, fused optimizers) with the fraction of peak and of the time "
+        "the GPU is busy, the real loaders against the model, loader workers with pinned "
+        "memory, a checkpoint and resume, the ONNX export with the inference backends "
+        "here and DDP over the local GPUs, offline on generated fixtures; write a "
+        "report. `make gpu-check` runs it with --gpu.",
     )
     p.add_argument(
         "--gpu",

@@ -205,6 +205,7 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 train="train",
                 page="book/language-models/pretraining",
                 flags=frozenset({"amp", "fsdp", "nproc"}),
+                workload="training_workload",
                 # two passes over the corpus at 4 sequences a step (about 45 s on two
                 # CPU cores) bring held-out perplexity to well below half the unigram model's
                 epoch_caps={"smoke": 2, "gpu": 8},

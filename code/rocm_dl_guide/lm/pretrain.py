@@ -269,6 +269,37 @@ class LMRun:
         )
 
 
+def training_workload(profile: profiles.Profile, device=None):
+    """What ``bench training tiny-lm`` times: the decoder at ``profile``'s size (the
+    ``full`` profile's is GPT-2 small's shape), its training loader, the loss and
+    the recipe's AdamW (fused or ``foreach``); rates are in tokens."""
+    from rocm_dl_guide.training.training_speed import Workload
+
+    size = models.SIZES.get(profile.name, models.SIZES["smoke"])
+    data = load(profile)
+
+    def model_fn() -> models.CausalLM:
+        return models.build(size, data.vocab_size, data.eos_id)
+
+    def optimizer_fn(params, fused: bool = False) -> torch.optim.AdamW:
+        return torch.optim.AdamW(
+            params,
+            lr=settings(profile)["peak_lr"],
+            betas=RECIPE["betas"],
+            weight_decay=RECIPE["weight_decay"],
+            fused=fused or None,
+        )
+
+    return Workload(
+        model_fn,
+        data.train_loader,
+        loss_fn=models.next_token_loss,
+        optimizer_fn=optimizer_fn,
+        unit="tokens",
+        per_sample=size.context,
+    )
+
+
 def train(
     profile: profiles.Profile,
     epochs: int | None = None,

@@ -18,11 +18,7 @@ from typing import Any
 
 from rocm_dl_guide.core import casestudies, profiles
 from rocm_dl_guide.core.messages import one_line
-from rocm_dl_guide.selfcheck.report import Outcome, device_facts
-
-AMP_TARGET = 2.0
-"""Inception v3 fine-tuning with AMP and channels-last: the speed-up over
-float32 that a GPU should reach (a benchmark figure, not a pass/fail check)."""
+from rocm_dl_guide.selfcheck.report import Outcome
 
 
 @dataclass
@@ -84,86 +80,196 @@ def check_case_study(ctx: Setup, example: str) -> Outcome:
     )
 
 
-SPEED_VARIANTS = (
-    "float32",
-    "channels_last",
-    "amp-bfloat16",
-    "amp-float16",
-    "amp+channels_last",
-)
+SWEEP_PLANS: dict[str, dict[str, Any]] = {
+    "mnist-pytorch": {
+        "batches": (128, 512, 2048),
+        "variants": ("fp32", "fp32+cl", "bf16", "bf16+cl", "fp16", "bf16+compile"),
+        "only": {"bf16+graphs+fused": (512, 2048)},
+        "budget_s": 30,
+    },
+    "cifar10": {
+        "batches": (128, 512, 2048, 8192),
+        "variants": ("fp32", "fp32+cl", "bf16", "bf16+cl", "fp16", "bf16+compile+fused"),
+        "only": {"bf16+graphs+fused": (512, 2048, 8192)},
+        "budget_s": 40,
+    },
+    "inception-v3": {
+        "batches": (32, 64, 128, 256),
+        "variants": ("fp32", "fp32+cl", "bf16", "bf16+cl", "fp16+cl", "bf16+cl+fused"),
+        "only": {"bf16+cl+compile+fused": (256,)},
+        "budget_s": 130,
+    },
+}
+"""What ``speed:EXAMPLE`` sweeps on a GPU: batch sizes, eager variants at every
+batch, and compiled ones at the batches named (an Inception v3 compile takes a
+minute); ``budget_s`` ends a sweep that overruns (its remaining rows say so)."""
+CPU_PLAN: dict[str, Any] = {
+    "batches": (2, 4),
+    "variants": ("fp32", "fp32+cl", "bf16"),
+    "only": {},
+    "budget_s": None,
+}
+"""On a CPU, a sweep small enough for the test suite."""
+GPU_TIMING = (5, 3, 3)
+"""Steps per timed run, warm-up steps (graphs record on the third call), repeats."""
 
 
-def check_training_speed(ctx: Setup, example: str) -> Outcome:
-    """Training speed: float32 against autocast (bfloat16; float16 with a grad
-    scaler) and channels-last."""
+def run_sweep(ctx: Setup, workload, plan: dict[str, Any]):
+    """:func:`rocm_dl_guide.training.training_speed.sweep` of ``workload`` under ``plan``."""
     from rocm_dl_guide.training import training_speed
 
-    workload = casestudies.get(example).workload_function()(ctx.profile, ctx.device)
-    model_fn, loader, image_size = workload
-    steps, warmup, repeats = (20, 5, 3) if ctx.device.type == "cuda" else (3, 1, 1)
-    comparison = training_speed.compare(
-        model_fn,
-        loader,
+    steps, warmup, repeats = GPU_TIMING if ctx.device.type == "cuda" else (2, 1, 1)
+    return training_speed.sweep(
+        workload,
         ctx.device,
+        batches=plan["batches"],
+        variants=plan["variants"],
+        only=plan["only"],
         steps=steps,
         warmup=warmup,
         repeats=repeats,
-        variants=SPEED_VARIANTS,
+        peak_tflops=training_speed.device_peak_tflops(ctx.device),
+        budget_s=plan["budget_s"],
     )
-    frame = comparison.frame
-    failed = frame[frame["note"].str.startswith("failed")]
-    if len(failed):
-        raise AssertionError("; ".join(f"{r.variant}: {r.note}" for r in failed.itertuples()))
-    figs: dict[str, Any] = {
-        f"{r.variant}_img_per_s": None
-        if r.images_per_second != r.images_per_second
-        else round(float(r.images_per_second), 1)
-        for r in frame.itertuples()
+
+
+def raise_eager_failures(result) -> str:
+    """Raise where an eager variant failed; return the compiled ones' failures as a
+    clause for the check's detail (a compiler's failure is reported, not fatal: the
+    kernels checks cover the compiler)."""
+    from rocm_dl_guide.training.training_speed import Variant
+
+    failed = [r for r in result.rows if r["note"].startswith("failed")]
+    eager = [r for r in failed if Variant.parse(r["variant"]).compile is None]
+    if eager:
+        raise AssertionError(
+            "; ".join(f"{r['variant']} at {r['batch']}: {r['note']}" for r in eager)
+        )
+    return "".join(f"; {r['variant']} at {r['batch']} {r['note']}" for r in failed)
+
+
+def sweep_figures(result) -> dict[str, Any]:
+    """The record's figures of a sweep: ``best`` (variant, batch, rate, TFLOP/s,
+    fraction of peak, busy fraction), ``amp_speedup_at_best_batch``, float32,
+    autocast and channels-last at that batch (under the names the earlier records
+    used), the peak memory and every row, for the pages' figures."""
+    summary = result.to_dict()
+    best = summary["best"]
+    batch = best["batch"] if best else None
+    unit = "img" if result.unit == "images" else "tokens"
+
+    def at(variant: str):
+        rate = result.rate(variant, batch) if batch else None
+        return None if rate is None else round(rate, 1)
+
+    figs: dict[str, Any] = {"best": best, "amp_speedup_at_best_batch": None}
+    figs["amp_speedup_at_best_batch"] = summary["amp_speedup_at_best_batch"]
+    if result.unit == "images":
+        figs |= {
+            "float32_img_per_s": at("fp32"),
+            "channels_last_img_per_s": at("fp32+cl"),
+            "amp-bfloat16_img_per_s": at("bf16"),
+            "amp-float16_img_per_s": at("fp16") or at("fp16+cl"),
+            "amp+channels_last_img_per_s": at("bf16+cl"),
+            "amp_speedup": summary["amp_speedup_at_best_batch"],
+            "channels_last_speedup": result.speedup("fp32+cl", "fp32", batch) if batch else None,
+        }
+    figs |= {
+        f"{unit}_per_s": best[f"{result.unit}_per_s"] if best else None,
+        "tflops": best["tflops"] if best else None,
+        "fraction_of_peak": best["fraction_of_peak"] if best else None,
+        "busy_fraction": best["busy_fraction"] if best else None,
+        "gflops_per_sample": round(result.flops_per_sample / 1e9, 4),
+        "peak_memory_mib": max(
+            (r["peak_memory_mib"] for r in result.rows if r["peak_memory_mib"]), default=None
+        ),
+        "rows": [
+            [r["batch"], r["variant"], r[f"{result.unit}_per_s"], r["busy_fraction"]]
+            for r in result.rows
+            if r[f"{result.unit}_per_s"] is not None
+        ],
     }
-    amp_rows = frame[frame["variant"].str.startswith("amp") & frame["images_per_second"].notna()]
-    figs["amp_speedup"] = float(amp_rows["speedup"].max()) if len(amp_rows) else None
-    figs["channels_last_speedup"] = comparison.speedup("channels_last")
-    reasons: dict[str, list[str]] = {}
-    for r in frame.itertuples():
-        if r.note.startswith("skipped: "):
-            reasons.setdefault(r.note.removeprefix("skipped: ").split(",")[0], []).append(r.variant)
-    skipped = [f"{', '.join(names)} ({why})" for why, names in reasons.items()]
-    if example == "inception-v3":
-        figs.update(inception_target(ctx, model_fn, image_size, comparison))
-    detail = ", ".join(
-        f"{r.variant} {r.images_per_second:,.0f}"
-        for r in frame.itertuples()
-        if r.images_per_second == r.images_per_second
+    return figs
+
+
+def check_training_speed(ctx: Setup, example: str) -> Outcome:
+    """The training step swept over batch sizes and variants (float32, channels-last,
+    autocast bf16 and fp16, compiled, graphs, fused optimizer), with FLOPs, the
+    busy fraction and peak memory; on a GPU also the real loader against the model."""
+    from rocm_dl_guide.training import training_speed
+
+    plan = SWEEP_PLANS[example] if ctx.device.type == "cuda" else CPU_PLAN
+    workload = casestudies.get(example).workload_function()(ctx.profile, ctx.device)
+    result = run_sweep(ctx, training_speed.from_workload(example, workload), plan)
+    compile_failures = raise_eager_failures(result)
+    figs = sweep_figures(result)
+    best = figs["best"]
+    if best is None:
+        raise AssertionError("no variant ran: " + "; ".join({r["note"] for r in result.rows}))
+    if ctx.device.type == "cuda" and workload.loaders:
+        figs["end_to_end"] = input_figures(ctx, workload, result, best)
+    detail = (
+        f"best {best['variant']} at batch {best['batch']}: {best['images_per_s']:,.0f} img/s"
+        + (f", {best['fraction_of_peak']:.1%} of peak" if best["fraction_of_peak"] else "")
+        + (f", busy {best['busy_fraction']:.0%}" if best["busy_fraction"] is not None else "")
+        + f"; {len(figs['rows'])} of {len(result.rows)} points ran"
     )
-    detail = f"img/s: {detail}" + (f"; skipped: {'; '.join(skipped)}" if skipped else "")
-    figs["peak_memory_mib"] = peak_mib(ctx.device)
+    if figs.get("amp_speedup_at_best_batch"):
+        detail += f"; autocast {figs['amp_speedup_at_best_batch']:.2f}x float32 at that batch"
+    detail += compile_failures
     return Outcome(f"speed:{example}", "pass", detail, figures=figs)
 
 
-def inception_target(ctx: Setup, model_fn, image_size, comparison) -> dict[str, Any]:
-    """The AMP + channels-last speed-up against the 2x target, and the achieved
-    FLOP/s as a fraction of the device's peak (FLOPs counted by PyTorch)."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
+def _samples_per_epoch(loader) -> int:
+    dataset = getattr(loader, "dataset", None)
+    return len(dataset) if dataset is not None else int(loader.num_samples)
 
-    speedup = comparison.speedup("amp+channels_last")
-    model = model_fn().to(ctx.device).train()
-    x = torch.randn(2, 3, image_size, image_size, device=ctx.device)
-    with FlopCounterMode(display=False) as counter:
-        out = model(x)
-        (out[0] if isinstance(out, tuple) else out).sum().backward()
-    flops_per_image = counter.get_total_flops() / 2
-    rows = comparison.frame.set_index("variant")["images_per_second"]
-    rate = rows.get("amp+channels_last")
-    achieved = flops_per_image * rate / 1e12 if rate == rate and rate is not None else None
-    peak = device_facts(ctx.device).get("peak_bf16_tflops") if ctx.device.type == "cuda" else None
-    return {
-        "target_speedup": AMP_TARGET,
-        "target_met": bool(speedup >= AMP_TARGET) if speedup == speedup else None,
-        "train_gflops_per_image": round(flops_per_image / 1e9, 2),
-        "achieved_tflops": None if achieved is None else round(achieved, 2),
-        "fraction_of_peak": round(achieved / peak, 4) if achieved and peak else None,
-    }
+
+def input_figures(ctx: Setup, workload, result, best) -> list[dict[str, Any]]:
+    """Whether the data keeps up: each of the case study's real loaders alone and end
+    to end with the best eager variant, against that variant's model-only rate, at
+    the best batch (or the largest one of which the data set holds two batches)."""
+    from rocm_dl_guide.training import input_speed, setup, train, training_speed
+
+    out = []
+    for name, make_loader in workload.loaders.items():
+        loader = make_loader(best["batch"])
+        fits = [r for r in result.measured() if 2 * r["batch"] <= _samples_per_epoch(loader)
+                and training_speed.Variant.parse(r["variant"]).compile is None]  # fmt: skip
+        if not fits:
+            continue
+        batch = max(r["batch"] for r in fits if r["batch"] <= best["batch"])
+        row = max((r for r in fits if r["batch"] == batch), key=lambda r: r["images_per_s"])
+        if batch != best["batch"]:
+            loader = make_loader(batch)
+        variant = training_speed.Variant.parse(row["variant"])
+        torch_model = workload.model_fn().to(ctx.device)
+        make_opt = workload.optimizer_fn or training_speed.sgd
+        options = setup.FitOptions(
+            amp=variant.amp_dtype is not None,
+            amp_dtype=variant.amp_dtype,
+            channels_last=variant.channels_last,
+            aux_logits_weight=workload.aux_logits_weight,
+            progress=False,
+        )
+        step = train.step_function(
+            torch_model, make_opt(torch_model.parameters(), fused=variant.fused),
+            workload.loss_fn, ctx.device, options,
+        )  # fmt: skip
+        speed = input_speed.measure(
+            loader, step, ctx.device, row["images_per_s"], batches=20, warmup=3
+        )
+        out.append({
+            "loader": name,
+            "variant": row["variant"],
+            "batch": batch,
+            "samples_per_epoch": _samples_per_epoch(loader),
+            "model_img_per_s": row["images_per_s"],
+            "loader_img_per_s": round(speed.loader_samples_per_s, 1),
+            "end_to_end_img_per_s": round(speed.end_to_end_samples_per_s, 1),
+            "fraction": round(speed.fraction, 3),
+        })  # fmt: skip
+    return out
 
 
 def check_loader(ctx: Setup) -> Outcome:

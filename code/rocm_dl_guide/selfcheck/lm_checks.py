@@ -55,6 +55,59 @@ def check_lm_bf16(ctx: Setup) -> Outcome:
     )
 
 
+MFU_PLAN = {
+    "batches": (8, 16, 32),
+    "variants": ("bf16+fused",),
+    "only": {"fp32+fused": (8,), "bf16+compile+fused": (16, 32)},
+    "budget_s": 100,
+}
+"""``lm:mfu`` on a GPU: the decoder at GPT-2 small's shape in bf16 eager and
+compiled, with fused AdamW, and float32 at one batch for scale."""
+MFU_CPU_PLAN = {"batches": (1,), "variants": ("fp32", "bf16"), "only": {}, "budget_s": None}
+
+
+def check_lm_mfu(ctx: Setup) -> Outcome:
+    """Model FLOPs utilisation of ``tiny-lm`` pretraining: the decoder at GPT-2 small's
+    shape (the ``full`` profile's, 12 layers, width 768, context 1024) on a GPU, the
+    ``smoke`` shape on a CPU; FLOPs counted by PyTorch, over the device's bf16 peak."""
+    from rocm_dl_guide.core import profiles
+    from rocm_dl_guide.lm import model as models
+    from rocm_dl_guide.selfcheck.checks import raise_eager_failures, run_sweep, sweep_figures
+    from rocm_dl_guide.training import training_speed
+
+    gpu = ctx.device.type == "cuda"
+    profile = profiles.with_data_source(profiles.get("full" if gpu else "smoke"), "fixtures")
+    size = models.SIZES[profile.name]
+    workload = training_speed.example_workload("tiny-lm", profile, ctx.device)
+    result = run_sweep(ctx, workload, MFU_PLAN if gpu else MFU_CPU_PLAN)
+    compile_failures = raise_eager_failures(result)
+    figs = sweep_figures(result)
+    best = figs["best"]
+    if best is None:
+        raise AssertionError("no variant ran: " + "; ".join({r["note"] for r in result.rows}))
+    shape = f"{size.layers} layers, width {size.width}, context {size.context}"
+    figs = {
+        "mfu": best["fraction_of_peak"],
+        "tokens_per_s": best["tokens_per_s"],
+        "variant": best["variant"],
+        "batch": best["batch"],
+        "tflops": best["tflops"],
+        "busy_fraction": best["busy_fraction"],
+        "shape": shape,
+        "peak_memory_mib": figs["peak_memory_mib"],
+        "rows": figs["rows"],
+    }
+    mfu = f", MFU {best['fraction_of_peak']:.1%}" if best["fraction_of_peak"] else ""
+    return Outcome(
+        "lm:mfu",
+        "pass",
+        f"decoder of {shape}: best {best['variant']} at {best['batch']} sequences, "
+        f"{best['tokens_per_s']:,.0f} tokens/s, {best['tflops']:.1f} TFLOP/s{mfu}"
+        + compile_failures,
+        figures=figs,
+    )
+
+
 def _one_lora_epoch(ctx: Setup, folder: str, **options: Any):
     """One epoch of ``lora.train`` on the decoder ``lm:bf16`` trained (or the cached
     ``tiny-lm``), checkpointed under ``checkpoints/FOLDER``."""

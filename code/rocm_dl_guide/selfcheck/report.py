@@ -21,8 +21,13 @@ from rocm_dl_guide.core.files import atomic_write
 from rocm_dl_guide.core.messages import one_line
 
 REPORT_FORMAT = 1
-EXAMPLES = tuple(cs.name for cs in casestudies.REGISTRY.values() if cs.workload is not None)
-"""The case studies selfcheck trains and times: the registry's with a training workload."""
+EXAMPLES = tuple(
+    cs.name
+    for cs in casestudies.REGISTRY.values()
+    if cs.workload is not None and cs.name != "tiny-lm"
+)
+"""The case studies selfcheck trains and times: the registry's with a training
+workload, but tiny-lm, whose training is ``lm:bf16``'s and whose speed ``lm:mfu``'s."""
 
 
 @dataclass
@@ -129,6 +134,10 @@ UNITS = {
 
 
 def figure_line(figs: dict[str, Any]) -> str:
+    if isinstance(figs.get("best"), dict):
+        return _sweep_line(figs)
+    if "mfu" in figs:
+        return _mfu_line(figs)
     parts = []
     for key in ("float32", "amp-bfloat16", "amp-float16", "amp+channels_last"):
         value = figs.get(f"{key}_img_per_s")
@@ -140,8 +149,42 @@ def figure_line(figs: dict[str, Any]) -> str:
     if isinstance(figs.get("fraction_of_peak"), (int, float)):
         parts.append(f"{100 * figs['fraction_of_peak']:.1f}% of peak")
     if not parts:  # the other checks' figures (tokens/s, perplexity, ...), as recorded
-        parts = [_named(k, v) for k, v in figs.items()]
+        parts = [_named(k, v) for k, v in figs.items() if not isinstance(v, (list, dict))]
     return "; ".join(parts) or "no figures"
+
+
+def _share(value: Any, what: str) -> list[str]:
+    return [f"{100 * value:.1f}% {what}"] if isinstance(value, (int, float)) else []
+
+
+def _sweep_line(figs: dict[str, Any]) -> str:
+    """A training sweep's figures: the best point, autocast at its batch, the loader."""
+    best = figs["best"]
+    unit, rate = ("img", best.get("images_per_s"))
+    if rate is None:
+        unit, rate = "tokens", best.get("tokens_per_s")
+    parts = [f"best {best['variant']} at batch {best['batch']}, {rate:,.0f} {unit}/s"]
+    parts += _share(best.get("fraction_of_peak"), "of peak")
+    parts += _share(best.get("busy_fraction"), "of the time busy")
+    amp = figs.get("amp_speedup_at_best_batch")
+    if isinstance(amp, (int, float)):
+        parts.append(f"autocast {amp:.2f}x float32 at that batch")
+    for e2e in figs.get("end_to_end") or []:
+        parts.append(
+            f"with the real loader ({e2e['loader'].split(',')[0]}) "
+            f"{100 * e2e['fraction']:.0f}% of the model's rate"
+        )
+    return "; ".join(parts)
+
+
+def _mfu_line(figs: dict[str, Any]) -> str:
+    """``lm:mfu``: the shape, the best point, its model FLOPs utilisation."""
+    parts = [f"{figs['shape']}: best {figs['variant']} at batch {figs['batch']}"]
+    if isinstance(figs.get("tokens_per_s"), (int, float)):
+        parts.append(f"{figs['tokens_per_s']:,.0f} tokens/s")
+    parts += _share(figs.get("mfu"), "MFU")
+    parts += _share(figs.get("busy_fraction"), "of the time busy")
+    return "; ".join(parts)
 
 
 def _named(key: str, value: Any) -> str:

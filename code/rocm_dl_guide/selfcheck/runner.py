@@ -39,6 +39,7 @@ _CHECKS: tuple[tuple[str, Callable[[Setup], Outcome | list[Outcome]]], ...] = (
     ("profiler", lambda ctx: checks.check_profiler(ctx)),
     ("tunableop", lambda ctx: checks.check_tunableop(ctx)),
     ("lm:bf16", lambda ctx: lm_checks.check_lm_bf16(ctx)),
+    ("lm:mfu", lambda ctx: lm_checks.check_lm_mfu(ctx)),
     ("lm:lora", lambda ctx: lm_checks.check_lm_lora(ctx)),
     ("lm:qlora", lambda ctx: lm_checks.check_lm_qlora(ctx)),
     ("lm:fsdp", lambda ctx: lm_checks.check_lm_fsdp(ctx)),
@@ -64,12 +65,14 @@ def run(
     steps: int = 20,
     only: Iterable[str] | None = None,
     log: Callable[[str], None] = print,
+    write_as_you_go: bool = False,
 ) -> Report:
     """Run the checks (all, or ``only`` these names) and return the report.
 
     ``gpu=True`` raises :class:`~rocm_dl_guide.core.preflight.NoGPUError` at once where
     PyTorch sees no GPU.
-    Each check's failure is recorded in the report, not raised.
+    Each check's failure is recorded in the report, not raised. With
+    ``write_as_you_go`` the report is written to ``out_dir`` after every check.
     """
     import torch
 
@@ -109,4 +112,6 @@ def run(
                 check.seconds = round(time.perf_counter() - start, 1)
             report.checks.append(check)
             log(f"  [{check.status}] {check.name}: {check.detail}")
+        if write_as_you_go:
+            report.write(out)  # a run cut short still leaves the checks it finished
     return report

@@ -35,6 +35,19 @@ class Workload(NamedTuple):
     """Its training loader (a few batches are taken from it)."""
     image_size: int | None = None
     """The input's height and width, when the case study has a choice."""
+    loss_fn: Callable | None = None
+    """The training loss (default cross-entropy)."""
+    optimizer_fn: Callable[..., torch.optim.Optimizer] | None = None
+    """``optimizer_fn(params, fused=bool)`` for :func:`sweep` (default :func:`sgd`)."""
+    unit: str = "images"
+    """What a sample counts as in a rate: ``images``, or ``tokens``."""
+    per_sample: int = 1
+    """Units per sample (a sequence's tokens)."""
+    aux_logits_weight: float | None = None
+    """The auxiliary head's loss weight (Inception v3)."""
+    loaders: dict[str, Callable[[int], Iterable]] | None = None
+    """The training loaders to measure against the model (``input_speed``), by a
+    short description, each a function of the batch size."""
 
 
 _VARIANTS = (
@@ -224,3 +237,454 @@ def compare(
     )
     columns = ["variant", "dtype", "channels_last", "images_per_second", "speedup", "note"]
     return SpeedComparison(frame[columns], str(device))
+
+
+# --------------------------------------------------------------------------- the sweep
+# ``bench training``: the step measured by batch size and variant, with its FLOPs,
+# the device's busy fraction and peak memory. ``compare`` above is one batch size.
+
+PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
+FLAGS = ("cl", "compile", "graphs", "fused")
+"""Variant names are a precision and flags joined by ``+``: ``fp32``, ``bf16``
+or ``fp16`` (autocast; fp16 with a gradient scaler), then ``cl`` (channels-last),
+``compile`` (``torch.compile``) or ``graphs`` (``torch.compile`` in its
+``reduce-overhead`` mode: CUDA/HIP graphs), and ``fused`` (the optimizer's fused
+kernel instead of its default ``foreach`` one). Example: ``bf16+cl+compile+fused``."""
+
+GPU_VARIANTS = (
+    "fp32",
+    "fp32+cl",
+    "bf16",
+    "bf16+cl",
+    "fp16+cl",
+    "bf16+cl+compile",
+    "bf16+cl+compile+fused",
+)
+CPU_VARIANTS = ("fp32", "fp32+cl", "bf16", "fp16", "bf16+cl", "fp32+compile", "fp32+fused")
+"""The default variants of :func:`sweep` where the workload has an image layout;
+a token workload drops the ``cl`` ones."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way of running the training step (see :data:`FLAGS` for the names)."""
+
+    precision: str = "fp32"
+    channels_last: bool = False
+    compile: str | None = None
+    """``None`` (eager), ``"default"`` or ``"reduce-overhead"`` (graphs)."""
+    fused: bool = False
+
+    @property
+    def name(self) -> str:
+        parts = [self.precision]
+        parts += ["cl"] if self.channels_last else []
+        parts += {"default": ["compile"], "reduce-overhead": ["graphs"]}.get(self.compile, [])
+        parts += ["fused"] if self.fused else []
+        return "+".join(parts)
+
+    @property
+    def amp_dtype(self) -> str | None:
+        return PRECISIONS[self.precision]
+
+    @classmethod
+    def parse(cls, name: str) -> Variant:
+        """``"bf16+cl+compile"`` -> ``Variant("bf16", True, "default")``; ``ValueError``
+        naming the grammar for anything else."""
+        precision, *flags = [part.strip() for part in name.strip().lower().split("+")]
+        bad = [f for f in flags if f not in FLAGS]
+        bad += [] if precision in PRECISIONS else [precision]
+        if bad or len(set(flags)) != len(flags) or {"compile", "graphs"} <= set(flags):
+            raise ValueError(
+                f"unknown training variant {name!r}: a precision ({', '.join(PRECISIONS)}) then "
+                f"any of +cl, +compile or +graphs, +fused (for example bf16+cl+compile)"
+            )
+        mode = "reduce-overhead" if "graphs" in flags else "default" if "compile" in flags else None
+        return cls(precision, "cl" in flags, mode, "fused" in flags)
+
+
+class SweepWorkload(NamedTuple):
+    """What :func:`sweep` trains: a case study's model, one real batch and its loss
+    (:func:`from_workload` makes one from a case study's :class:`Workload`)."""
+
+    name: str
+    model_fn: Callable[[], nn.Module]
+    batch: tuple[torch.Tensor, torch.Tensor]
+    """One batch from the case study's own loader: larger batches are drawn from its samples."""
+    unit: str = "images"
+    per_sample: int = 1
+    loss_fn: Callable | None = None
+    optimizer_fn: Callable[..., torch.optim.Optimizer] | None = None
+    aux_logits_weight: float | None = None
+
+    @property
+    def image_layout(self) -> bool:
+        """Whether channels-last applies (4-D image batches)."""
+        return self.batch[0].dim() == 4
+
+
+def from_workload(name: str, workload: Workload) -> SweepWorkload:
+    """The sweep's view of a case study's workload: its first training batch."""
+    for batch in workload.loader:
+        x, y = train.split_batch(batch)
+        break
+    else:
+        raise ValueError(f"{name}: the training loader produced no batches")
+    return SweepWorkload(
+        name, workload.model_fn, (x, y), workload.unit, workload.per_sample,
+        workload.loss_fn, workload.optimizer_fn, workload.aux_logits_weight,
+    )  # fmt: skip
+
+
+def sgd(params, fused: bool = False) -> torch.optim.Optimizer:
+    """The case studies' optimizer for timing: SGD with momentum, fused or ``foreach``."""
+    return torch.optim.SGD(params, lr=0.01, momentum=0.9, fused=fused or None)
+
+
+@dataclass
+class Sweep:
+    """What :func:`sweep` returns: one row per (batch, variant), measured in one run."""
+
+    workload: str
+    device: str
+    unit: str
+    rows: list[dict]
+    flops_per_sample: float | None
+    peak_tflops: float | None
+    notes: dict[str, str]
+    """Why a column is null on this device (``busy_fraction``, ``fraction_of_peak``, ...)."""
+
+    @property
+    def rate_key(self) -> str:
+        return f"{self.unit}_per_s"
+
+    def measured(self) -> list[dict]:
+        return [r for r in self.rows if r[self.rate_key] is not None]
+
+    def best(self) -> dict | None:
+        """The fastest measured row."""
+        rows = self.measured()
+        return max(rows, key=lambda r: r[self.rate_key]) if rows else None
+
+    def rate(self, variant: str, batch: int) -> float | None:
+        for r in self.rows:
+            if r["variant"] == variant and r["batch"] == batch:
+                return r[self.rate_key]
+        return None
+
+    def speedup(self, variant: str, over: str, batch: int) -> float | None:
+        """``variant``'s rate over ``over``'s at ``batch`` (``None`` if either did not run)."""
+        a, b = self.rate(variant, batch), self.rate(over, batch)
+        return round(a / b, 3) if a and b else None
+
+    def amp_speedup_at_best_batch(self) -> float | None:
+        """The best eager autocast row over float32 at the best row's batch."""
+        best = self.best()
+        if best is None:
+            return None
+        amp = [
+            r[self.rate_key]
+            for r in self.measured()
+            if r["batch"] == best["batch"]
+            and Variant.parse(r["variant"]).amp_dtype
+            and Variant.parse(r["variant"]).compile is None
+        ]
+        base = self.rate("fp32", best["batch"])
+        return round(max(amp) / base, 3) if amp and base else None
+
+    def frame(self) -> pandas.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.rows)
+
+    def to_dict(self) -> dict:
+        best = self.best()
+        return {
+            "workload": self.workload,
+            "device": self.device,
+            "unit": self.unit,
+            "flops_per_sample": self.flops_per_sample,
+            "peak_tflops": self.peak_tflops,
+            "notes": self.notes,
+            "best": None if best is None else {k: best[k] for k in _best_keys(self.rate_key)},
+            "amp_speedup_at_best_batch": self.amp_speedup_at_best_batch(),
+            "rows": self.rows,
+        }
+
+    def summary(self) -> str:
+        """The rows as a fixed-width table, then the notes."""
+        key = self.rate_key
+        head = f"{'batch':>6} {'variant':<24} {key:>14} {'step ms':>9} {'TFLOP/s':>8} " \
+               f"{'of peak':>8} {'busy':>6} {'peak MiB':>9}"  # fmt: skip
+        lines = [f"bench training {self.workload} on {self.device}", head]
+
+        def cell(v, fmt):
+            return "-" if v is None else format(v, fmt)
+
+        for r in self.rows:
+            lines.append(
+                f"{r['batch']:>6} {r['variant']:<24} {cell(r[key], ',.0f'):>14} "
+                f"{cell(r['step_ms'], '.2f'):>9} {cell(r['tflops'], '.2f'):>8} "
+                f"{cell(r['fraction_of_peak'], '.1%'):>8} {cell(r['busy_fraction'], '.0%'):>6} "
+                f"{cell(r['peak_memory_mib'], ',.0f'):>9}" + (f"  {r['note']}" if r["note"] else "")
+            )
+        best = self.best()
+        if best:
+            lines.append(f"best: {best['variant']} at batch {best['batch']}, "
+                         f"{best[key]:,.0f} {self.unit}/s")  # fmt: skip
+        lines += [f"{k}: {v}" for k, v in self.notes.items()]
+        return "\n".join(lines)
+
+
+def _best_keys(rate_key: str) -> tuple[str, ...]:
+    return ("variant", "batch", rate_key, "step_ms", "tflops", "fraction_of_peak",
+            "busy_fraction", "peak_memory_mib")  # fmt: skip
+
+
+def flops_per_sample(workload: SweepWorkload, device: torch.device) -> float:
+    """FLOPs of one training sample's forward and backward pass, counted by PyTorch's
+    ``FlopCounterMode`` on a float32 step at batch 2 (the optimizer's few are left out)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    model = workload.model_fn().to(device).train()
+    x, y = (t[:2].to(device) for t in workload.batch)
+    loss_fn = setup.loss_on(workload.loss_fn, device)
+    with FlopCounterMode(display=False) as counter:
+        logits, aux = train._split_output(model(x))
+        loss = loss_fn(logits, y)
+        if aux is not None and workload.aux_logits_weight:
+            loss = loss + workload.aux_logits_weight * loss_fn(aux, y)
+        loss.backward()
+    return counter.get_total_flops() / x.shape[0]
+
+
+def _draw(batch: tuple[torch.Tensor, torch.Tensor], n: int, device, channels_last: bool):
+    """A batch of ``n`` samples drawn (with repeats) from a real batch, on the device."""
+    x, y = batch
+    idx = torch.randint(len(x), (n,), generator=torch.Generator().manual_seed(n))
+    return train.to_device(x[idx], device, channels_last), y[idx].to(device)
+
+
+def _kernel_seconds(prof) -> float:
+    """The time the device was busy in a profile: the union of its kernels' and copies'
+    intervals (overlapping kernels count once)."""
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+    )
+    busy, end = 0.0, float("-inf")
+    for a, b in spans:
+        if b <= end:
+            continue
+        busy += b - max(a, end)
+        end = b
+    return busy / 1e6
+
+
+def _busy_fraction(step, x, y, device, step_s: float, steps: int = 3) -> float | None:
+    """Kernel time over wall time for ``steps`` profiled steps: near 1 the device is the
+    limit, far below it the host's launches are (the step is launch-bound)."""
+    if device.type != "cuda":
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step(x, y)
+            train.synchronize(device)
+        busy = _kernel_seconds(prof)
+    except RuntimeError:  # a profiler that cannot trace this device: no figure, no failure
+        return None
+    return round(min(1.0, busy / (steps * step_s)), 3) if busy > 0 else None
+
+
+def _point(workload: SweepWorkload, variant: Variant, batch: int, device, timing) -> dict:
+    """One measured row (raises on failure; the caller turns that into a note)."""
+    steps, warmup, repeats = timing
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    torch.manual_seed(0)
+    model = workload.model_fn().to(device)
+    if variant.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    make_opt = workload.optimizer_fn or sgd
+    optimizer = make_opt(model.parameters(), fused=variant.fused)
+    trained = model
+    if variant.compile:
+        torch._dynamo.reset()
+        trained = torch.compile(model, mode=variant.compile, dynamic=False)
+    options = setup.FitOptions(
+        amp=variant.amp_dtype is not None,
+        amp_dtype=variant.amp_dtype,
+        channels_last=variant.channels_last,
+        aux_logits_weight=workload.aux_logits_weight,
+        progress=False,
+    )
+    step = train.step_function(trained, optimizer, workload.loss_fn, device, options)
+    x, y = _draw(workload.batch, batch, device, variant.channels_last)
+    for _ in range(warmup):
+        step(x, y)
+    train.synchronize(device)
+    times = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step(x, y)
+        train.synchronize(device)
+        times.append((time.perf_counter() - t0) / steps)
+    step_s = statistics.median(times)
+    rate = batch * workload.per_sample / step_s
+    return {
+        f"{workload.unit}_per_s": round(rate, 1),
+        "step_ms": round(1000 * step_s, 3),
+        "busy_fraction": _busy_fraction(step, x, y, device, step_s),
+        "peak_memory_mib": (
+            round(torch.cuda.max_memory_allocated() / 2**20, 1) if device.type == "cuda" else None
+        ),
+    }
+
+
+def _why_not(variant: Variant, workload: SweepWorkload, device) -> str | None:
+    if variant.channels_last and not workload.image_layout:
+        return "not run: channels-last is a layout of image batches"
+    if variant.compile == "reduce-overhead" and device.type != "cuda":
+        return "not run: graphs (compile's reduce-overhead mode) replay GPU kernels"
+    if variant.amp_dtype and setup.autocast_dtype(device) is None:
+        return f"not run: autocast is not available on {device.type}"
+    if variant.precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return "not run: this GPU has no bfloat16"
+    return None
+
+
+def sweep(
+    workload: SweepWorkload,
+    device: str | torch.device | None = None,
+    *,
+    batches: Iterable[int],
+    variants: Iterable[str] | None = None,
+    only: dict[str, Iterable[int]] | None = None,
+    steps: int = 10,
+    warmup: int = 3,
+    repeats: int = 3,
+    peak_tflops: float | None = None,
+    budget_s: float | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Sweep:
+    """The training step of ``workload`` at every batch size and variant, side by side.
+
+    For each variant (see :data:`FLAGS`) and batch size (ascending): a fresh model
+    (seeded alike) and optimizer, ``warmup`` untimed steps (compilation happens
+    there), then the median of ``repeats`` timed runs of ``steps`` steps on one
+    batch kept on the device (data loading is not measured: see
+    :mod:`rocm_dl_guide.training.input_speed`). Each row has the throughput, the
+    step time, TFLOP/s from PyTorch's FLOP count and the fraction of
+    ``peak_tflops`` (the device's dense bf16 matrix peak), the busy fraction
+    from ``torch.profiler`` (GPU only) and the peak memory (GPU only). A batch
+    that runs out of memory ends that variant's larger batches; a variant that
+    cannot run here, or fails, is a row whose ``note`` says why. With
+    ``budget_s`` the points left when it is spent are rows saying so. ``only``
+    adds variants measured at the batch sizes it names alone (a compile per
+    point is expensive). On a GPU, cuDNN's (MIOpen's) autotuner is on
+    (``torch.backends.cudnn.benchmark``) for every variant alike.
+    """
+    device = torch.device(device) if device is not None else train.default_device()
+    batches = sorted(set(batches))
+    if not batches or batches[0] < 1:
+        raise ValueError(f"batch sizes must be positive, got {batches}")
+    default = GPU_VARIANTS if device.type == "cuda" else CPU_VARIANTS
+    chosen = [(Variant.parse(v), batches) for v in (variants or default)]
+    if variants is None and not workload.image_layout:
+        chosen = [(v, b) for v, b in chosen if not v.channels_last]
+    chosen += [(Variant.parse(v), sorted(set(b))) for v, b in (only or {}).items()]
+    flops = flops_per_sample(workload, device)
+    benchmark = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = device.type == "cuda" or benchmark
+    try:
+        rows = _sweep_rows(workload, device, chosen, (steps, warmup, repeats), budget_s, log)
+    finally:
+        torch.backends.cudnn.benchmark = benchmark
+    for row in rows:
+        rate = row[f"{workload.unit}_per_s"]
+        if rate is not None:
+            row["tflops"] = round(flops * rate / workload.per_sample / 1e12, 3)
+            if peak_tflops:
+                row["fraction_of_peak"] = round(row["tflops"] / peak_tflops, 4)
+    notes = _notes(workload.unit, flops, device, peak_tflops)
+    return Sweep(workload.name, str(device), workload.unit, rows, flops, peak_tflops, notes)
+
+
+def _sweep_rows(workload, device, chosen, timing, budget_s, log) -> list[dict]:
+    """The rows of :func:`sweep`, measured in order, without their FLOP figures."""
+    key = f"{workload.unit}_per_s"
+    started = time.perf_counter()
+    rows = []
+    for variant, batches in chosen:
+        stop: str | None = _why_not(variant, workload, device)
+        for batch in batches:
+            row = {"batch": batch, "variant": variant.name, key: None, "step_ms": None,
+                   "tflops": None, "fraction_of_peak": None, "busy_fraction": None,
+                   "peak_memory_mib": None, "note": ""}  # fmt: skip
+            rows.append(row)
+            if stop is None and budget_s is not None and time.perf_counter() - started > budget_s:
+                stop = f"not run: the sweep's {budget_s:.0f} s budget was spent"
+            if stop is not None:
+                row["note"] = stop
+                continue
+            if log:
+                log(f"  {workload.name}: {variant.name} at batch {batch} ...")
+            try:
+                row.update(_point(workload, variant, batch, device, timing))
+            except torch.OutOfMemoryError:
+                row["note"] = "out of memory"
+                stop = f"not run: out of memory at batch {batch}"
+            except Exception as exc:  # noqa: BLE001 - one variant's failure is its row's
+                row["note"] = f"failed: {type(exc).__name__}: {exc}"[:300]
+            finally:
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+    return rows
+
+
+def _notes(unit: str, flops: float, device, peak_tflops) -> dict[str, str]:
+    """Why a column is null here, and what the FLOP and peak figures are."""
+    notes = {}
+    if device.type != "cuda":
+        notes["busy_fraction"] = "kernel time over wall time is a GPU's figure (no GPU here)"
+        notes["peak_memory_mib"] = "peak memory is read from the GPU's allocator (no GPU here)"
+    if not peak_tflops:
+        notes["fraction_of_peak"] = (
+            "no peak matrix throughput is known for this device"
+            if device.type == "cuda"
+            else "a CPU has no peak in the table; CPU figures say nothing about a GPU"
+        )
+    else:
+        notes["fraction_of_peak"] = (
+            f"of the device's dense bf16 matrix peak, {peak_tflops:g} TFLOP/s"
+        )
+    notes["tflops"] = (
+        f"{flops / 1e9:.3g} GFLOP per {'sequence' if unit == 'tokens' else 'image'} "
+        "(forward and backward), counted by torch.utils.flop_counter.FlopCounterMode"
+    )
+    return notes
+
+
+def example_workload(example: str, profile, device) -> SweepWorkload:
+    """The sweep's workload of a case study in the registry (``train EXAMPLE``'s name)."""
+    from rocm_dl_guide.core import casestudies
+
+    return from_workload(example, casestudies.get(example).workload_function()(profile, device))
+
+
+def device_peak_tflops(device: torch.device) -> float | None:
+    """The GPU's dense bf16 matrix peak from the book's table; ``None`` on a CPU or an
+    unlisted device."""
+    from rocm_dl_guide.core.device import peak_matrix_throughput
+
+    if device.type != "cuda":
+        return None
+    entry = peak_matrix_throughput(torch.cuda.get_device_name(device))
+    return entry["bf16_tflops"] if entry else None

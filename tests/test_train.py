@@ -27,7 +27,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from rocm_dl_guide.training import train, training_speed  # noqa: E402
+from rocm_dl_guide.training import train  # noqa: E402
 from rocm_dl_guide.training.checkpoints import CheckpointError, load_weights, save_weights  # noqa: E402
 from rocm_dl_guide.training.metrics import EpochMetrics  # noqa: E402
 from rocm_dl_guide.training.train import TrainResult, evaluate, fit  # noqa: E402
@@ -317,26 +317,6 @@ def test_amp_and_channels_last_on_cpu():
     assert model[0].weight.is_contiguous(memory_format=torch.channels_last)
 
 
-def test_training_speed_reports_every_variant():
-    loader = DataLoader(make_data(128, seed=4), batch_size=32)
-    result = training_speed.compare(make_model, loader, "cpu", steps=2, warmup=1, repeats=2)
-    frame = result.frame
-    assert list(frame["variant"]) == ["float32", "channels_last", "amp", "amp+channels_last"]
-    assert {"images_per_second", "speedup", "note", "dtype"} <= set(frame.columns)
-    f32 = frame.set_index("variant").loc["float32"]
-    assert f32["images_per_second"] > 0 and f32["speedup"] == pytest.approx(1.0)
-    assert f32["dtype"] == "float32" and not f32["channels_last"]
-    for _, row in frame.iterrows():  # every variant either ran or says why not
-        assert row["images_per_second"] > 0 or row["note"]
-    assert result.device == "cpu"
-    assert result.speedup("float32") == pytest.approx(1.0)
-    name, best = result.fastest()
-    assert best == pytest.approx(frame["speedup"].max()) and name in set(frame["variant"])
-
-
-# --------------------------------------------------------------------------- checkpoints
-
-
 def test_resume_after_sigkill_continues_without_gap(tmp_path):
     ckpt_dir = tmp_path / "ckpt"
     rc, _ = run_script(tmp_path, ckpt_dir, 3, KILL_AFTER_EPOCH="1")
@@ -613,18 +593,6 @@ def test_native_bf16_detection_from_cpu_flags():
     assert device.cpu_has_native_bf16({"avx2", "avx512f", "avx512_bf16"})
     assert device.cpu_has_native_bf16({"amx_bf16", "amx_tile"})
     assert not device.cpu_has_native_bf16({"avx2", "fma", "avx512f"})
-
-
-def test_training_speed_skips_emulated_bf16_and_says_why(monkeypatch):
-    monkeypatch.setattr(training_speed, "cpu_has_native_bf16", lambda: False)
-    loader = DataLoader(make_data(64, seed=5), batch_size=32)
-    result = training_speed.compare(make_model, loader, "cpu", steps=1, warmup=0, repeats=1)
-    rows = result.frame.set_index("variant")
-    for variant in ("amp", "amp+channels_last"):
-        assert math.isnan(rows.loc[variant, "images_per_second"])
-        assert rows.loc[variant, "note"].startswith("skipped: this CPU has no native bfloat16")
-    assert rows.loc["float32", "images_per_second"] > 0
-    assert result.fastest()[0] in ("float32", "channels_last")
 
 
 def test_the_run_record_carries_the_epoch_history_for_both_frameworks():

@@ -5,14 +5,17 @@
 replaces the classifier and switches the auxiliary head off, and :func:`train`
 runs the guide's SGD/StepLR recipe (:data:`RECIPE`) through the shared loop
 :func:`rocm_dl_guide.training.train.fit` on the loaders of
-:func:`~rocm_dl_guide.casestudies.tiny_imagenet.tiny_imagenet_loaders`. This is
+:func:`~rocm_dl_guide.casestudies.tiny_imagenet.tiny_imagenet_loaders`, with the
+profile's settings (:func:`settings`: the ``gpu`` profile trains at batch
+:data:`GPU_BATCH_SIZE` in bfloat16 and channels-last, as the GPU record
+measured fastest, with the learning rate scaled to the batch). This is
 the registry's ``inception-v3`` (``train inception-v3``); :func:`training_workload`
-is what ``selfcheck`` times, and :func:`compare_training_speed` the page's
-float32 / AMP / channels-last comparison.
+is what ``selfcheck`` and ``bench training inception-v3`` time.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from rocm_dl_guide.casestudies.inception_pretrained import (
     LoadedModel,
     load_pretrained,
-    random_inception,
 )
 from rocm_dl_guide.casestudies.tiny_imagenet import (
     BATCH_SIZE,
@@ -35,19 +37,18 @@ from rocm_dl_guide.core import files, profiles
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
 
-    from rocm_dl_guide.training.training_speed import SpeedComparison, Workload
+    from rocm_dl_guide.training.training_speed import Workload
 
-# The guide's fine-tuning recipe (torchvision's reference classification script;
-# the input sizes and the batch are the loaders', in tiny_imagenet).
+# The guide's fine-tuning recipe (torchvision's reference classification script,
+# whose defaults are for 8 GPUs with 32 images each; the input sizes and the
+# batch are the loaders', in tiny_imagenet).
 LEARNING_RATE = 0.1
 MOMENTUM = 0.9
 WEIGHT_DECAY = 1e-4
 LR_STEP_SIZE = 30
 LR_GAMMA = 0.1
 RANDOM_INIT_LR = 0.001
-"""Learning rate used instead of 0.1 when the model starts from random weights
-(the smoke profile, or offline): the guide's 0.1 is a fine-tuning rate and makes
-training from scratch diverge within a few dozen steps."""
+"""DOC_PLACEHOLDER"""
 FULL_EPOCHS = 90
 RECIPE = {
     "case study": "Inception v3 fine-tuning (PyTorch)",
@@ -61,6 +62,163 @@ RECIPE = {
     "input": f"train crop {TRAIN_CROP_SIZE}; val resize {VAL_RESIZE_SIZE}, crop {VAL_CROP_SIZE}",
 }
 """The ``full`` profile's settings, which are the guide's."""
+REFERENCE_BATCH = 256
+"""The batch that the recipe's learning rate of 0.1 is for: torchvision's reference
+script runs on 8 GPUs with 32 images each (``torchrun --nproc_per_node=8 train.py``),
+so each step averages the gradient over 256 images."""
+GPU_BATCH_SIZE = 256
+"""The ``gpu`` profile's batch per device. The GPU record (``make gpu-check`` on an
+NVIDIA H200, ``data/gpu-verification.json``, figures ``inception-v3``) measured
+training at 299x299: float32 1,075 img/s at batch 64 and 1,195 at 256; bfloat16
+autocast with channels-last 1,204 at 64, where the GPU was busy only 56% of the
+time, and 2,417 at 256 (busy 98%, 2.02x float32); bfloat16 without channels-last
+1,287 at 256. Peak memory at 256 was 13.6 GiB."""
+WARMUP_EPOCHS = 1
+"""The ``gpu`` profile's linear warm-up, in epochs (stepped every batch). Goyal et al.
+warm up for 5 of 90 epochs; the ``gpu`` profile trains at most 5, so it takes one."""
+WARMUP_START_FACTOR = 0.01
+"""The warm-up starts at this fraction of the learning rate (torchvision's reference
+script's default ``--lr-warmup-decay``)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a profile trains: what :func:`settings` returns."""
+
+    batch_size: int
+    """Images per step on each device."""
+    lr: float
+    """The learning rate after the warm-up."""
+    warmup_steps: int
+    """Steps of linear warm-up from ``WARMUP_START_FACTOR * lr`` (0: none)."""
+    steps_per_epoch: int
+    fused: bool
+    """SGD's fused kernel (one kernel for the whole update) instead of ``foreach``."""
+    amp: bool
+    channels_last: bool
+    world_size: int = 1
+
+    @property
+    def per_step(self) -> bool:
+        """Whether the schedule steps every batch (warm-up) rather than every epoch."""
+        return self.warmup_steps > 0
+
+    def scheduler(self, optimizer):
+        """The learning-rate schedule on ``optimizer``: the recipe's StepLR (x0.1 every
+        30 epochs), per epoch; with a warm-up, a linear rise over ``warmup_steps``
+        chained with the same decay counted in steps, both stepped every batch."""
+        import torch
+
+        sched = torch.optim.lr_scheduler
+        if not self.per_step:
+            return sched.StepLR(optimizer, step_size=LR_STEP_SIZE, gamma=LR_GAMMA)
+        warmup = sched.LinearLR(
+            optimizer, start_factor=WARMUP_START_FACTOR, total_iters=self.warmup_steps
+        )
+        decay = sched.StepLR(
+            optimizer, step_size=LR_STEP_SIZE * self.steps_per_epoch, gamma=LR_GAMMA
+        )
+        return sched.ChainedScheduler([warmup, decay])
+
+    def facts(self) -> dict[str, Any]:
+        """The settings for a run's record and the page."""
+        return {
+            "batch_size": self.batch_size,
+            "global_batch": self.batch_size * self.world_size,
+            "lr": self.lr,
+            "warmup_steps": self.warmup_steps,
+            "fused": self.fused,
+            "amp": self.amp,
+            "channels_last": self.channels_last,
+        }
+
+    def describe(self) -> str:
+        """The settings in a few words, as :meth:`InceptionRun.summary` prints them."""
+        warmup = (
+            f" after a linear warm-up over {self.warmup_steps} steps from "
+            f"{WARMUP_START_FACTOR * self.lr:g}"
+            if self.warmup_steps
+            else ""
+        )
+        parts = [f"batch {self.batch_size}", f"lr {self.lr:g}{warmup}"]
+        parts.append("fused SGD" if self.fused else "SGD")
+        parts += ["bfloat16 autocast"] * self.amp + ["channels-last"] * self.channels_last
+        return ", ".join(parts)
+
+
+def fused_supported(device) -> bool:
+    """Whether this PyTorch has SGD's fused kernel for ``device``: the devices in its
+    list of fused kernels (CUDA and ROCm GPUs; the CPU too in recent releases)."""
+    import inspect
+
+    import torch
+
+    if "fused" not in inspect.signature(torch.optim.SGD).parameters:
+        return False
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+    except ImportError:  # pragma: no cover - a PyTorch without the list
+        return False
+    return torch.device(device).type in _get_fused_kernels_supported_devices()
+
+
+def settings(
+    profile: profiles.Profile,
+    *,
+    train_images: int,
+    pretrained: bool,
+    device="cpu",
+    world_size: int = 1,
+    batch_size: int | None = None,
+    lr: float | None = None,
+    amp: bool | None = None,
+    channels_last: bool | None = None,
+) -> Settings:
+    """How ``profile`` trains on ``train_images`` images with ``world_size`` processes.
+
+    - ``smoke`` and ``full``: the recipe as it is (batch 32, the StepLR schedule
+      per epoch, no warm-up), lr 0.1 from pretrained weights. The ``full``
+      profile is the recipe for 8 GPUs (``--nproc 8``); on one device it keeps
+      lr 0.1 for a batch of 32.
+    - ``gpu``: batch :data:`GPU_BATCH_SIZE` per device and lr 0.1 scaled
+      linearly to the global batch (``0.1 * batch * world_size / 256``; Goyal et
+      al. 2017), reached by a linear warm-up over the first epoch
+      (:data:`WARMUP_EPOCHS`) and then decayed x0.1 every 30 epochs, counted in
+      steps. On a GPU, bfloat16 autocast and channels-last are on.
+
+    Random weights (the ``smoke`` profile, or fixtures) train at
+    :data:`RANDOM_INIT_LR`, without scaling. SGD is fused where
+    :func:`fused_supported` says so, except in ``smoke``, which keeps the
+    default ``foreach`` update so the CPU build's numbers stay as they were.
+    ``batch_size``, ``lr`` (the rate after the warm-up), ``amp`` and
+    ``channels_last`` override the profile's choice where given.
+    """
+    import torch
+
+    gpu_profile = profile.name == "gpu"
+    on_gpu = torch.device(device).type == "cuda"
+    batch = batch_size or (GPU_BATCH_SIZE if gpu_profile else BATCH_SIZE)
+    if lr is None:
+        if not pretrained:
+            lr = RANDOM_INIT_LR
+        elif gpu_profile:
+            lr = LEARNING_RATE * batch * world_size / REFERENCE_BATCH
+        else:
+            lr = LEARNING_RATE
+    per_rank = math.ceil(train_images / world_size)  # DistributedSampler pads the shards
+    steps = math.ceil(per_rank / batch)
+    if profile.max_train_batches is not None:
+        steps = min(steps, profile.max_train_batches)
+    return Settings(
+        batch_size=batch,
+        lr=lr,
+        warmup_steps=WARMUP_EPOCHS * steps if gpu_profile else 0,
+        steps_per_epoch=steps,
+        fused=profile.name != "smoke" and fused_supported(device),
+        amp=(gpu_profile and on_gpu) if amp is None else amp,
+        channels_last=(gpu_profile and on_gpu) if channels_last is None else channels_last,
+        world_size=world_size,
+    )
 
 
 def finetune_model(num_classes: int, profile: profiles.Profile) -> tuple[nn.Module, LoadedModel]:
@@ -88,7 +246,7 @@ class InceptionRun:
     """The :class:`rocm_dl_guide.training.train.TrainResult`."""
     weights_note: str
     lr: float
-    """The initial learning rate used."""
+    """The learning rate used (after the warm-up, where there is one)."""
     epochs: int
     device: str
     profile: str
@@ -96,6 +254,8 @@ class InceptionRun:
     """Where the trained weights were saved (``trained_inception_v3.pt``), if anywhere."""
     pretrained: bool = False
     """Whether training started from the ImageNet weights (else random weights)."""
+    settings: Settings | None = None
+    """How it trained: batch, learning rate, warm-up, fused SGD, autocast, channels-last."""
 
     @property
     def start(self) -> str:
@@ -114,9 +274,17 @@ class InceptionRun:
         return (
             f"Inception v3 on tiny-imagenet-200 ({len(self.data.classes)} classes, "
             f"{self.data.image_size}px): {val} after {self.epochs} epoch(s) on {self.device}; "
-            f"profile {self.profile}; start: {self.start}, lr {self.lr:g}; "
+            f"profile {self.profile}; start: {self.start}, {self.how()}; "
             f"data: {self.data.prepared.note}{saved}"
         )
+
+    def how(self) -> str:
+        """The training settings in a few words (batch, lr, warm-up, optimizer, precision)."""
+        return self.settings.describe() if self.settings else f"lr {self.lr:g}"
+
+    def record_fields(self) -> dict[str, Any]:
+        """The settings, for the ``--json`` record."""
+        return self.settings.facts() if self.settings else {"lr": self.lr}
 
     def plot(self, ax=None):
         return self.result.plot(
@@ -131,11 +299,11 @@ def train(
     resume: bool = False,
     checkpoint_every: int | None = None,
     progress: bool = True,
-    amp: bool = False,
-    channels_last: bool = False,
+    amp: bool | None = None,
+    channels_last: bool | None = None,
     fsdp: bool = False,
     image_size: int | None = None,
-    batch_size: int = BATCH_SIZE,
+    batch_size: int | None = None,
     lr: float | None = None,
     seed: int = 0,
 ) -> InceptionRun:
@@ -144,45 +312,63 @@ def train(
     SGD (lr 0.1, momentum 0.9, weight decay 1e-4) with StepLR (x0.1 every 30
     epochs), cross-entropy loss, batch 32, 90 epochs in the ``full`` profile;
     the profile caps epochs (``smoke``: 2, the registry's cap for ``inception-v3``),
-    batches per epoch and the input size. With
+    batches per epoch and the input size. The ``gpu`` profile trains at batch 256
+    in bfloat16 and channels-last, with the learning rate scaled to the batch
+    after a warm-up (:func:`settings`). With
     ``checkpoint_dir`` every epoch is checkpointed (``resume`` continues;
     ``checkpoint_every`` adds checkpoints every N steps inside the epochs) and the
-    final weights are saved as ``trained_inception_v3.pt``. ``lr`` defaults to
-    the guide's 0.1 from pretrained weights and :data:`RANDOM_INIT_LR` from
-    random ones.
+    final weights are saved as ``trained_inception_v3.pt``. ``batch_size``,
+    ``lr``, ``amp`` and ``channels_last`` default to the profile's
+    (:func:`settings`); ``amp=False`` or ``channels_last=False`` turns the
+    ``gpu`` profile's choice off.
     """
     import torch
 
     from rocm_dl_guide.core import device as devices
+    from rocm_dl_guide.core import distributed
     from rocm_dl_guide.training import train as loop
 
     n_epochs = profile.epochs(FULL_EPOCHS, epochs, example="inception-v3")
     dev = devices.pick()
+    batch = batch_size or (GPU_BATCH_SIZE if profile.name == "gpu" else BATCH_SIZE)
     data = tiny_imagenet_loaders(
-        profile, image_size=image_size, batch_size=batch_size, seed=seed, device=dev
+        profile, image_size=image_size, batch_size=batch, seed=seed, device=dev
     )
     torch.manual_seed(seed)
     model, loaded = finetune_model(len(data.classes), profile)
-    if lr is None:
-        lr = LEARNING_RATE if loaded.pretrained else RANDOM_INIT_LR
-    optimizer = torch.optim.SGD(
-        model.parameters(), lr=lr, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY
+    how = settings(
+        profile,
+        train_images=len(data.train_set),
+        pretrained=loaded.pretrained,
+        device=dev,
+        world_size=distributed.env_world_size(),
+        batch_size=batch,
+        lr=lr,
+        amp=amp,
+        channels_last=channels_last,
     )
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=LR_STEP_SIZE, gamma=LR_GAMMA)
+    optimizer = torch.optim.SGD(
+        model.parameters(),
+        lr=how.lr,
+        momentum=MOMENTUM,
+        weight_decay=WEIGHT_DECAY,
+        **({"fused": True} if how.fused else {}),
+    )
     result = loop.fit(
         model,
         data.train_loader,
         epochs=n_epochs,
         optimizer=optimizer,
-        scheduler=scheduler,
+        scheduler=how.scheduler(optimizer),
+        scheduler_interval="batch" if how.per_step else "epoch",
         val_loader=data.val_loader,
         device=dev,
         max_train_batches=profile.max_train_batches,
         checkpoint_dir=checkpoint_dir,
         resume=resume,
         checkpoint_every=checkpoint_every,
-        amp=amp,
-        channels_last=channels_last,
+        amp=how.amp,
+        channels_last=how.channels_last,
         fsdp=fsdp,
         progress=progress,
         final_weights="trained_inception_v3.pt",
@@ -193,11 +379,12 @@ def train(
         result=result,
         weights_note=loaded.note,
         pretrained=loaded.pretrained,
-        lr=lr,
+        lr=how.lr,
         epochs=n_epochs,
         device=str(devices.describe()),
         profile=profile.name,
         weights=result.weights,
+        settings=how,
     )
 
 
@@ -221,44 +408,3 @@ def training_workload(profile: profiles.Profile, device=None) -> Workload:
         data.image_size,
         loaders={f"DataLoader, {workers} workers, JPEG decode and augmentation": loader},
     )
-
-
-def compare_training_speed(
-    profile: profiles.Profile,
-    batch_size: int | None = None,
-    image_size: int | None = None,
-) -> SpeedComparison:
-    """Training-step throughput of Inception v3 in float32, channels-last, autocast
-    and both, measured in one run (see :func:`rocm_dl_guide.training.training_speed.compare`).
-
-    Uses tiny-imagenet-200 batches at the profile's input size and a randomly
-    initialised model (weights do not change the speed). On the CPU the run is
-    short (batch 16, 1 warm-up step, 3 timed repeats of 3 steps); on a GPU,
-    batch 32 with 5 warm-up steps and 5 repeats of 20 steps.
-    """
-    import torch
-
-    from rocm_dl_guide.core import device as devices
-    from rocm_dl_guide.training import training_speed
-
-    dev = devices.pick()
-    on_gpu = dev.type == "cuda"
-    data = tiny_imagenet_loaders(
-        profile,
-        image_size=image_size,
-        batch_size=batch_size or (BATCH_SIZE if on_gpu else 16),
-        device=dev,
-    )
-    n = len(data.classes)
-    torch.manual_seed(0)
-    result = training_speed.compare(
-        lambda: random_inception(n, aux_logits=False),
-        data.train_loader,
-        dev,
-        steps=20 if on_gpu else 3,
-        warmup=5 if on_gpu else 1,
-        repeats=5 if on_gpu else 3,
-    )
-    result.batch_size = data.train_loader.batch_size
-    result.image_size = data.image_size
-    return result

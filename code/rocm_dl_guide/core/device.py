@@ -127,15 +127,26 @@ def cpu_has_native_bf16(flags: set[str] | None = None) -> bool:
 
 
 def peak_matrix_throughput(name: str) -> dict[str, Any] | None:
-    """The entry of :data:`PEAK_FILE` for a device name (``bf16_tflops``, its
-    ``name`` and ``source``): the first whose every ``match`` word occurs in
-    ``name``, case-insensitive; ``None`` for a device the table does not list."""
+    """The entry of :data:`PEAK_FILE` for a device name (``bf16_tflops``,
+    ``memory_gb_per_s``, its ``name`` and ``source``): the first whose every
+    ``match`` word occurs in ``name``, case-insensitive; ``None`` for a device
+    the table does not list."""
     table = json.loads(PEAK_FILE.read_text(encoding="utf-8"))["devices"]
     lowered = name.lower()
     for entry in table:
         if all(word.lower() in lowered for word in entry["match"]):
             return entry
     return None
+
+
+def peak_memory_bandwidth(name: str) -> tuple[float, str] | None:
+    """The device's peak memory bandwidth in GB/s and the page that gives it,
+    from :func:`peak_matrix_throughput`'s entry; ``None`` for a device the table
+    does not list or lists without a bandwidth."""
+    entry = peak_matrix_throughput(name)
+    if not entry or entry.get("memory_gb_per_s") is None:
+        return None
+    return float(entry["memory_gb_per_s"]), entry.get("bandwidth_source", entry["source"])
 
 
 def describe() -> DeviceInfo:

@@ -173,3 +173,12 @@ def peak_tflops(engine: Engine) -> tuple[float, str] | None:
         return None
     entry = devices.peak_matrix_throughput(engine.name)
     return (entry["bf16_tflops"], entry["source"]) if entry else None
+
+
+def peak_bandwidth(engine: Engine) -> tuple[float, str] | None:
+    """The GPU's peak memory bandwidth in GB/s and its source, where the guide's
+    table lists it; ``None`` on the CPU (the interpreter has no such figure) or
+    for a device the table does not list."""
+    if engine.interpreted:
+        return None
+    return devices.peak_memory_bandwidth(engine.name)

@@ -261,6 +261,27 @@ def plot(rows: list[Row], engine_name: str):
     return fig
 
 
+def recorded_reading(recorded: dict[str, Any] | None) -> str:
+    """The last GPU record's matmul (``recorded``, from
+    :func:`rocm_dl_guide.kernels.bench.recorded`) in words: its TFLOP/s as a
+    fraction of the device's peak dense 16-bit throughput, labelled as the record's."""
+    if not recorded or "tflops" not in recorded:
+        return "No GPU record holds the matmul's figures yet."
+    shape = " x ".join(f"{n:,}" for n in SHAPES["gpu"][0])
+    text = (
+        f"The last GPU record ({recorded['device']}, {recorded['date']}) has the kernel "
+        f"at {shape} at {recorded['tflops']:,.0f} TFLOP/s"
+    )
+    if "fraction_of_peak" in recorded and "peak_tflops" in recorded:
+        text += (
+            f", {recorded['fraction_of_peak']:.0%} of the device's "
+            f"{recorded['peak_tflops']:,.1f} TFLOP/s dense 16-bit peak"
+        )
+    if "matmul_vs_torch" in recorded:
+        text += f", {recorded['matmul_vs_torch']:.2f} times torch.matmul's TFLOP/s"
+    return text + "."
+
+
 TABLE_FORMATS = {"ms": "{:.3f}", "TFLOP/s": "{:.3g}", "of peak": "{:.1%}", "rel. error": "{:.1e}"}
 """How the page's table prints each figure column."""
 

@@ -189,6 +189,49 @@ def plot(rows: list[Row], engine_name: str):
     return fig
 
 
+def bandwidth_reading(rows: list[Row], eng: engine.Engine, recorded: dict | None) -> str:
+    """The Triton kernel's effective GB/s at the largest shape against the device's
+    peak memory bandwidth, in words. Compiled for a GPU: this run's figure, as a
+    fraction of the peak where the guide's table lists the device. On the
+    interpreter: that a CPU has no such figure, then the last GPU record's
+    (``recorded``, from :func:`rocm_dl_guide.kernels.bench.recorded`), labelled as
+    the record's, or that it comes with the next GPU record."""
+    ours = next(r for r in reversed(rows) if r.version == "Triton kernel")
+    if not eng.interpreted:
+        text = (
+            f"At {ours.rows:,} x {ours.cols:,} the Triton kernel reached {ours.gb_per_s:,.0f} GB/s"
+        )
+        peak = engine.peak_bandwidth(eng)
+        if not peak:
+            return text + ". The guide's table gives no memory bandwidth for this GPU."
+        return (
+            text + f", {ours.gb_per_s / peak[0]:.0%} of the {peak[0]:,.0f} GB/s peak of {eng.name}."
+        )
+    text = (
+        "Here the kernel ran in Triton's interpreter, so its GB/s measure NumPy on the "
+        "CPU: a CPU build has no fraction of a GPU's memory bandwidth to show."
+    )
+    if not recorded:
+        return text + " No GPU record holds one yet; make gpu-check --record writes it."
+    shape = " x ".join(f"{n:,}" for n in SHAPES["gpu"][-1])
+    where = f"The last GPU record ({recorded['device']}, {recorded['date']})"
+    if "fraction_of_bandwidth" in recorded:
+        return text + (
+            f" {where} has the Triton kernel at {shape} at {recorded['gb_per_s']:,.0f} GB/s, "
+            f"{recorded['fraction_of_bandwidth']:.0%} of the device's "
+            f"{recorded['peak_gb_per_s']:,.0f} GB/s peak."
+        )
+    if "gb_per_s" in recorded:
+        return text + (
+            f" {where} has the Triton kernel at {shape} at {recorded['gb_per_s']:,.0f} GB/s; "
+            "the guide's table gives no memory bandwidth for that device."
+        )
+    return text + (
+        f" {where} predates this figure: it keeps only the ratios below. "
+        "The kernel's GB/s and its fraction of the peak come with the next GPU record."
+    )
+
+
 TABLE_FORMATS = {"ms": "{:.3f}", "GB/s": "{:.3g}", "max diff": "{:.1e}"}
 """How the page's table prints each figure column."""
 

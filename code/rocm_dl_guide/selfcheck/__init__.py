@@ -9,9 +9,12 @@ weights):
   MNIST, Inception v3, CIFAR-10) for a bounded number of steps per epoch
   through the shared loop, checking that the work ran on the
   GPU (the loop's device, and the memory the GPU allocated);
-- float32 against autocast in bfloat16 and in float16 with a gradient scaler,
-  and channels-last, per case study (:func:`rocm_dl_guide.training.training_speed.compare`);
-  for Inception v3 also the achieved FLOP/s as a fraction of the device's peak;
+- each case study's training step swept over batch sizes and variants (float32,
+  autocast bf16 and fp16, channels-last, torch.compile, graphs, fused optimizers;
+  :func:`rocm_dl_guide.training.training_speed.sweep`), with FLOP/s as a fraction
+  of the device's peak, the fraction of the time the GPU is busy and peak memory,
+  and the case study's real loaders against the model (``lm:mfu``: tiny-lm at
+  GPT-2 small's shape, its model FLOPs utilisation);
 - DataLoader workers with pinned memory, a checkpoint and a resume;
 - the ONNX export and the inference backends that are importable (MIGraphX,
   ONNX Runtime with its execution providers), compared with PyTorch;

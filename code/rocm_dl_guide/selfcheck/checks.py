@@ -80,59 +80,14 @@ def check_case_study(ctx: Setup, example: str) -> Outcome:
     )
 
 
-SWEEP_PLANS: dict[str, dict[str, Any]] = {
-    "mnist-pytorch": {
-        "batches": (2048,),
-        "variants": ("fp32", "bf16+cl"),
-        "only": {},
-        "budget_s": 10,
-    },
-    "cifar10": {
-        "batches": (512, 8192),
-        "variants": ("fp32", "bf16+cl"),
-        "only": {"bf16+graphs+fused": (512, 8192)},
-        "budget_s": 35,
-    },
-    "inception-v3": {
-        "batches": (64, 256),
-        "variants": ("fp32", "bf16+cl"),
-        "only": {"fp32+cl": (256,), "bf16": (256,)},
-        "budget_s": 95,
-    },
-}
-"""What ``speed:EXAMPLE`` sweeps on a GPU, sized for a whole ``make gpu-check`` of
-a few minutes: batch sizes, variants at every batch, and more at the batches
-named (each point of Inception v3 costs seconds of cuDNN autotuning, each
-compile more); ``budget_s`` ends a sweep that overruns (its remaining rows say
-so). ``bench training`` sweeps further."""
-CPU_PLAN: dict[str, Any] = {
-    "batches": (2, 4),
-    "variants": ("fp32", "fp32+cl", "bf16"),
-    "only": {},
-    "budget_s": None,
-}
-"""On a CPU, a sweep small enough for the test suite."""
-GPU_TIMING = (5, 3, 3)
-"""Steps per timed run, warm-up steps (graphs record on the third call), repeats."""
-
-
-def run_sweep(ctx: Setup, workload, plan: dict[str, Any]):
-    """:func:`rocm_dl_guide.training.training_speed.sweep` of ``workload`` under ``plan``."""
+def run_sweep(ctx: Setup, workload, example: str):
+    """The sweep of ``example`` under its plan: ``training_speed.GPU_PLANS`` on a
+    GPU, the small ``CPU_PLAN`` on a CPU."""
     from rocm_dl_guide.training import training_speed
 
-    steps, warmup, repeats = GPU_TIMING if ctx.device.type == "cuda" else (2, 1, 1)
-    return training_speed.sweep(
-        workload,
-        ctx.device,
-        batches=plan["batches"],
-        variants=plan["variants"],
-        only=plan["only"],
-        steps=steps,
-        warmup=warmup,
-        repeats=repeats,
-        peak_tflops=training_speed.device_peak_tflops(ctx.device),
-        budget_s=plan["budget_s"],
-    )
+    gpu = ctx.device.type == "cuda"
+    plan = training_speed.GPU_PLANS[example] if gpu else training_speed.CPU_PLAN
+    return training_speed.run_plan(workload, ctx.device, plan)
 
 
 def raise_eager_failures(result) -> str:
@@ -200,9 +155,8 @@ def check_training_speed(ctx: Setup, example: str) -> Outcome:
     busy fraction and peak memory; on a GPU also the real loader against the model."""
     from rocm_dl_guide.training import training_speed
 
-    plan = SWEEP_PLANS[example] if ctx.device.type == "cuda" else CPU_PLAN
     workload = casestudies.get(example).workload_function()(ctx.profile, ctx.device)
-    result = run_sweep(ctx, training_speed.from_workload(example, workload), plan)
+    result = run_sweep(ctx, training_speed.from_workload(example, workload), example)
     compile_failures = raise_eager_failures(result)
     figs = sweep_figures(result)
     best = figs["best"]

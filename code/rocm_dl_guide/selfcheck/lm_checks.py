@@ -55,17 +55,6 @@ def check_lm_bf16(ctx: Setup) -> Outcome:
     )
 
 
-MFU_PLAN = {
-    "batches": (32,),
-    "variants": ("bf16+fused",),
-    "only": {"bf16+compile+fused": (32, 64)},
-    "budget_s": 60,
-}
-"""``lm:mfu`` on a GPU: the decoder at GPT-2 small's shape in bf16 eager and
-compiled, with fused AdamW."""
-MFU_CPU_PLAN = {"batches": (1,), "variants": ("fp32", "bf16"), "only": {}, "budget_s": None}
-
-
 def check_lm_mfu(ctx: Setup) -> Outcome:
     """Model FLOPs utilisation of ``tiny-lm`` pretraining: the decoder at GPT-2 small's
     shape (the ``full`` profile's, 12 layers, width 768, context 1024) on a GPU, the
@@ -79,7 +68,7 @@ def check_lm_mfu(ctx: Setup) -> Outcome:
     profile = profiles.with_data_source(profiles.get("full" if gpu else "smoke"), "fixtures")
     size = models.SIZES[profile.name]
     workload = training_speed.example_workload("tiny-lm", profile, ctx.device)
-    result = run_sweep(ctx, workload, MFU_PLAN if gpu else MFU_CPU_PLAN)
+    result = run_sweep(ctx, workload, "tiny-lm")
     compile_failures = raise_eager_failures(result)
     figs = sweep_figures(result)
     best = figs["best"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +88,47 @@ def stamp(example: str | None = None, path: str | os.PathLike = RECORD_FILE) -> 
     if figs:
         text += f" {example}: " + figure_line(figs) + "."
     return text
+
+
+@dataclass
+class GpuSweep:
+    """A training sweep for a page: measured on this build's GPU, or read from the record."""
+
+    sweep: Any
+    """A :class:`rocm_dl_guide.training.training_speed.Sweep`."""
+    source: str
+    """Where the figures come from, in words, for the page."""
+    measured_here: bool
+
+
+def gpu_sweep(
+    example: str, profile: Any = None, path: str | os.PathLike = RECORD_FILE
+) -> GpuSweep | None:
+    """The GPU sweep of ``example`` (a case study, or ``tiny-lm`` at GPT-2 small's
+    shape): measured now where PyTorch sees a GPU (``make gpu-check``'s plan), else
+    the last verification record's rows; ``None`` where there is neither."""
+    import torch
+
+    from rocm_dl_guide.core import profiles
+    from rocm_dl_guide.training import training_speed
+
+    if torch.cuda.is_available():
+        device = torch.device("cuda")
+        if example == "tiny-lm":
+            profile = profiles.with_data_source(profiles.get("full"), "fixtures")
+        workload = training_speed.example_workload(example, profile, device)
+        result = training_speed.run_plan(workload, device, training_speed.GPU_PLANS[example])
+        return GpuSweep(result, f"this build's GPU ({torch.cuda.get_device_name()})", True)
+    tracked = latest_record(path)
+    name = "lm:mfu" if example == "tiny-lm" else example
+    figures = (tracked or {}).get("figures", {}).get(name) or {}
+    if not figures.get("rows"):
+        return None
+    unit = "tokens" if example == "tiny-lm" else "images"
+    if unit == "tokens":  # lm:mfu keeps its best point flat
+        figures = {**figures, "best": {k: figures.get(k) for k in ("tokens_per_s", "tflops")}
+                   | {"fraction_of_peak": figures.get("mfu")}}  # fmt: skip
+    device = tracked["device"]["name"]
+    result = training_speed.from_record(example, figures, device, unit)
+    source = f"the GPU record: `make gpu-check` on an {device}, {tracked['date']}"
+    return GpuSweep(result, source, False)

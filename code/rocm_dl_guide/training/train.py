@@ -154,7 +154,7 @@ def split_batch(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
     )
 
 
-def _split_output(out: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+def split_output(out: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(main logits, auxiliary logits or None) from a model's output.
 
     Handles a plain tensor, Inception v3's ``InceptionOutputs(logits, aux_logits)``,
@@ -228,7 +228,7 @@ def evaluate(
                 x, y = split_batch(batch)
                 x, y = to_device(x, device, channels_last), y.to(device, non_blocking=True)
                 with _autocast(device, amp_dtype):
-                    logits, _ = _split_output(model(x))
+                    logits, _ = split_output(model(x))
                     loss = loss_fn(logits, y)
                 tally.add(logits, y, loss)
     finally:
@@ -245,7 +245,7 @@ def train_step(
     """One optimisation step; returns (detached main logits, detached main loss)."""
     state.optimizer.zero_grad(set_to_none=True)
     with _autocast(state.device, state.amp_dtype):
-        logits, aux = _split_output(state.model(x))
+        logits, aux = split_output(state.model(x))
         loss = state.loss_fn(logits, y)
         total = loss
         weight = state.options.aux_logits_weight

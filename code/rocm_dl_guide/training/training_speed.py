@@ -1,11 +1,15 @@
-"""Training speed of the shared loop's step by variant: float32, autocast (AMP),
-channels-last and both, measured side by side in one run.
+"""Training speed of the shared loop's step, swept over batch sizes and variants.
 
-This is the throughput harness behind the Inception v3 page's AMP table and
-``selfcheck``'s training-speed checks. It times exactly the step every case
-study trains with (:func:`rocm_dl_guide.training.train.step_function`), on a few batches
-kept on the device so that data loading is not measured. (Inference precision,
-fp32 against bf16 and int8, is :mod:`rocm_dl_guide.optimization.precision`.)
+:func:`sweep` is ``bench training``, ``selfcheck``'s ``speed:*`` checks and the
+training pages' speed figures. It times exactly the step every case study
+trains with (:func:`rocm_dl_guide.training.train.step_function`) on one batch
+kept on the device, so data loading is not measured
+(:mod:`rocm_dl_guide.training.input_speed` measures the loaders). Each point
+has its rate, its step time, its FLOP/s counted by PyTorch and the fraction of
+the device's peak, the fraction of the time the GPU was busy (kernel time over
+wall time, from ``torch.profiler``) and its peak memory. :func:`from_record`
+reads the same rows back from the GPU verification record, for a build
+without a GPU. (Inference precision is :mod:`rocm_dl_guide.optimization.precision`.)
 """
 
 from __future__ import annotations
@@ -50,199 +54,6 @@ class Workload(NamedTuple):
     short description, each a function of the batch size."""
 
 
-_VARIANTS = (
-    ("float32", None, False),
-    ("channels_last", None, True),
-    ("amp", "auto", False),
-    ("amp+channels_last", "auto", True),
-)
-"""``(name, autocast dtype, channels_last)``: the rows :func:`compare`
-measures by default (``auto``: bfloat16 where supported, else float16)."""
-_EXTRA_VARIANTS = (
-    ("amp-bfloat16", "bfloat16", False),
-    ("amp-float16", "float16", False),
-    ("amp-float16+channels_last", "float16", True),
-)
-"""Rows measured only when asked for by name: autocast with a fixed dtype
-(float16 trains with a gradient scaler)."""
-
-
-@dataclass
-class SpeedComparison:
-    """What :func:`compare` returns: one row per variant, measured in one run."""
-
-    frame: pandas.DataFrame
-    """Columns ``variant``, ``dtype`` (autocast's), ``channels_last``,
-    ``images_per_second`` (median of the repeats), ``speedup`` (relative to
-    float32) and ``note`` (why a variant was skipped or failed, or a caveat)."""
-    device: str
-    """The device the variants ran on."""
-    batch_size: int | None = None
-    """Images per training step, when the caller knows it."""
-    image_size: int | None = None
-    """Input height and width, when the caller knows it."""
-
-    def speedup(self, variant: str) -> float:
-        """The named variant's speed-up over float32 (``nan`` if it did not run)."""
-        rows = self.frame.loc[self.frame["variant"] == variant, "speedup"]
-        return float(rows.iloc[0]) if len(rows) else float("nan")
-
-    def fastest(self) -> tuple[str, float]:
-        """``(variant, speed-up over float32)`` of the fastest variant that ran."""
-        row = self.frame.loc[self.frame["speedup"].idxmax()]
-        return str(row["variant"]), float(row["speedup"])
-
-
-def _run_steps(step: Callable, data: list, n: int) -> int:
-    """``n`` training steps cycling over ``data``; returns the number of images seen."""
-    images = 0
-    for k in range(n):
-        x, y = data[k % len(data)]
-        step(x, y)
-        images += x.shape[0]
-    return images
-
-
-def _time_variant(step: Callable, device, data: list, steps: int, warmup: int, repeats: int):
-    """Median images/s over ``repeats`` timed runs of ``steps`` steps, after ``warmup``."""
-    _run_steps(step, data, warmup)
-    train.synchronize(device)
-    rates = []
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        images = _run_steps(step, data, steps)
-        train.synchronize(device)
-        rates.append(images / max(time.perf_counter() - t0, 1e-9))
-    return statistics.median(rates)
-
-
-def _variant_dtype(device: torch.device, amp: str | None) -> tuple[torch.dtype | None, str]:
-    """The autocast dtype of a variant on ``device``, or ``(None, why not)``."""
-    if amp is None:
-        return None, ""
-    auto = setup.autocast_dtype(device)
-    if auto is None:
-        return None, f"skipped: autocast is not available on {device.type}"
-    if amp == "auto":
-        return auto, ""
-    dtype = getattr(torch, amp)
-    if dtype == torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        return None, "skipped: this GPU does not support bfloat16"
-    if dtype == torch.float16 and device.type == "cpu":
-        return None, "skipped: float16 autocast with a grad scaler is a GPU's recipe"
-    return dtype, ""
-
-
-def _measure_variant(
-    row: dict, amp: str | None, model_fn, batches, device, loss_fn, lr, aux_logits_weight, timing
-) -> None:
-    """Fill ``row`` with one variant's images/s, or a note saying why it has none."""
-    use_amp = amp is not None
-    dtype, why_not = _variant_dtype(device, amp)
-    if use_amp and dtype is None:
-        row["note"] = why_not
-        return
-    if dtype == torch.bfloat16 and device.type == "cpu" and not cpu_has_native_bf16():
-        row["dtype"] = "bfloat16"
-        row["note"] = (
-            "skipped: this CPU has no native bfloat16 (AVX512-BF16/AMX), so autocast would "
-            "be emulated and many times slower; the gain is a GPU's"
-        )
-        return
-    if use_amp:
-        row["dtype"] = str(dtype).replace("torch.", "")
-        if device.type == "cpu":
-            row["note"] = "CPU bfloat16 autocast: rarely faster without AMX; the gain is a GPU's"
-    cl = row["channels_last"]
-    try:
-        torch.manual_seed(0)
-        model = model_fn()
-        opts = setup.FitOptions(
-            amp=dtype is not None,
-            amp_dtype=None if dtype is None else str(dtype).replace("torch.", ""),
-            channels_last=cl,
-            aux_logits_weight=aux_logits_weight,
-            progress=False,
-        )
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-        step = train.step_function(model, opt, loss_fn, device, opts)
-        data = [(train.to_device(x, device, cl), y.to(device)) for x, y in batches]
-        row["images_per_second"] = _time_variant(step, device, data, *timing)
-    except Exception as exc:  # an unsupported op under autocast must not end the comparison
-        row["note"] = f"failed: {type(exc).__name__}: {exc}"[:200]
-
-
-def compare(
-    model_fn: Callable[[], nn.Module],
-    loader: Iterable,
-    device: str | torch.device | None = None,
-    *,
-    steps: int = 20,
-    warmup: int = 5,
-    repeats: int = 3,
-    loss_fn: Callable | None = None,
-    lr: float = 0.01,
-    aux_logits_weight: float | None = None,
-    variants: Iterable[str] | None = None,
-) -> SpeedComparison:
-    """Training-step throughput of float32 vs autocast vs channels_last (vs both), one run.
-
-    For each variant a fresh model from ``model_fn()`` (seeded alike) is trained
-    with SGD on a few batches taken once from ``loader`` and kept on the device,
-    so data loading is not measured: ``warmup`` steps first, then ``repeats``
-    timed runs of ``steps`` steps each, with the device synchronised around each.
-    ``variants`` picks rows by name: the default four, and also ``amp-bfloat16``,
-    ``amp-float16`` and ``amp-float16+channels_last`` (a fixed autocast dtype).
-    """
-    import pandas as pd
-
-    device = torch.device(device) if device is not None else train.default_device()
-    wanted = set(variants) if variants is not None else None
-    known = [v[0] for v in _VARIANTS + _EXTRA_VARIANTS]
-    if wanted and wanted - set(known):
-        raise ValueError(f"unknown variant(s) {sorted(wanted - set(known))}: choose from {known}")
-    batches = []
-    for batch in loader:
-        batches.append(train.split_batch(batch))
-        if len(batches) >= 4:
-            break
-    if not batches:
-        raise ValueError("training_speed.compare: the loader produced no batches")
-    rows = []
-    for name, use_amp, cl in _VARIANTS + _EXTRA_VARIANTS:
-        if (wanted is None and (name, use_amp, cl) in _VARIANTS) or (wanted and name in wanted):
-            row = {
-                "variant": name,
-                "dtype": "float32",
-                "channels_last": cl,
-                "images_per_second": float("nan"),
-                "note": "",
-            }
-            rows.append(row)
-            _measure_variant(
-                row,
-                use_amp,
-                model_fn,
-                batches,
-                device,
-                loss_fn,
-                lr,
-                aux_logits_weight,
-                (steps, warmup, repeats),
-            )
-    frame = pd.DataFrame(rows)
-    base = frame.loc[frame["variant"] == "float32", "images_per_second"]
-    frame["speedup"] = frame["images_per_second"] / (
-        float(base.iloc[0]) if len(base) else float("nan")
-    )
-    columns = ["variant", "dtype", "channels_last", "images_per_second", "speedup", "note"]
-    return SpeedComparison(frame[columns], str(device))
-
-
-# --------------------------------------------------------------------------- the sweep
-# ``bench training``: the step measured by batch size and variant, with its FLOPs,
-# the device's busy fraction and peak memory. ``compare`` above is one batch size.
-
 PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
 FLAGS = ("cl", "compile", "graphs", "fused")
 """Variant names are a precision and flags joined by ``+``: ``fp32``, ``bf16``
@@ -263,6 +74,42 @@ GPU_VARIANTS = (
 CPU_VARIANTS = ("fp32", "fp32+cl", "bf16", "fp16", "bf16+cl", "fp32+compile", "fp32+fused")
 """The default variants of :func:`sweep` where the workload has an image layout;
 a token workload drops the ``cl`` ones."""
+
+GPU_PLANS: dict[str, dict] = {
+    "mnist-pytorch": {
+        "batches": (2048,),
+        "variants": ("fp32", "bf16+cl"),
+        "only": {},
+        "budget_s": 10,
+    },
+    "cifar10": {
+        "batches": (512, 8192),
+        "variants": ("fp32", "bf16+cl"),
+        "only": {"bf16+graphs+fused": (512, 8192)},
+        "budget_s": 35,
+    },
+    "inception-v3": {
+        "batches": (64, 256),
+        "variants": ("fp32", "bf16+cl"),
+        "only": {"fp32+cl": (256,), "bf16": (256,)},
+        "budget_s": 95,
+    },
+    "tiny-lm": {
+        "batches": (32,),
+        "variants": ("bf16+fused",),
+        "only": {"bf16+compile+fused": (32, 64)},
+        "budget_s": 60,
+    },
+}
+"""The sweep ``make gpu-check`` (and a page built on a GPU) runs, sized for a few
+minutes in all: batch sizes, variants at every batch, and more at the batches
+named under ``only`` (each point of Inception v3 costs seconds of cuDNN or MIOpen
+autotuning, each compile more); ``budget_s`` ends a sweep that overruns (its
+remaining rows say so). ``bench training`` sweeps further. tiny-lm's is at
+GPT-2 small's shape (the ``full`` profile's)."""
+CPU_PLAN: dict = {"batches": (2, 4), "variants": ("fp32", "fp32+cl", "bf16"), "only": {},
+                  "budget_s": None}  # fmt: skip
+"""On a CPU, a sweep small enough for the test suite and a page."""
 
 
 @dataclass(frozen=True)
@@ -451,7 +298,7 @@ def flops_per_sample(workload: SweepWorkload, device: torch.device) -> float:
     x, y = (t[:2].to(device) for t in workload.batch)
     loss_fn = setup.loss_on(workload.loss_fn, device)
     with FlopCounterMode(display=False) as counter:
-        logits, aux = train._split_output(model(x))
+        logits, aux = train.split_output(model(x))
         loss = loss_fn(logits, y)
         if aux is not None and workload.aux_logits_weight:
             loss = loss + workload.aux_logits_weight * loss_fn(aux, y)
@@ -636,6 +483,8 @@ def _sweep_rows(workload, device, chosen, timing, budget_s, log) -> list[dict]:
                 continue
             if log:
                 log(f"  {workload.name}: {variant.name} at batch {batch} ...")
+            if variant.precision == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
+                row["note"] = "emulated: this CPU has no bfloat16 instructions"
             try:
                 row.update(_point(workload, variant, batch, device, timing))
             except torch.OutOfMemoryError:
@@ -688,3 +537,71 @@ def device_peak_tflops(device: torch.device) -> float | None:
         return None
     entry = peak_matrix_throughput(torch.cuda.get_device_name(device))
     return entry["bf16_tflops"] if entry else None
+
+
+def run_plan(workload: SweepWorkload, device, plan: dict, log=None) -> Sweep:
+    """:func:`sweep` of ``workload`` under a plan of :data:`GPU_PLANS` (or
+    :data:`CPU_PLAN`), timed as ``make gpu-check`` times it."""
+    device = torch.device(device)
+    steps, warmup, repeats = (5, 3, 3) if device.type == "cuda" else (2, 1, 1)
+    return sweep(
+        workload, device, batches=plan["batches"], variants=plan["variants"],
+        only=plan["only"], steps=steps, warmup=warmup, repeats=repeats,
+        peak_tflops=device_peak_tflops(device), budget_s=plan["budget_s"], log=log,
+    )  # fmt: skip
+
+
+def from_record(name: str, figures: dict, device: str, unit: str = "images") -> Sweep:
+    """The sweep that a GPU verification record keeps for ``name`` (its ``rows``:
+    batch, variant, rate, busy fraction), for a build without a GPU."""
+    key = f"{unit}_per_s"
+    best = figures.get("best") or {}
+    per_sample = (best.get("tflops") or 0) * 1e12 / best[key] if best.get(key) else None
+    rows = []
+    for batch, variant, rate, busy in figures.get("rows") or []:
+        tflops = per_sample * rate / 1e12 if per_sample else None
+        peak = (
+            best.get("tflops") / best["fraction_of_peak"] if best.get("fraction_of_peak") else None
+        )
+        rows.append({"batch": batch, "variant": variant, key: rate, "step_ms": None,
+                     "tflops": None if tflops is None else round(tflops, 3),
+                     "fraction_of_peak": round(tflops / peak, 4) if tflops and peak else None,
+                     "busy_fraction": busy, "peak_memory_mib": None, "note": ""})  # fmt: skip
+    return Sweep(name, device, unit, rows, per_sample, None, {})
+
+
+def plot_sweep(result: Sweep, title: str | None = None):
+    """Throughput and busy fraction against the batch size, a line per variant;
+    returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    key = result.rate_key
+    for variant in dict.fromkeys(r["variant"] for r in result.measured()):
+        rows = sorted((r for r in result.measured() if r["variant"] == variant),
+                      key=lambda r: r["batch"])  # fmt: skip
+        style = "o-" if len(rows) > 1 else "s"
+        batches = [r["batch"] for r in rows]
+        left.plot(batches, [r[key] for r in rows], style, label=variant)
+        if any(r["busy_fraction"] is not None for r in rows):
+            busy = [r["busy_fraction"] for r in rows]
+            right.plot(batches, [100 * b if b is not None else None for b in busy], style,
+                       label=variant)  # fmt: skip
+    from matplotlib.ticker import NullLocator, ScalarFormatter
+
+    ticks = sorted({r["batch"] for r in result.measured()})
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks)
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("batch size")
+        ax.grid(alpha=0.3)
+    left.set_ylabel(f"{result.unit} per second")
+    left.legend(fontsize=8)
+    right.set_ylabel("GPU busy (% of wall time)")
+    right.set_ylim(0, 105)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -139,6 +139,102 @@ def test_peak_comes_from_the_table():
     assert engine.peak_tflops(_engine(name="Radeon RX 7900 XTX", arch="gfx1100")) is None
 
 
+def test_peak_bandwidth_comes_from_the_table():
+    from rocm_dl_guide.core import device as devices
+
+    mi300x = "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"
+    assert engine.peak_bandwidth(_engine()) == (5300.0, mi300x)
+    assert engine.peak_bandwidth(_engine(name="NVIDIA H200", hip=False, arch="sm_90"))[0] == 4800.0
+    pcie = devices.peak_memory_bandwidth("NVIDIA H100 PCIe")
+    assert pcie[0] == 2000.0 and pcie[1].startswith("https://docs.nvidia.com/")
+    assert devices.peak_memory_bandwidth("NVIDIA H100 80GB HBM3")[0] == 3350.0
+    assert engine.peak_bandwidth(_engine(name="Radeon RX 7900 XTX", arch="gfx1100")) is None
+    assert engine.peak_bandwidth(_engine(interpreted=True)) is None
+    table = json.loads(devices.PEAK_FILE.read_text(encoding="utf-8"))["devices"]
+    for entry in table:  # a number from a vendor page, or null: never missing
+        assert "memory_gb_per_s" in entry and entry["source"].startswith("https://")
+        assert entry["memory_gb_per_s"] is None or entry["memory_gb_per_s"] > 0
+
+
+def _record(tmp_path, figures: dict, name: str = "NVIDIA H200"):
+    from rocm_dl_guide.selfcheck.report import REPORT_FORMAT
+
+    path = tmp_path / "gpu-verification.json"
+    record = {
+        "format": REPORT_FORMAT,
+        "date": "2026-01-02 03:04 UTC",
+        "commit": "abc",
+        "device": {"type": "cuda", "name": name},
+        "versions": {},
+        "figures": figures,
+    }
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return str(path)
+
+
+def test_recorded_figures_get_their_fractions_from_the_table(tmp_path):
+    path = _record(tmp_path, {
+        "kernels:matmul": {"tflops": 494.75, "matmul_vs_torch": 0.8},
+        "kernels:softmax": {"softmax_vs_unfused": 4.2, "softmax_vs_torch": 1.6},
+        "kernels:vector-add": {"gb_per_s": 2400.0},
+    })  # fmt: skip
+    mm = bench.recorded("kernels:matmul", path)
+    assert mm["fraction_of_peak"] == pytest.approx(0.5) and mm["device"] == "NVIDIA H200"
+    assert bench.recorded("kernels:vector-add", path)["fraction_of_bandwidth"] == pytest.approx(0.5)
+    old = bench.recorded("kernels:softmax", path)  # a record from before gb_per_s was kept
+    assert "gb_per_s" not in old and "fraction_of_bandwidth" not in old
+    assert bench.recorded("kernels:compile", path) is None
+    assert bench.recorded("kernels:softmax", str(tmp_path / "none.json")) is None
+    text = matmul.recorded_reading(mm)
+    assert "last GPU record (NVIDIA H200" in text and "50% of the device's 989.5" in text
+    assert matmul.recorded_reading(None).startswith("No GPU record")
+    unknown = bench.recorded("kernels:vector-add", _record(tmp_path, {
+        "kernels:vector-add": {"gb_per_s": 900.0}}, name="Radeon RX 7900 XTX"))  # fmt: skip
+    assert unknown == {"gb_per_s": 900.0, "device": "Radeon RX 7900 XTX",
+                       "date": "2026-01-02 03:04 UTC"}  # fmt: skip
+
+
+def test_softmax_bandwidth_reading_never_guesses(tmp_path):
+    rows = [
+        softmax.Row(v, 8192, 8192, "float32", 1.0, g, 0.0)
+        for v, g in zip(softmax.VERSIONS, (500.0, 2000.0, 1900.0, 2650.0), strict=True)
+    ]
+    gpu = softmax.bandwidth_reading(rows, _engine(), None)
+    assert "2,650 GB/s, 50% of the 5,300 GB/s peak of AMD Instinct MI300X" in gpu
+    other = softmax.bandwidth_reading(rows, _engine(name="Radeon RX 7900 XTX"), None)
+    assert "no memory bandwidth" in other and "%" not in other
+    cpu = _engine(interpreted=True)
+    assert "No GPU record" in softmax.bandwidth_reading(rows, cpu, None)
+    old = bench.recorded("kernels:softmax", _record(tmp_path, {
+        "kernels:softmax": {"softmax_vs_unfused": 4.2, "softmax_vs_torch": 1.6}}))  # fmt: skip
+    text = softmax.bandwidth_reading(rows, cpu, old)
+    assert "next GPU record" in text and "nan" not in text.lower() and "2,650" not in text
+    new = bench.recorded("kernels:softmax", _record(tmp_path, {
+        "kernels:softmax": {"softmax_vs_unfused": 4.2, "gb_per_s": 3600.0,
+                            "fraction_of_bandwidth": 0.75}}))  # fmt: skip
+    text = softmax.bandwidth_reading(rows, cpu, new)
+    assert (
+        "last GPU record (NVIDIA H200" in text and "3,600 GB/s, 75% of the device's 4,800" in text
+    )
+
+
+def test_kernel_checks_record_bandwidth_and_its_fraction():
+    from rocm_dl_guide.selfcheck import kernel_checks
+
+    share, figures = kernel_checks.bandwidth_figures(2400.0, "NVIDIA H200")
+    assert figures == {"gb_per_s": 2400.0, "fraction_of_bandwidth": 0.5} and "50%" in share
+    assert kernel_checks.bandwidth_figures(900.0, "Radeon RX 7900 XTX") == ("", {"gb_per_s": 900.0})
+    record = {
+        "engine": {"name": "NVIDIA H200"},
+        "softmax": [{"version": v, "rows": 8192, "cols": 8192, "gb_per_s": g}
+                    for v, g in (("unfused PyTorch", 800.0), ("Triton kernel", 3600.0))],
+    }  # fmt: skip
+    targets = {"softmax_vs_unfused": 4.5, "softmax_vs_torch": 1.7, "met": {}}
+    detail, figures = kernel_checks._describe("softmax", record, targets)
+    assert figures["gb_per_s"] == 3600.0 and figures["fraction_of_bandwidth"] == 0.75
+    assert "3600 GB/s (75% of the 4,800 GB/s peak)" in detail
+
+
 def test_the_operator_passes_opcheck_and_its_backward_is_autograds():
     x = torch.randn(4, 3, 37, device=DEV, requires_grad=True)
     torch.library.opcheck(ops.softmax, (torch.randn(4, 10, device=DEV, requires_grad=True),))

@@ -227,7 +227,7 @@ def bandwidth_reading(rows: list[Row], eng: engine.Engine, recorded: dict | None
             "the guide's table gives no memory bandwidth for that device."
         )
     return text + (
-        f" {where} predates this figure: it keeps only the ratios below. "
+        f" {where} predates this figure: it keeps only the two ratios. "
         "The kernel's GB/s and its fraction of the peak come with the next GPU record."
     )
 

@@ -233,6 +233,18 @@ class LMRun:
     device: str = "cpu"
     profile: str = "smoke"
     epochs: int = 0
+    flops_per_token: float | None = None
+    """Forward and backward FLOPs of one token, counted by PyTorch."""
+    peak_tflops: float | None = None
+    """The GPU's dense bf16 matrix peak (``None`` on a CPU or an unlisted GPU)."""
+
+    @property
+    def mfu(self) -> float | None:
+        """Model FLOPs utilisation: the FLOPs the model needs per second over the
+        device's peak (``None`` where there is no peak to divide by)."""
+        if not (self.flops_per_token and self.peak_tflops):
+            return None
+        return self.flops_per_token * self.tokens_per_s / (self.peak_tflops * 1e12)
 
     @property
     def perplexity(self) -> float:
@@ -258,6 +270,8 @@ class LMRun:
             "perplexity_unigram": self.perplexity_unigram,
             "perplexity": self.perplexity,
             "parameters": self.size["parameters"],
+            "flops_per_token": self.flops_per_token,
+            "mfu": self.mfu,
         }
 
     def summary(self) -> str:
@@ -266,7 +280,24 @@ class LMRun:
             f"{self.device}): held-out perplexity {self.perplexity:.0f} after {self.epochs} "
             f"epochs (untrained {self.perplexity_before:.0f}, unigram "
             f"{self.perplexity_unigram:.0f}); {self.tokens_per_s:.0f} tokens/s"
+            + (f", MFU {self.mfu:.1%}" if self.mfu is not None else "")
         )
+
+
+def flops_per_token(size: models.ModelSize, vocab_size: int, eos_id: int, device=None) -> float:
+    """Forward and backward FLOPs of one token of the decoder of ``size``, counted by
+    PyTorch's ``FlopCounterMode`` on one sequence of a fresh model on ``device``."""
+    from rocm_dl_guide.training import training_speed
+
+    device = torch.device(device or "cpu")
+    tokens = torch.zeros(1, size.context, dtype=torch.long)
+    workload = training_speed.SweepWorkload(
+        "tiny-lm",
+        lambda: models.build(size, vocab_size, eos_id),
+        (tokens, tokens),
+        loss_fn=models.next_token_loss,
+    )
+    return training_speed.flops_per_sample(workload, device) / size.context
 
 
 def training_workload(profile: profiles.Profile, device=None):
@@ -321,6 +352,7 @@ def train(
     """
     from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.training import train as loop
+    from rocm_dl_guide.training import training_speed
 
     n_epochs = profile.epochs(RECIPE["epochs"], epochs, example="tiny-lm")
     size = models.SIZES.get(profile.name, models.SIZES["smoke"])
@@ -378,6 +410,8 @@ def train(
         device=str(devices.describe()),
         profile=profile.name,
         epochs=n_epochs,
+        flops_per_token=flops_per_token(size, data.vocab_size, data.eos_id, dev),
+        peak_tflops=training_speed.device_peak_tflops(dev),
     )
 
 

@@ -525,6 +525,7 @@ def example_workload(example: str, profile, device) -> SweepWorkload:
     """The sweep's workload of a case study in the registry (``train EXAMPLE``'s name)."""
     from rocm_dl_guide.core import casestudies
 
+    device = torch.device(device)
     return from_workload(example, casestudies.get(example).workload_function()(profile, device))
 
 

@@ -442,6 +442,19 @@ def test_bench_run_reports_side_by_side_medians(no_migraphx, prepared):
     assert "batch 1" in result.summary()
 
 
+def test_tuning_labels_say_graph_optimisations_where_nothing_is_tuned():
+    timing = bench.Timing([2.0, 3.0], 1)
+    result = bench.TuningResult("onnxruntime", inference.CPU_EP, "CPU", "m", timing, timing,
+                                "off", "on", 1, 2, 0.1, 0.2)  # fmt: skip
+    assert result.labels == (
+        "ONNX Runtime graph optimisations off (CPU)",
+        "ONNX Runtime graph optimisations on (CPU)",
+    )
+    assert "tuned" not in " ".join(result.frame()["variant"]) and "(CPU)" in result.title
+    mgx = bench.TuningResult("migraphx", "gpu", "GPU", "m", timing, timing, "a", "b", 1, 2, 1, 1)
+    assert mgx.labels[1] == "MIGraphX exhaustive_tune=True" and "tuning" in mgx.title
+
+
 def test_sweep_gives_latency_and_throughput_per_batch(no_migraphx, prepared):
     result = bench.sweep(SMOKE, (1, 2), prepared=prepared, threads=1, runs=(0, 1))
     frame = result.frame

@@ -130,5 +130,5 @@ def gpu_sweep(
                    | {"fraction_of_peak": figures.get("mfu")}}  # fmt: skip
     device = tracked["device"]["name"]
     result = training_speed.from_record(example, figures, device, unit)
-    source = f"the GPU record: `make gpu-check` on an {device}, {tracked['date']}"
+    source = f"the GPU record (make gpu-check on an {device}, {tracked['date']})"
     return GpuSweep(result, source, False)

@@ -246,6 +246,7 @@ def test_gpu_stamp_on_the_home_page_and_the_pytorch_case_studies(build):
         "book/training/inception-pretrained": None,
         "book/kernels/softmax": "kernels:softmax",
         "book/kernels/matmul": "kernels:matmul",
+        "book/training/fast-training": None,
     }
     for page, example in pages.items():
         body = (HTML / f"{page}.html").read_text(encoding="utf-8")
@@ -286,7 +287,8 @@ FIGURES = {
     "book/frameworks/pytorch": 1,  # MNIST loss/accuracy curves
     "book/frameworks/tensorflow": 1,
     "book/training/inception-pretrained": 1,  # the photo
-    "book/training/inception-tiny-imagenet": 2,  # sample crops, the loss plot
+    "book/training/inception-tiny-imagenet": 3,  # sample crops, the loss plot, speed by batch
+    "book/training/fast-training": 1,  # CIFAR-10's speed and busy fraction by batch
     "book/training/cifar10": 3,  # sample grid, curves, per-class accuracy
     # first image + colour bar, 25-image grid, curves, single predictions, batch
     "book/training/fashion-mnist": 7,

@@ -302,3 +302,19 @@ def test_cifar10_trains_an_epoch_from_the_device_loader():
     assert math.isfinite(result.final.train_loss)
     # On the CPU the default stays torchvision's DataLoader.
     assert not isinstance(cifar10.load(SMOKE, device=CPU).train_loader, DeviceLoader)
+
+
+def test_mnist_device_loader_gives_torchvisions_tensors():
+    """MNIST's loader on the device normalises as its torchvision transform does;
+    on a CPU the default stays the DataLoader."""
+    from rocm_dl_guide.casestudies import mnist
+
+    on_device, _, _ = mnist.torch_loaders(SMOKE, CPU, on_device=True)
+    plain, _, _ = mnist.torch_loaders(SMOKE, CPU)
+    assert isinstance(on_device, DeviceLoader) and not isinstance(plain, DeviceLoader)
+    everything = DeviceLoader.from_dataset(plain.dataset, len(plain.dataset), CPU,
+                                           (0.1307,), (0.3081,), shuffle=False)  # fmt: skip
+    x, y = next(iter(everything))
+    for i in (0, len(plain.dataset) - 1):
+        image, label = plain.dataset[i]
+        assert torch.allclose(x[i], image, atol=1e-6) and int(y[i]) == label

@@ -173,3 +173,16 @@ def test_bench_training_refuses_bad_input_in_one_line():
     assert "Traceback" not in done.stderr
     done = guide_cli("bench", "training", "alexnet", timeout=60)
     assert done.returncode == 2 and "invalid choice" in done.stderr
+
+
+def test_the_decoders_flops_per_token_are_the_standard_mfu_count():
+    """PyTorch's count of one token's forward and backward FLOPs equals 6 per
+    matrix parameter plus 12 L T d for attention (PaLM's formula for MFU), on
+    the CPU as on a GPU: attention is counted through SDPA's math path."""
+    from rocm_dl_guide.lm import model, pretrain
+
+    size, vocab = model.SIZES["smoke"], 512
+    params = size.layers * (4 * size.width**2 + 3 * size.width * size.ffn) + vocab * size.width
+    attention = 12 * size.layers * size.context * size.width
+    got = pretrain.flops_per_token(size, vocab, 0)
+    assert got == pytest.approx(6 * params + attention, rel=1e-3)

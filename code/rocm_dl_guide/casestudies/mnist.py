@@ -57,25 +57,38 @@ class MnistRun(ClassifierRun):
     """What :func:`train_pytorch` and :func:`train_keras` return."""
 
 
-def torch_loaders(profile: profiles.Profile, device=None):
+def torch_loaders(profile: profiles.Profile, device=None, on_device: bool | None = None):
     """``(train_loader, test_loader, prepared)``: torchvision's ``MNIST`` over the
     data the profile's source gives, normalised as in the upstream example; on a
-    GPU with two loader workers and pinned memory."""
+    GPU with two loader workers and pinned memory. With ``on_device`` the training
+    loader is a :class:`~rocm_dl_guide.core.device_data.DeviceLoader` (the whole
+    set on the device, normalised there the same way); by default it is on for a
+    GPU in a one-process run, where a DataLoader cannot feed this small network
+    fast enough, and off on the CPU and under torchrun."""
+    import torch
     from torch.utils.data import DataLoader
     from torchvision import datasets as tv_datasets
     from torchvision import transforms
 
     from rocm_dl_guide.core import device as devices
+    from rocm_dl_guide.core import distributed
+    from rocm_dl_guide.core.device_data import DeviceLoader
 
     data = datasets.prepare("mnist", profile=profile)
     # The mean and standard deviation of the MNIST training images, as in the
     # upstream example.
-    tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
+    mean, std = (0.1307,), (0.3081,)
+    tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize(mean, std)])
     train_set = tv_datasets.MNIST(data.root, train=True, download=False, transform=tf)
     test_set = tv_datasets.MNIST(data.root, train=False, download=False, transform=tf)
-    dev = device if device is not None else devices.pick()
+    dev = torch.device(device) if device is not None else devices.pick()
+    if on_device is None:
+        on_device = dev.type == "cuda" and distributed.env_world_size() == 1
     loader_kw = {"num_workers": 2, "pin_memory": True} if dev.type == "cuda" else {}
-    train_loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True, **loader_kw)
+    if on_device:
+        train_loader = DeviceLoader.from_dataset(train_set, BATCH_SIZE, dev, mean, std)
+    else:
+        train_loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True, **loader_kw)
     test_loader = DataLoader(test_set, batch_size=TEST_BATCH_SIZE, **loader_kw)
     return train_loader, test_loader, data
 

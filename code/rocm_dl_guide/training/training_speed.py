@@ -291,13 +291,16 @@ def _best_keys(rate_key: str) -> tuple[str, ...]:
 def flops_per_sample(workload: SweepWorkload, device: torch.device) -> float:
     """FLOPs of one training sample's forward and backward pass, counted by PyTorch's
     ``FlopCounterMode`` on a float32 step at batch 2 (the optimizer's few are left out)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
     torch.manual_seed(0)
     model = workload.model_fn().to(device).train()
     x, y = (t[:2].to(device) for t in workload.batch)
     loss_fn = setup.loss_on(workload.loss_fn, device)
-    with FlopCounterMode(display=False) as counter:
+    # Attention through SDPA's math path: its matrix products are counted on every
+    # device (the CPU's fused SDPA kernel has no FLOP formula, the GPU's do).
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         logits, aux = train.split_output(model(x))
         loss = loss_fn(logits, y)
         if aux is not None and workload.aux_logits_weight:

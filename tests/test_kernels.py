@@ -25,6 +25,7 @@ pytest.importorskip("triton")
 
 from rocm_dl_guide.core import profiles  # noqa: E402
 from rocm_dl_guide.kernels import bench, engine, matmul, ops, softmax, vector_add  # noqa: E402
+from rocm_dl_guide.selfcheck import record as records  # noqa: E402
 
 DEV = engine.device()
 BF16_ULP = 2.0**-7
@@ -178,17 +179,18 @@ def test_recorded_figures_get_their_fractions_from_the_table(tmp_path):
         "kernels:softmax": {"softmax_vs_unfused": 4.2, "softmax_vs_torch": 1.6},
         "kernels:vector-add": {"gb_per_s": 2400.0},
     })  # fmt: skip
-    mm = bench.recorded("kernels:matmul", path)
+    mm = records.recorded("kernels:matmul", path)
     assert mm["fraction_of_peak"] == pytest.approx(0.5) and mm["device"] == "NVIDIA H200"
-    assert bench.recorded("kernels:vector-add", path)["fraction_of_bandwidth"] == pytest.approx(0.5)
-    old = bench.recorded("kernels:softmax", path)  # a record from before gb_per_s was kept
+    vector_add_figures = records.recorded("kernels:vector-add", path)
+    assert vector_add_figures["fraction_of_bandwidth"] == pytest.approx(0.5)
+    old = records.recorded("kernels:softmax", path)  # a record from before gb_per_s was kept
     assert "gb_per_s" not in old and "fraction_of_bandwidth" not in old
-    assert bench.recorded("kernels:compile", path) is None
-    assert bench.recorded("kernels:softmax", str(tmp_path / "none.json")) is None
+    assert records.recorded("kernels:compile", path) is None
+    assert records.recorded("kernels:softmax", str(tmp_path / "none.json")) is None
     text = matmul.recorded_reading(mm)
     assert "last GPU record (NVIDIA H200" in text and "50% of the device's 989.5" in text
     assert matmul.recorded_reading(None).startswith("No GPU record")
-    unknown = bench.recorded("kernels:vector-add", _record(tmp_path, {
+    unknown = records.recorded("kernels:vector-add", _record(tmp_path, {
         "kernels:vector-add": {"gb_per_s": 900.0}}, name="Radeon RX 7900 XTX"))  # fmt: skip
     assert unknown == {"gb_per_s": 900.0, "device": "Radeon RX 7900 XTX",
                        "date": "2026-01-02 03:04 UTC"}  # fmt: skip
@@ -205,11 +207,11 @@ def test_softmax_bandwidth_reading_never_guesses(tmp_path):
     assert "no memory bandwidth" in other and "%" not in other
     cpu = _engine(interpreted=True)
     assert "No GPU record" in softmax.bandwidth_reading(rows, cpu, None)
-    old = bench.recorded("kernels:softmax", _record(tmp_path, {
+    old = records.recorded("kernels:softmax", _record(tmp_path, {
         "kernels:softmax": {"softmax_vs_unfused": 4.2, "softmax_vs_torch": 1.6}}))  # fmt: skip
     text = softmax.bandwidth_reading(rows, cpu, old)
     assert "next GPU record" in text and "nan" not in text.lower() and "2,650" not in text
-    new = bench.recorded("kernels:softmax", _record(tmp_path, {
+    new = records.recorded("kernels:softmax", _record(tmp_path, {
         "kernels:softmax": {"softmax_vs_unfused": 4.2, "gb_per_s": 3600.0,
                             "fraction_of_bandwidth": 0.75}}))  # fmt: skip
     text = softmax.bandwidth_reading(rows, cpu, new)

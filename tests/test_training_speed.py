@@ -146,7 +146,7 @@ def test_the_records_rows_read_back_as_a_sweep_and_plot():
     best = result.best()
     assert (best["variant"], best["batch"]) == (figs["best"]["variant"], figs["best"]["batch"])
     assert best["fraction_of_peak"] == pytest.approx(figs["best"]["fraction_of_peak"], rel=0.01)
-    fig = ts.plot_sweep(result, "Inception v3")
+    fig = result.plot("Inception v3")
     assert len(fig.axes) == 2 and fig.axes[0].get_lines()
 
 

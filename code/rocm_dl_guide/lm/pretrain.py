@@ -352,7 +352,6 @@ def train(
     """
     from rocm_dl_guide.core import device as devices
     from rocm_dl_guide.training import train as loop
-    from rocm_dl_guide.training import training_speed
 
     n_epochs = profile.epochs(RECIPE["epochs"], epochs, example="tiny-lm")
     size = models.SIZES.get(profile.name, models.SIZES["smoke"])
@@ -410,9 +409,18 @@ def train(
         device=str(devices.describe()),
         profile=profile.name,
         epochs=n_epochs,
-        flops_per_token=flops_per_token(size, data.vocab_size, data.eos_id, dev),
-        peak_tflops=training_speed.device_peak_tflops(dev),
+        **_mfu_facts(size, data, dev),
     )
+
+
+def _mfu_facts(size: models.ModelSize, data: LMData, device) -> dict[str, float | None]:
+    """What :attr:`LMRun.mfu` divides: FLOPs per token and the device's peak."""
+    from rocm_dl_guide.training import training_speed
+
+    return {
+        "flops_per_token": flops_per_token(size, data.vocab_size, data.eos_id, device),
+        "peak_tflops": training_speed.device_peak_tflops(device),
+    }
 
 
 def _samples(model: models.CausalLM, data: LMData) -> dict[str, str]:

@@ -132,3 +132,32 @@ def gpu_sweep(
     result = training_speed.from_record(example, figures, device, unit)
     source = f"the GPU record (make gpu-check on an {device}, {tracked['date']})"
     return GpuSweep(result, source, False)
+
+
+def recorded(check: str, path: str | None = None) -> dict[str, Any] | None:
+    """The figures of ``check`` (``kernels:softmax``, ...) in the last GPU record
+    (``make gpu-check --record``), or ``None`` when no record keeps them.
+
+    Adds ``device`` and ``date`` from the record, and works out what the record
+    lacks from the guide's table of peaks for the recorded device:
+    ``fraction_of_peak`` from ``tflops``, ``fraction_of_bandwidth`` from
+    ``gb_per_s``. A figure the record does not hold is left out, never guessed:
+    a record written before ``kernel_checks`` kept ``gb_per_s`` has none."""
+    from rocm_dl_guide.core import device as devices
+
+    rec = latest_record() if path is None else latest_record(path)
+    figures = (rec or {}).get("figures", {}).get(check)
+    if not figures:
+        return None
+    name = rec["device"].get("name", "")
+    out = {**figures, "device": name, "date": rec.get("date", "")}
+    entry = devices.peak_matrix_throughput(name)
+    if "tflops" in out and "fraction_of_peak" not in out and entry:
+        out["peak_tflops"] = entry["bf16_tflops"]
+        out["fraction_of_peak"] = out["tflops"] / entry["bf16_tflops"]
+    bandwidth = devices.peak_memory_bandwidth(name)
+    if bandwidth:
+        out["peak_gb_per_s"] = bandwidth[0]
+        if "gb_per_s" in out and "fraction_of_bandwidth" not in out:
+            out["fraction_of_bandwidth"] = out["gb_per_s"] / bandwidth[0]
+    return out

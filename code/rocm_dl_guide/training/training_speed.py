@@ -239,6 +239,13 @@ class Sweep:
         base = self.rate("fp32", best["batch"])
         return round(max(amp) / base, 3) if amp and base else None
 
+    def plot(self, title: str | None = None):
+        """Rate and busy fraction against the batch size, a line per variant
+        (:func:`rocm_dl_guide.core.plots.plot_training_sweep`); returns the Figure."""
+        from rocm_dl_guide.core.plots import plot_training_sweep
+
+        return plot_training_sweep(self, title)
+
     def frame(self) -> pandas.DataFrame:
         import pandas as pd
 
@@ -572,40 +579,3 @@ def from_record(name: str, figures: dict, device: str, unit: str = "images") -> 
                      "fraction_of_peak": round(tflops / peak, 4) if tflops and peak else None,
                      "busy_fraction": busy, "peak_memory_mib": None, "note": ""})  # fmt: skip
     return Sweep(name, device, unit, rows, per_sample, None, {})
-
-
-def plot_sweep(result: Sweep, title: str | None = None):
-    """Throughput and busy fraction against the batch size, a line per variant;
-    returns the matplotlib Figure."""
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    key = result.rate_key
-    for variant in dict.fromkeys(r["variant"] for r in result.measured()):
-        rows = sorted((r for r in result.measured() if r["variant"] == variant),
-                      key=lambda r: r["batch"])  # fmt: skip
-        style = "o-" if len(rows) > 1 else "s"
-        batches = [r["batch"] for r in rows]
-        left.plot(batches, [r[key] for r in rows], style, label=variant)
-        if any(r["busy_fraction"] is not None for r in rows):
-            busy = [r["busy_fraction"] for r in rows]
-            right.plot(batches, [100 * b if b is not None else None for b in busy], style,
-                       label=variant)  # fmt: skip
-    from matplotlib.ticker import NullLocator, ScalarFormatter
-
-    ticks = sorted({r["batch"] for r in result.measured()})
-    for ax in (left, right):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ticks)
-        ax.xaxis.set_major_formatter(ScalarFormatter())
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xlabel("batch size")
-        ax.grid(alpha=0.3)
-    left.set_ylabel(f"{result.unit} per second")
-    left.legend(fontsize=8)
-    right.set_ylabel("GPU busy (% of wall time)")
-    right.set_ylim(0, 105)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig

@@ -18,7 +18,7 @@ from typing import Any
 
 from rocm_dl_guide.core import casestudies, profiles
 from rocm_dl_guide.core.messages import one_line
-from rocm_dl_guide.selfcheck.report import Outcome
+from rocm_dl_guide.selfcheck.report import Outcome, figure_text
 
 
 @dataclass
@@ -164,8 +164,9 @@ def check_training_speed(ctx: Setup, example: str) -> Outcome:
         raise AssertionError("no variant ran: " + "; ".join({r["note"] for r in result.rows}))
     if ctx.device.type == "cuda" and workload.loaders:
         figs["end_to_end"] = input_figures(ctx, workload, result, best)
+    rate = figure_text(best["images_per_s"])
     detail = (
-        f"best {best['variant']} at batch {best['batch']}: {best['images_per_s']:,.0f} img/s"
+        f"best {best['variant']} at batch {best['batch']}: {rate} img/s"
         + (f", {best['fraction_of_peak']:.1%} of peak" if best["fraction_of_peak"] else "")
         + (f", busy {best['busy_fraction']:.0%}" if best["busy_fraction"] is not None else "")
         + f"; {len(figs['rows'])} of {len(result.rows)} points ran"

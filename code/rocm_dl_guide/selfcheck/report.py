@@ -190,10 +190,10 @@ def _mfu_line(figs: dict[str, Any]) -> str:
 def _named(key: str, value: Any) -> str:
     if key in UNITS and isinstance(value, (int, float)):
         return UNITS[key].format(value)
-    return f"{key.replace('_', ' ')} {_figure(value)}"
+    return f"{key.replace('_', ' ')} {figure_text(value)}"
 
 
-def _figure(value: Any) -> str:
+def figure_text(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"

@@ -226,6 +226,100 @@ def test_transforms_follow_the_guide():
 # --------------------------------------------------------------------------- fine-tuning
 
 
+def test_each_profile_trains_with_its_settings():
+    """smoke and full: the recipe (batch 32, no warm-up); gpu: batch 256, lr scaled to
+    the global batch, a warm-up of one epoch, bfloat16 and channels-last on a GPU."""
+    full = profiles.current("full")
+    tiny = 100_000  # tiny-imagenet-200's training images
+
+    smoke = inception.settings(SMOKE, train_images=500, pretrained=False)
+    assert (smoke.batch_size, smoke.lr, smoke.warmup_steps) == (32, inception.RANDOM_INIT_LR, 0)
+    assert smoke.steps_per_epoch == 16 and not (smoke.fused or smoke.amp or smoke.channels_last)
+
+    recipe = inception.settings(full, train_images=tiny, pretrained=True, device="cuda")
+    assert (recipe.batch_size, recipe.lr, recipe.warmup_steps) == (32, 0.1, 0)
+    assert recipe.steps_per_epoch == 3125 and not (recipe.amp or recipe.channels_last)
+    assert recipe.fused == inception.fused_supported("cuda")
+
+    gpu = inception.settings(GPU, train_images=tiny, pretrained=True, device="cuda")
+    assert (gpu.batch_size, gpu.lr) == (inception.GPU_BATCH_SIZE, 0.1) == (256, 0.1)
+    assert gpu.warmup_steps == gpu.steps_per_epoch == 391  # the first epoch
+    assert gpu.amp and gpu.channels_last and gpu.fused == inception.fused_supported("cuda")
+    assert gpu.facts()["global_batch"] == 256
+    assert "batch 256, lr 0.1 after a linear warm-up over 391 steps from 0.001" in gpu.describe()
+
+    # Linear scaling: 0.1 for every 256 images a step, over all processes.
+    eight = inception.settings(GPU, train_images=tiny, pretrained=True, device="cuda", world_size=8)
+    assert eight.lr == pytest.approx(0.8) and eight.warmup_steps == 49  # 12,500 images a rank
+    small = inception.settings(GPU, train_images=tiny, pretrained=True, batch_size=32)
+    assert small.lr == pytest.approx(0.0125) and small.warmup_steps == 3125
+    # On the CPU the gpu profile leaves autocast and channels-last off; the caller decides.
+    cpu = inception.settings(GPU, train_images=tiny, pretrained=True, device="cpu")
+    assert not (cpu.amp or cpu.channels_last)
+    off = inception.settings(
+        GPU, train_images=tiny, pretrained=True, device="cuda", amp=False, channels_last=False
+    )
+    assert not (off.amp or off.channels_last)
+    assert not inception.settings(GPU, train_images=tiny, pretrained=True, fsdp=True).fused
+    # Random weights keep the small rate in every profile.
+    assert inception.settings(GPU, train_images=tiny, pretrained=False).lr == 0.001
+
+
+def test_the_gpu_schedule_warms_up_then_decays_every_30_epochs():
+    gpu = inception.settings(GPU, train_images=2560, pretrained=True)  # 10 steps an epoch
+    assert gpu.per_step and gpu.warmup_steps == gpu.steps_per_epoch == 10
+
+    def rates(sched, opt, steps):
+        out = []
+        for _ in range(steps):
+            out.append(opt.param_groups[0]["lr"])
+            opt.step()
+            sched.step()
+        return out
+
+    param = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([param], lr=gpu.lr)
+    sched = gpu.scheduler(opt)
+    lr = rates(sched, opt, 601)
+    rising = [0.1 * (0.01 + 0.99 * k / 10) for k in range(11)]
+    assert lr[:11] == pytest.approx(rising)  # from 0.001 up to 0.1 in 10 equal steps
+    assert lr[10:300] == pytest.approx([0.1] * 290)
+    assert lr[300:600] == pytest.approx([0.01] * 300) and lr[600] == pytest.approx(0.001)
+
+    # Resumed as fit resumes (a new schedule, then the checkpoint's optimizer and
+    # scheduler states), the schedule continues where it was.
+    opt2 = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=gpu.lr)
+    sched2 = gpu.scheduler(opt2)
+    rates(sched2, opt2, 5)
+    opt3 = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=gpu.lr)
+    sched3 = gpu.scheduler(opt3)
+    opt3.load_state_dict(opt2.state_dict())
+    sched3.load_state_dict(sched2.state_dict())
+    assert rates(sched3, opt3, 6) == pytest.approx(lr[5:11])
+
+    # smoke and full: the recipe's StepLR, stepped once an epoch.
+    recipe = inception.settings(SMOKE, train_images=500, pretrained=False)
+    step = recipe.scheduler(torch.optim.SGD([param], lr=recipe.lr))
+    assert not recipe.per_step and isinstance(step, torch.optim.lr_scheduler.StepLR)
+    assert (step.step_size, step.gamma) == (30, 0.1)
+
+
+def test_fused_sgd_only_where_this_pytorch_has_it():
+    from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+    assert inception.fused_supported("cuda")  # CUDA and ROCm: every PyTorch with fused SGD
+    assert inception.fused_supported("cpu") == ("cpu" in _get_fused_kernels_supported_devices())
+    assert not inception.fused_supported("meta")
+    if inception.fused_supported("cpu"):  # the fused kernel runs and agrees with foreach
+        params = [torch.nn.Parameter(torch.ones(3)) for _ in range(2)]
+        for p, fused in zip(params, (True, False), strict=True):
+            opt = torch.optim.SGD([p], lr=0.1, momentum=0.9, weight_decay=1e-4, fused=fused)
+            for _ in range(3):
+                p.grad = torch.full_like(p, 0.5)
+                opt.step()
+        assert torch.allclose(params[0], params[1])
+
+
 def test_finetune_model_replaces_the_head():
     model, loaded = inception.finetune_model(10, SMOKE)
     assert model.fc.out_features == 10 and model.AuxLogits is None and not model.aux_logits
@@ -254,6 +348,8 @@ def test_smoke_training_runs_and_learns(tmp_path):
     assert run.weights == tmp_path / "trained_inception_v3.pt" and run.weights.is_file()
     assert (tmp_path / "last.pt").is_file()
     assert "tiny-imagenet-200 (10 classes, 75px)" in run.summary()
+    assert "batch 32, lr 0.001, SGD;" in run.summary()  # the recipe's batch, no warm-up
+    assert run.record_fields()["batch_size"] == 32 and not run.record_fields()["fused"]
     assert len(run.data.names) == 10 and all(run.data.names)
 
 

@@ -64,7 +64,7 @@ def test_the_full_profile_does_not_cap_what_the_recipe_says():
 
 def test_the_training_functions_use_the_recipe():
     """The defaults the code trains with are the constants the table shows."""
-    assert inspect.signature(inception.train).parameters["batch_size"].default == 32
+    assert inception.default_batch(profiles.current("full")) == 32
     assert inspect.signature(cifar10.load).parameters["batch_size"].default == 4
     assert imdb.SEQUENCE_LENGTH == 250 and imdb.MAX_FEATURES == 10000
 

@@ -48,7 +48,19 @@ WEIGHT_DECAY = 1e-4
 LR_STEP_SIZE = 30
 LR_GAMMA = 0.1
 RANDOM_INIT_LR = 0.001
-"""DOC_PLACEHOLDER"""
+"""The learning rate from random weights (the ``smoke`` profile, or fixtures), in
+place of :data:`LEARNING_RATE`. The recipe's 0.1 is for 256 images a step (8 GPUs
+with 32 each); the linear scaling rule gives 0.0125 for 32 images on one device.
+In the ``smoke`` profile's two epochs (:data:`RANDOM_INIT_CHECK`), 0.1 at 32 images
+a step kept the loss finite but sent it far above chance, 0.0125 brought it below
+chance and 0.001 to about chance. The ``smoke`` profile keeps 0.001, the rate its
+book pages and tests were made with: a cautious rate, not the rule's."""
+RANDOM_INIT_CHECK = {0.1: (5.10, 5.36), 0.0125: (2.38, 2.07), 0.001: (2.39, 2.30)}
+"""Learning rate -> mean training loss in each of the ``smoke`` profile's two epochs
+(16 steps of 32 images at 75 px each, random weights, the fixtures, seed 0; two CPU
+cores, 2026-11-27; chance is ln 10 = 2.30). 0.1 and 0.0125 were measured with the
+same model, loader and SGD outside :func:`train`; at 0.1 one step's loss reached
+16.1. 0.001 is the smoke test's run of :func:`train` (``tests/test_inception.py``)."""
 FULL_EPOCHS = 90
 RECIPE = {
     "case study": "Inception v3 fine-tuning (PyTorch)",
@@ -72,7 +84,7 @@ NVIDIA H200, ``data/gpu-verification.json``, figures ``inception-v3``) measured
 training at 299x299: float32 1,075 img/s at batch 64 and 1,195 at 256; bfloat16
 autocast with channels-last 1,204 at 64, where the GPU was busy only 56% of the
 time, and 2,417 at 256 (busy 98%, 2.02x float32); bfloat16 without channels-last
-1,287 at 256. Peak memory at 256 was 13.6 GiB."""
+1,287 at 256. The fastest run's peak memory was 13,649 MiB (13.3 GiB)."""
 WARMUP_EPOCHS = 1
 """The ``gpu`` profile's linear warm-up, in epochs (stepped every batch). Goyal et al.
 warm up for 5 of 90 epochs; the ``gpu`` profile trains at most 5, so it takes one."""
@@ -162,6 +174,12 @@ def fused_supported(device) -> bool:
     return torch.device(device).type in _get_fused_kernels_supported_devices()
 
 
+def default_batch(profile: profiles.Profile) -> int:
+    """Images per step on each device: :data:`GPU_BATCH_SIZE` in the ``gpu`` profile,
+    the recipe's 32 in the others."""
+    return GPU_BATCH_SIZE if profile.name == "gpu" else BATCH_SIZE
+
+
 def settings(
     profile: profiles.Profile,
     *,
@@ -173,6 +191,7 @@ def settings(
     lr: float | None = None,
     amp: bool | None = None,
     channels_last: bool | None = None,
+    fsdp: bool = False,
 ) -> Settings:
     """How ``profile`` trains on ``train_images`` images with ``world_size`` processes.
 
@@ -189,7 +208,8 @@ def settings(
     Random weights (the ``smoke`` profile, or fixtures) train at
     :data:`RANDOM_INIT_LR`, without scaling. SGD is fused where
     :func:`fused_supported` says so, except in ``smoke``, which keeps the
-    default ``foreach`` update so the CPU build's numbers stay as they were.
+    default ``foreach`` update so the CPU build's numbers stay as they were,
+    and with ``fsdp`` (sharded parameters).
     ``batch_size``, ``lr`` (the rate after the warm-up), ``amp`` and
     ``channels_last`` override the profile's choice where given.
     """
@@ -197,7 +217,7 @@ def settings(
 
     gpu_profile = profile.name == "gpu"
     on_gpu = torch.device(device).type == "cuda"
-    batch = batch_size or (GPU_BATCH_SIZE if gpu_profile else BATCH_SIZE)
+    batch = batch_size or default_batch(profile)
     if lr is None:
         if not pretrained:
             lr = RANDOM_INIT_LR
@@ -214,7 +234,7 @@ def settings(
         lr=lr,
         warmup_steps=WARMUP_EPOCHS * steps if gpu_profile else 0,
         steps_per_epoch=steps,
-        fused=profile.name != "smoke" and fused_supported(device),
+        fused=profile.name != "smoke" and not fsdp and fused_supported(device),
         amp=(gpu_profile and on_gpu) if amp is None else amp,
         channels_last=(gpu_profile and on_gpu) if channels_last is None else channels_last,
         world_size=world_size,
@@ -330,7 +350,7 @@ def train(
 
     n_epochs = profile.epochs(FULL_EPOCHS, epochs, example="inception-v3")
     dev = devices.pick()
-    batch = batch_size or (GPU_BATCH_SIZE if profile.name == "gpu" else BATCH_SIZE)
+    batch = batch_size or default_batch(profile)
     data = tiny_imagenet_loaders(
         profile, image_size=image_size, batch_size=batch, seed=seed, device=dev
     )
@@ -346,6 +366,7 @@ def train(
         lr=lr,
         amp=amp,
         channels_last=channels_last,
+        fsdp=fsdp,
     )
     optimizer = torch.optim.SGD(
         model.parameters(),

@@ -115,6 +115,15 @@ class Settings:
         """Whether the schedule steps every batch (warm-up) rather than every epoch."""
         return self.warmup_steps > 0
 
+    def optimizer(self, params):
+        """The recipe's SGD (momentum, weight decay) at :attr:`lr`, fused where chosen."""
+        import torch
+
+        fused = {"fused": True} if self.fused else {}
+        return torch.optim.SGD(
+            params, lr=self.lr, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY, **fused
+        )
+
     def scheduler(self, optimizer):
         """The learning-rate schedule on ``optimizer``: the recipe's StepLR (x0.1 every
         30 epochs), per epoch; with a warm-up, a linear rise over ``warmup_steps``
@@ -329,18 +338,13 @@ def train(
 ) -> InceptionRun:
     """Fine-tune Inception v3 on tiny-imagenet-200 with the guide's recipe.
 
-    SGD (lr 0.1, momentum 0.9, weight decay 1e-4) with StepLR (x0.1 every 30
-    epochs), cross-entropy loss, batch 32, 90 epochs in the ``full`` profile;
-    the profile caps epochs (``smoke``: 2, the registry's cap for ``inception-v3``),
-    batches per epoch and the input size. The ``gpu`` profile trains at batch 256
-    in bfloat16 and channels-last, with the learning rate scaled to the batch
-    after a warm-up (:func:`settings`). With
-    ``checkpoint_dir`` every epoch is checkpointed (``resume`` continues;
-    ``checkpoint_every`` adds checkpoints every N steps inside the epochs) and the
-    final weights are saved as ``trained_inception_v3.pt``. ``batch_size``,
-    ``lr``, ``amp`` and ``channels_last`` default to the profile's
-    (:func:`settings`); ``amp=False`` or ``channels_last=False`` turns the
-    ``gpu`` profile's choice off.
+    The ``full`` profile is the recipe (SGD, lr 0.1, batch 32, StepLR, 90
+    epochs); ``gpu`` trains at batch 256 in bfloat16 and channels-last with the
+    rate scaled to the batch after a warm-up; the profile caps epochs, batches
+    and the input size. ``batch_size``, ``lr``, ``amp`` and ``channels_last``
+    override :func:`settings`. With ``checkpoint_dir`` every epoch is
+    checkpointed (``resume`` continues; ``checkpoint_every`` adds checkpoints
+    inside epochs); the final weights are ``trained_inception_v3.pt``.
     """
     import torch
 
@@ -357,24 +361,11 @@ def train(
     torch.manual_seed(seed)
     model, loaded = finetune_model(len(data.classes), profile)
     how = settings(
-        profile,
-        train_images=len(data.train_set),
-        pretrained=loaded.pretrained,
-        device=dev,
-        world_size=distributed.env_world_size(),
-        batch_size=batch,
-        lr=lr,
-        amp=amp,
-        channels_last=channels_last,
-        fsdp=fsdp,
-    )
-    optimizer = torch.optim.SGD(
-        model.parameters(),
-        lr=how.lr,
-        momentum=MOMENTUM,
-        weight_decay=WEIGHT_DECAY,
-        **({"fused": True} if how.fused else {}),
-    )
+        profile, train_images=len(data.train_set), pretrained=loaded.pretrained, device=dev,
+        world_size=distributed.env_world_size(), batch_size=batch, lr=lr, amp=amp,
+        channels_last=channels_last, fsdp=fsdp,
+    )  # fmt: skip
+    optimizer = how.optimizer(model.parameters())
     result = loop.fit(
         model,
         data.train_loader,

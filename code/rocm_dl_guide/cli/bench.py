@@ -331,7 +331,7 @@ def _cmd_bench_training(args: argparse.Namespace) -> int:
 
 def _add_training(bench_sub) -> None:
     from rocm_dl_guide.core import casestudies
-    from rocm_dl_guide.training.training_speed import CPU_VARIANTS, GPU_VARIANTS
+    from rocm_dl_guide.training.variants import CPU_VARIANTS, GPU_VARIANTS
 
     names = [c.name for c in casestudies.REGISTRY.values() if c.workload is not None]
     p = bench_sub.add_parser(

@@ -172,7 +172,7 @@ def _sweep_line(figs: dict[str, Any]) -> str:
     for e2e in figs.get("end_to_end") or []:
         parts.append(
             f"with the real loader ({e2e['loader'].split(',')[0]}) "
-            f"{100 * e2e['fraction']:.0f}% of the model's rate"
+            f"{100 * e2e['fraction']:.0f}% of the model-only rate"
         )
     return "; ".join(parts)
 

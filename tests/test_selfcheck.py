@@ -364,3 +364,26 @@ def test_the_language_model_checks_are_listed_and_fsdp_needs_two_gpus(tmp_path, 
     report = run(False, tmp_path, steps=1, only=["lm:qlora"], log=lambda _l: None)
     (check,) = report.checks
     assert (check.status, check.detail) == ("skip", "no 4-bit kernels")
+
+
+def test_the_real_loaders_are_measured_against_the_step(tmp_path):
+    """What ``speed:*`` adds on a GPU, run here on the CPU: each of the case study's
+    loaders alone and feeding the best eager variant's step, at a batch the data
+    set holds twice; the DeviceLoader hands out batches faster than the DataLoader."""
+    from rocm_dl_guide.core import casestudies, profiles
+    from rocm_dl_guide.selfcheck import checks
+    from rocm_dl_guide.training import training_speed
+
+    cpu = torch.device("cpu")
+    profile = profiles.with_data_source(profiles.get("smoke"), "fixtures")
+    ctx = checks.Setup(cpu, profile, tmp_path, 2, False)
+    workload = casestudies.get("cifar10").workload_function()(profile, cpu)
+    result = checks.run_sweep(ctx, training_speed.from_workload("cifar10", workload), "cifar10")
+    best = checks.sweep_figures(result)["best"]
+    rows = checks.input_figures(ctx, workload, result, best)
+    assert [r["loader"].split(",")[0] for r in rows] == ["DeviceLoader", "DataLoader"]
+    for row in rows:
+        assert 2 * row["batch"] <= row["samples_per_epoch"] and row["batch"] <= best["batch"]
+        assert row["end_to_end_img_per_s"] > 0 and 0 < row["fraction"] <= 2
+        assert row["model_img_per_s"] == result.rate(row["variant"], row["batch"])
+    assert rows[0]["loader_img_per_s"] > rows[1]["loader_img_per_s"]

@@ -186,7 +186,7 @@ def input_figures(ctx: Setup, workload, result, best) -> list[dict[str, Any]]:
     """Whether the data keeps up: each of the case study's real loaders alone and end
     to end with the best eager variant, against that variant's model-only rate, at
     the best batch (or the largest one of which the data set holds two batches)."""
-    from rocm_dl_guide.training import input_speed, setup, train, training_speed
+    from rocm_dl_guide.training import input_speed, training_speed
 
     out = []
     for name, make_loader in workload.loaders.items():
@@ -200,19 +200,7 @@ def input_figures(ctx: Setup, workload, result, best) -> list[dict[str, Any]]:
         if batch != best["batch"]:
             loader = make_loader(batch)
         variant = training_speed.Variant.parse(row["variant"])
-        torch_model = workload.model_fn().to(ctx.device)
-        make_opt = workload.optimizer_fn or training_speed.sgd
-        options = setup.FitOptions(
-            amp=variant.amp_dtype is not None,
-            amp_dtype=variant.amp_dtype,
-            channels_last=variant.channels_last,
-            aux_logits_weight=workload.aux_logits_weight,
-            progress=False,
-        )
-        step = train.step_function(
-            torch_model, make_opt(torch_model.parameters(), fused=variant.fused),
-            workload.loss_fn, ctx.device, options,
-        )  # fmt: skip
+        step = training_speed.variant_step(workload, variant, ctx.device)
         speed = input_speed.measure(
             loader, step, ctx.device, row["images_per_s"], batches=20, warmup=3
         )

@@ -303,12 +303,10 @@ def _busy_fraction(step, x, y, device, step_s: float, steps: int = 3) -> float |
     return round(min(1.0, busy / (steps * step_s)), 3) if busy > 0 else None
 
 
-def _point(workload: SweepWorkload, variant: Variant, batch: int, device, timing) -> dict:
-    """One measured row (raises on failure; the caller turns that into a note)."""
-    steps, warmup, repeats = timing
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
+def variant_step(workload, variant: Variant, device) -> Callable:
+    """The shared loop's training step (:func:`rocm_dl_guide.training.train.step_function`)
+    for a fresh model of ``workload`` (a :class:`SweepWorkload` or a
+    :class:`Workload`), run as ``variant`` says: precision, layout, compiler, optimizer."""
     torch.manual_seed(0)
     model = workload.model_fn().to(device)
     if variant.channels_last:
@@ -326,7 +324,16 @@ def _point(workload: SweepWorkload, variant: Variant, batch: int, device, timing
         aux_logits_weight=workload.aux_logits_weight,
         progress=False,
     )
-    step = train.step_function(trained, optimizer, workload.loss_fn, device, options)
+    return train.step_function(trained, optimizer, workload.loss_fn, device, options)
+
+
+def _point(workload: SweepWorkload, variant: Variant, batch: int, device, timing) -> dict:
+    """One measured row (raises on failure; the caller turns that into a note)."""
+    steps, warmup, repeats = timing
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    step = variant_step(workload, variant, device)
     x, y = _draw(workload.batch, batch, device, variant.channels_last)
     for _ in range(warmup):
         step(x, y)

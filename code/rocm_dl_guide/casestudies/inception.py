@@ -33,6 +33,7 @@ from rocm_dl_guide.casestudies.tiny_imagenet import (
     tiny_imagenet_loaders,
 )
 from rocm_dl_guide.core import files, profiles
+from rocm_dl_guide.core.device import fused_optimizer_supported as fused_supported
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -165,22 +166,6 @@ class Settings:
         parts.append("fused SGD" if self.fused else "SGD")
         parts += ["bfloat16 autocast"] * self.amp + ["channels-last"] * self.channels_last
         return ", ".join(parts)
-
-
-def fused_supported(device) -> bool:
-    """Whether this PyTorch has SGD's fused kernel for ``device``: the devices in its
-    list of fused kernels (CUDA and ROCm GPUs; the CPU too in recent releases)."""
-    import inspect
-
-    import torch
-
-    if "fused" not in inspect.signature(torch.optim.SGD).parameters:
-        return False
-    try:
-        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
-    except ImportError:  # pragma: no cover - a PyTorch without the list
-        return False
-    return torch.device(device).type in _get_fused_kernels_supported_devices()
 
 
 def default_batch(profile: profiles.Profile) -> int:

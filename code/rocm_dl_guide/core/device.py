@@ -219,3 +219,20 @@ def import_tensorflow():
     finally:
         os.close(saved)
     return tf
+
+
+def fused_optimizer_supported(device) -> bool:
+    """Whether this PyTorch has the optimizers' fused kernels (SGD, Adam, AdamW) for
+    ``device``: the devices in its list of fused kernels (CUDA and ROCm GPUs; the
+    CPU too in recent releases)."""
+    import inspect
+
+    import torch
+
+    if "fused" not in inspect.signature(torch.optim.SGD).parameters:
+        return False
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+    except ImportError:  # pragma: no cover - a PyTorch without the list
+        return False
+    return torch.device(device).type in _get_fused_kernels_supported_devices()

@@ -116,9 +116,10 @@ def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 def optimizer(params: Any, **settings: Any) -> torch.optim.AdamW:
     """AdamW over ``params`` with ``settings``, fused into one kernel per step where
     PyTorch has it for the parameters' device (CPU and GPU), else its default."""
+    from rocm_dl_guide.core.device import fused_optimizer_supported
+
     params = list(params)
-    device = params[0].device.type if params else "cpu"
-    fused = device in ("cpu", "cuda")
+    fused = fused_optimizer_supported(params[0].device if params else "cpu")
     return torch.optim.AdamW(params, fused=fused, **settings)
 
 

@@ -92,7 +92,7 @@ def test_the_instruction_set_cap_hides_the_flags_above_it(monkeypatch):
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
     assert device.cpu_flags() == {"sse2", "avx", "avx2", "fma", "f16c"}
     assert not device.cpu_has_native_bf16()
-    assert device.cpu_name().endswith("(capped to avx2)")
+    assert "(capped to avx2" in device.cpu_name()
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     assert device.cpu_flags() == {"sse2"}
     assert "avx512f" in device.cpu_flags(text)  # given text: no cap

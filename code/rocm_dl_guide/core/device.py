@@ -79,7 +79,8 @@ def capability_cap() -> str | None:
 
 def cpu_name() -> str:
     """The CPU model name from /proc/cpuinfo, or the platform's processor string;
-    with ``(capped to avx2)`` where :data:`CAPABILITY_VARIABLE` caps it."""
+    with ``(capped to avx2)`` where :data:`CAPABILITY_VARIABLE` caps it, and
+    ``; CPUID masked`` inside where :func:`cpuid_hides_avx512` too."""
     name = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
@@ -94,7 +95,9 @@ def cpu_name() -> str:
 
         name = platform.processor() or platform.machine() or "unknown CPU"
     cap = capability_cap()
-    return f"{name} (capped to {cap})" if cap else name
+    if not cap:
+        return name
+    return f"{name} (capped to {cap}{'; CPUID masked' if cpuid_hides_avx512() else ''})"
 
 
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
@@ -114,6 +117,31 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
         if line.lower().startswith(("flags", "features")):
             return {f for f in line.split(":", 1)[1].split() if not f.startswith(hide)}
     return set()
+
+
+def cpuid_hides_avx512() -> bool:
+    """Whether the CPUID instruction hides AVX-512 that /proc/cpuinfo lists.
+
+    That is the case under ``make test-slow`` and ``make book-slow``, whose CPUID
+    mask (``tests/slowcpu/avx2_only.c``) makes the libraries that ask the
+    processor themselves (ONNX Runtime's MLAS, NumPy, bitsandbytes) take their
+    AVX2 paths too, as on a CPU without AVX-512. CPUID is read through NumPy's
+    runtime dispatch, which asks the instruction at import."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            listed = "avx512f" in cpu_flags(fh.read())
+    except OSError:
+        return False
+    if not listed:
+        return False
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # NumPy 1.x
+        try:
+            from numpy.core._multiarray_umath import __cpu_features__ as features
+        except ImportError:
+            return False
+    return not features.get("AVX512F", True)
 
 
 def cpu_has_native_bf16(flags: set[str] | None = None) -> bool:

@@ -239,14 +239,18 @@ def int8_reason(flags: Collection[str]) -> str:
     return "This CPU has no SIMD int8 instructions that ONNX Runtime's kernels use."
 
 
-def uncapped_note(cpuinfo: str | None = None) -> str:
+def uncapped_note(cpuinfo: str | None = None, cpuid_masked: bool | None = None) -> str:
     """Where an instruction-set cap hides flags this CPU has
     (:func:`rocm_dl_guide.core.device.capability_cap`), a sentence saying that ONNX
     Runtime does not follow it: its kernels (MLAS) pick their instructions from
     the processor itself, and no switch caps them, so its rows are faster than
-    on a CPU without those instructions. ``""`` where nothing is hidden.
-    ``cpuinfo``: /proc/cpuinfo's text (read when not given)."""
+    on a CPU without those instructions. ``""`` where nothing is hidden, or where
+    the CPUID instruction itself hides them (``cpuid_masked``; by default
+    :func:`rocm_dl_guide.core.device.cpuid_hides_avx512`), since ONNX Runtime then
+    follows the cap too. ``cpuinfo``: /proc/cpuinfo's text (read when not given)."""
     if device.capability_cap() is None:
+        return ""
+    if device.cpuid_hides_avx512() if cpuid_masked is None else cpuid_masked:
         return ""
     if cpuinfo is None:
         try:

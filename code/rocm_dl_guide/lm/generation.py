@@ -196,11 +196,15 @@ class TokenClock:
     """A streamer for ``generate`` that notes when each new token arrives: seconds
     since the clock was made. ``generate`` hands a streamer the prompt first, then
     every new token as it is chosen (copied to the host, so on a GPU the time
-    includes the step's kernels)."""
+    includes the step's kernels). ``cpu_times`` holds the generating thread's CPU
+    seconds at the same moments (``time.thread_time``): on a CPU they leave out
+    the time other processes held the core, which wall time does not."""
 
     def __init__(self) -> None:
         self.start = time.perf_counter()
+        self.cpu_start = time.thread_time()
         self.times: list[float] = []
+        self.cpu_times: list[float] = []
         self._prompt_seen = False
 
     def put(self, value: torch.Tensor) -> None:
@@ -208,6 +212,7 @@ class TokenClock:
             self._prompt_seen = True
             return
         self.times.append(time.perf_counter() - self.start)
+        self.cpu_times.append(time.thread_time() - self.cpu_start)
 
     def end(self) -> None:
         """``generate``'s end-of-stream call: nothing to flush."""
@@ -219,15 +224,20 @@ def token_times(
     new_tokens: int,
     cache: str = "dynamic",
     compiled: bool = False,
+    cpu_times: list[float] | None = None,
 ) -> list[float]:
     """Seconds from the call of a greedy generation of ``new_tokens`` to each of
     its new tokens (for a batch, to that token of every sequence): element 0 is
     prefill, element ``n - 1`` the time a generation of ``n`` tokens takes,
-    because a step's work depends only on the positions before it."""
+    because a step's work depends only on the positions before it. A list
+    passed as ``cpu_times`` receives the same generation's CPU times
+    (:class:`TokenClock`)."""
     clock = TokenClock()
     generate(model, prompt, new_tokens, cache, compiled, streamer=clock)
     if len(clock.times) != new_tokens:
         raise RuntimeError(f"generate streamed {len(clock.times)} tokens, not {new_tokens}")
+    if cpu_times is not None:
+        cpu_times.extend(clock.cpu_times)
     return clock.times
 
 
@@ -287,17 +297,33 @@ def token_curves(
     new_tokens: int,
     caches: tuple[str, ...] = ("none", "dynamic"),
     iterations: int = 1,
+    cpu: dict[str, list[float]] | None = None,
 ) -> dict[str, list[float]]:
     """Per cache, the seconds to each new token of a greedy generation of
     ``new_tokens`` (:func:`token_times`), the median of ``iterations`` at every
     token. Each cache is warmed up first with :data:`WARMUP_TOKENS` new tokens;
-    the caches then take turns, so that a slow spell falls on them alike."""
+    the caches then take turns, so that a slow spell falls on them alike. A
+    dict passed as ``cpu`` receives the same curves in CPU time."""
     for cache in caches:
         generate(model, prompt, min(new_tokens, WARMUP_TOKENS), cache)
     runs: dict[str, list[list[float]]] = {cache: [] for cache in caches}
+    cpu_runs: dict[str, list[list[float]]] = {cache: [] for cache in caches}
     for _ in range(iterations):
         for cache in caches:
-            runs[cache].append(token_times(model, prompt, new_tokens, cache))
+            if cpu is None:
+                runs[cache].append(token_times(model, prompt, new_tokens, cache))
+            else:
+                cpu_runs[cache].append([])
+                runs[cache].append(
+                    token_times(model, prompt, new_tokens, cache, cpu_times=cpu_runs[cache][-1])
+                )
+    if cpu is not None:
+        cpu.update(_medians(cpu_runs))
+    return _medians(runs)
+
+
+def _medians(runs: dict[str, list[list[float]]]) -> dict[str, list[float]]:
+    """Per cache, the median of its runs at every token."""
     return {
         cache: [statistics.median(at) for at in zip(*times, strict=True)]
         for cache, times in runs.items()

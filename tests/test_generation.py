@@ -246,6 +246,6 @@ def test_the_cpu_curves_come_from_the_same_generations_and_ignore_time_off_the_c
 
     clock.put = slow_put
     generation.generate(hf, prompt, 4, streamer=clock)
-    steps = [b - a for a, b in zip(clock.times, clock.times[1:])]
-    cpu_steps = [b - a for a, b in zip(clock.cpu_times, clock.cpu_times[1:])]
+    steps = [b - a for a, b in zip(clock.times, clock.times[1:], strict=False)]
+    cpu_steps = [b - a for a, b in zip(clock.cpu_times, clock.cpu_times[1:], strict=False)]
     assert min(steps) >= 0.05 and max(cpu_steps) < 0.04

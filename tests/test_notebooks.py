@@ -114,7 +114,7 @@ def test_downloaded_notebook_runs_in_a_fresh_kernel(build, page, tmp_path):
     # 240 s in all under make test-slow): it is stopped after hang_limit of it.
     client = NotebookClient(
         nb,
-        timeout=hang_limit(100),
+        timeout=round(hang_limit(100)),  # nbclient takes whole seconds
         kernel_name="python3",
         resources={"metadata": {"path": str(tmp_path)}},
     )

@@ -123,14 +123,18 @@ def test_the_curve_is_the_median_of_its_runs_at_every_token(trained, monkeypatch
     runs = iter([[1.0, 2.0, 9.0], [0.5, 1.0, 2.0], [3.0, 4.0, 5.0], [0.1, 0.2, 0.3]])
     calls = []
 
-    def fake(model, prompt, n, cache):
+    def fake(model, prompt, n, cache, cpu_times):
         calls.append(cache)
-        return next(runs)
+        wall = next(runs)
+        cpu_times.extend(t / 2 for t in wall)  # the thread ran half the time
+        return wall
 
     monkeypatch.setattr(generation, "token_times", fake)
-    curves = generation.token_curves(hf, prompt, 3, ("none", "dynamic"), iterations=2)
+    cpu = {}
+    curves = generation.token_curves(hf, prompt, 3, ("none", "dynamic"), iterations=2, cpu=cpu)
     assert calls == ["none", "dynamic", "none", "dynamic"]  # the caches take turns
     assert curves == {"none": [2.0, 3.0, 7.0], "dynamic": [0.3, 0.6, 1.15]}
+    assert cpu == {c: pytest.approx([t / 2 for t in curve]) for c, curve in curves.items()}
     rows = generation.rows_at(curves, (3,))
     assert [(r.cache, r.ms, r.prefill_ms) for r in rows] == [
         ("none", 7000.0, 2000.0),

@@ -388,6 +388,45 @@ def test_concurrent_requests_all_succeed_and_are_measured(server):
     assert serving.scaling(rows) > 0
 
 
+def test_side_by_side_rounds_interleave_servers_and_levels_and_report_medians(monkeypatch):
+    """Every level of every server is warmed once, then each round times each
+    (server, level) in turn; a row's total is the median of its rounds, so one
+    slowed round (a neighbour on the CPU) moves no row's figure."""
+    from types import SimpleNamespace
+
+    batched = SimpleNamespace(engine="transformers", continuous_batching=True)
+    serial = SimpleNamespace(engine="transformers", continuous_batching=False)
+    calls, clock = [], [0.0]
+    slow_round = 1  # the second timed round of every cell runs 10x slower
+
+    def fake_send(server, n, concurrency, max_tokens):
+        timed = len(calls) >= 3  # three warm-ups: (batched, 1), (batched, 4), (serial, 4)
+        calls.append((server.continuous_batching, n, concurrency, timed))
+        rnd = (len(calls) - 4) // 3 if timed else -1
+        per_token = 0.010 if server.continuous_batching else 0.020
+        step = per_token * (10 if rnd == slow_round else 1)
+        clock[0] += step * max_tokens
+        return [serving.Completion("x", ["x"], max_tokens, "length", step, step * max_tokens)] * n
+
+    monkeypatch.setattr(serving, "send_concurrently", fake_send)
+    monkeypatch.setattr(serving.time, "perf_counter", lambda: clock[0])
+    rows = serving.measure_side_by_side([(batched, (1, 4)), (serial, (4,))], 8, rounds=3)
+    assert calls[:3] == [(True, 1, 1, False), (True, 4, 4, False), (False, 4, 4, False)]
+    timed = [(on, n, c) for on, n, c, t in calls[3:]]
+    assert timed == [(True, 3, 1), (True, 4, 4), (False, 4, 4)] * 3  # interleaved, 3 at least
+    assert [(r.continuous_batching, r.concurrency, r.requests) for r in rows] == [
+        (True, 1, 9),
+        (True, 4, 12),
+        (False, 4, 12),
+    ]
+    # the slowed round is outvoted: each figure is the quiet rounds' value
+    assert rows[0].tokens_per_s_total == pytest.approx(3 * 8 / (0.010 * 8))
+    assert rows[2].tokens_per_s_total == pytest.approx(4 * 8 / (0.020 * 8))
+    assert rows[1].ttft_ms == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        serving.measure_side_by_side([(batched, (1,))], 8, rounds=0)
+
+
 @pytest.mark.timeout(180)
 def test_one_at_a_time_a_request_samples_and_a_model_without_chat_template_says_so(
     folder, tmp_path

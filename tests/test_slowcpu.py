@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from rocm_dl_guide.core import device
+
 SOURCE = Path(__file__).parent / "slowcpu" / "avx2_only.c"
 
 PROBE = """
@@ -24,14 +26,8 @@ print(f["AVX512F"], f["AVX512VNNI"], f["AVX2"], torch.backends.cpu.get_cpu_capab
 
 
 def _flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
+    """Every flag /proc/cpuinfo lists, whatever cap the environment sets."""
+    return device.cpu_flags(device.cpuinfo_text())
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +78,26 @@ def test_a_real_segfault_still_reaches_pythons_own_handler(mask):
     assert result.returncode == -11
     assert "Fatal Python error: Segmentation fault" in result.stderr
     assert "string_at" in result.stderr  # faulthandler's traceback, as without the mask
+
+
+@pytest.mark.parametrize("target", ["test", "check", "test-slow", "book-slow"])
+def test_make_targets_stop_at_a_crashed_worker_and_slow_runs_keep_their_own_cache(target):
+    """pytest-xdist requeues a crashed worker's finished groups and the run then
+    waits forever (pytest-dev/pytest-xdist#1378): every test target passes
+    --max-worker-restart=0 so a crash ends the run with its report. Inductor's
+    on-disk cache does not key its kernels on ATEN_CPU_CAPABILITY (a kernel
+    compiled without the cap and reused under it gave wrong values): the slow
+    targets compile into a cache of their own."""
+    root = Path(__file__).resolve().parent.parent
+    shown = subprocess.run(
+        ["make", "-n", target], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    command = shown.strip().splitlines()[-1]
+    if target != "book-slow":
+        assert "-m pytest" in command and "--max-worker-restart=0" in command, command
+    slow = target.endswith("-slow")
+    assert ("TORCHINDUCTOR_CACHE_DIR=" in command) == slow, command
+    if slow:
+        cache = command.split('TORCHINDUCTOR_CACHE_DIR="', 1)[1].split('"')[0]
+        assert cache.endswith("_avx2"), cache
+        assert "ATEN_CPU_CAPABILITY=avx2" in command and "LD_PRELOAD=" in command, command

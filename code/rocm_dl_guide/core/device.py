@@ -77,19 +77,25 @@ def capability_cap() -> str | None:
     return cap if cap in ("avx2", "default") else None
 
 
+def cpuinfo_text() -> str:
+    """/proc/cpuinfo's text, or ``""`` where there is none (not Linux, or unreadable):
+    the one place the guide reads it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
 def cpu_name() -> str:
     """The CPU model name from /proc/cpuinfo, or the platform's processor string;
     with ``(capped to avx2)`` where :data:`CAPABILITY_VARIABLE` caps it, and
     ``; CPUID masked`` inside where :func:`cpuid_hides_avx512` too."""
     name = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    for line in cpuinfo_text().splitlines():
+        if line.lower().startswith("model name"):
+            name = line.split(":", 1)[1].strip()
+            break
     if not name:
         import platform
 
@@ -108,11 +114,7 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
     if cpuinfo is None:
         cap = capability_cap()
         hide = {"avx2": _ABOVE_AVX2, "default": _ABOVE_DEFAULT}.get(cap or "", ())
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-                cpuinfo = fh.read()
-        except OSError:
-            return set()
+        cpuinfo = cpuinfo_text()
     for line in cpuinfo.splitlines():
         if line.lower().startswith(("flags", "features")):
             return {f for f in line.split(":", 1)[1].split() if not f.startswith(hide)}
@@ -127,12 +129,7 @@ def cpuid_hides_avx512() -> bool:
     processor themselves (ONNX Runtime's MLAS, NumPy, bitsandbytes) take their
     AVX2 paths too, as on a CPU without AVX-512. CPUID is read through NumPy's
     runtime dispatch, which asks the instruction at import."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            listed = "avx512f" in cpu_flags(fh.read())
-    except OSError:
-        return False
-    if not listed:
+    if "avx512f" not in cpu_flags(cpuinfo_text()):
         return False
     try:
         from numpy._core._multiarray_umath import __cpu_features__ as features

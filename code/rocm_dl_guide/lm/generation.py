@@ -310,13 +310,10 @@ def token_curves(
     cpu_runs: dict[str, list[list[float]]] = {cache: [] for cache in caches}
     for _ in range(iterations):
         for cache in caches:
-            if cpu is None:
-                runs[cache].append(token_times(model, prompt, new_tokens, cache))
-            else:
-                cpu_runs[cache].append([])
-                runs[cache].append(
-                    token_times(model, prompt, new_tokens, cache, cpu_times=cpu_runs[cache][-1])
-                )
+            cpu_runs[cache].append([])
+            runs[cache].append(
+                token_times(model, prompt, new_tokens, cache, cpu_times=cpu_runs[cache][-1])
+            )
     if cpu is not None:
         cpu.update(_medians(cpu_runs))
     return _medians(runs)

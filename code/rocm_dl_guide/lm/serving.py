@@ -36,8 +36,9 @@ engine="vllm")`` starts vLLM's OpenAI server on the same folder instead, under
 the same time limits, and the same client measures it.
 :func:`complete`, :func:`stream` and :func:`chat` send requests with the ``openai``
 client;
-:func:`measure` times concurrent streamed requests after a warm-up round at
-the same concurrency (the first batch of a new shape is slow).
+:func:`measure_side_by_side` times concurrent streamed requests on one or
+more servers after a warm-up round at each concurrency (the first batch of a
+new shape is slow), in interleaved rounds whose medians it reports.
 """
 
 from __future__ import annotations
@@ -491,49 +492,94 @@ class ServeRow:
         return asdict(self)
 
 
+ROUNDS = 3
+"""Timed rounds per server and concurrency level; each figure is their median."""
+
+
+def _timed_round(server: Server, concurrency: int, n: int, max_tokens: int):
+    """``n`` streamed requests, ``concurrency`` in flight: the answers and the wall time."""
+    start = time.perf_counter()
+    done = send_concurrently(server, n, concurrency, max_tokens)
+    return done, time.perf_counter() - start
+
+
 def measure(
     server: Server,
     concurrency: int,
     requests_per_level: int | None = None,
     max_tokens: int = MAX_TOKENS["smoke"],
+    rounds: int = 1,
 ) -> ServeRow:
     """Time ``requests_per_level`` streamed requests (default: one round of
     ``concurrency``, at least 3), ``concurrency`` in flight at once, after one
-    untimed warm-up round of ``concurrency`` requests."""
-    n = requests_per_level or max(concurrency, 3)
-    send_concurrently(server, concurrency, concurrency, max_tokens)  # warm-up: this batch shape
-    start = time.perf_counter()
-    done = send_concurrently(server, n, concurrency, max_tokens)
-    wall = time.perf_counter() - start
-    tokens = sum(c.tokens for c in done)
-    return ServeRow(
-        engine=ENGINES[server.engine],
-        concurrency=concurrency,
-        continuous_batching=server.continuous_batching,
-        requests=n,
-        max_tokens=max_tokens,
-        ttft_ms=statistics.median(c.ttft_s for c in done) * 1e3,
-        tokens_per_s_per_request=statistics.median(c.tokens / c.total_s for c in done),
-        tokens_per_s_total=tokens / wall,
-    )
+    untimed warm-up round of ``concurrency`` requests; ``rounds`` times, the
+    figures their medians (:func:`measure_side_by_side`)."""
+    plan = [(server, (concurrency,))]
+    return measure_side_by_side(plan, max_tokens, rounds, requests_per_level)[0]
+
+
+def measure_side_by_side(
+    plan: list[tuple[Server, tuple[int, ...]]],
+    max_tokens: int = MAX_TOKENS["smoke"],
+    rounds: int = ROUNDS,
+    requests_per_level: int | None = None,
+) -> list[ServeRow]:
+    """Each server of ``plan`` at each of its concurrency levels, in rounds.
+
+    One untimed warm-up at each level first (the first batch of a new shape is
+    slow). Then each round times every (server, level) once, one after the
+    other, so that a neighbour taking the CPU for a while slows every row of a
+    round alike, not one row. A level sends ``requests_per_level`` requests a
+    round (default: ``concurrency``, at least 3; a server without continuous
+    batching, ``concurrency``). A row's time to first token and tokens/s per
+    request are the medians over its requests of every round; its total
+    tokens/s is the median of its rounds'. Rows come in ``plan``'s order."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, not {rounds}")
+    cells = [(server, c) for server, levels in plan for c in levels]
+    for server, c in cells:
+        send_concurrently(server, c, c, max_tokens)  # warm-up: this batch shape
+
+    def size(server: Server, c: int) -> int:
+        if requests_per_level:
+            return requests_per_level
+        return max(c, 3) if server.continuous_batching else c
+
+    answers: dict[int, list[Completion]] = {i: [] for i in range(len(cells))}
+    totals: dict[int, list[float]] = {i: [] for i in range(len(cells))}
+    for _ in range(rounds):
+        for i, (server, c) in enumerate(cells):
+            done, wall = _timed_round(server, c, size(server, c), max_tokens)
+            answers[i] += done
+            totals[i].append(sum(a.tokens for a in done) / wall)
+    return [
+        ServeRow(
+            engine=ENGINES[server.engine],
+            concurrency=c,
+            continuous_batching=server.continuous_batching,
+            requests=len(answers[i]),
+            max_tokens=max_tokens,
+            ttft_ms=statistics.median(a.ttft_s for a in answers[i]) * 1e3,
+            tokens_per_s_per_request=statistics.median(a.tokens / a.total_s for a in answers[i]),
+            tokens_per_s_total=statistics.median(totals[i]),
+        )
+        for i, (server, c) in enumerate(cells)
+    ]
 
 
 def measure_levels(
-    server: Server, levels: tuple[int, ...] = LEVELS, max_tokens: int = MAX_TOKENS["smoke"]
+    server: Server,
+    levels: tuple[int, ...] = LEVELS,
+    max_tokens: int = MAX_TOKENS["smoke"],
+    rounds: int = ROUNDS,
 ) -> list[ServeRow]:
-    """:func:`measure` at each concurrency level, lowest first."""
-    return [measure(server, c, max_tokens=max_tokens) for c in levels]
+    """:func:`measure_side_by_side` of one server at each concurrency level, lowest first."""
+    return measure_side_by_side([(server, tuple(levels))], max_tokens, rounds)
 
 
 SERIAL_LEVELS = (1, 4)
 """Concurrency levels measured with continuous batching off: the engine serves
 one request at a time, so at 16 the queue alone would take minutes."""
-
-
-def measure_serial(server: Server, max_tokens: int = MAX_TOKENS["smoke"]) -> list[ServeRow]:
-    """:func:`measure` at each of :data:`SERIAL_LEVELS` on a server without
-    continuous batching, as many requests as are in flight."""
-    return [measure(server, c, c, max_tokens) for c in SERIAL_LEVELS]
 
 
 def scaling(rows: list[ServeRow], continuous_batching: bool = True) -> float | None:

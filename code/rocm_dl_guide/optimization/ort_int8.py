@@ -253,11 +253,7 @@ def uncapped_note(cpuinfo: str | None = None, cpuid_masked: bool | None = None) 
     if device.cpuid_hides_avx512() if cpuid_masked is None else cpuid_masked:
         return ""
     if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-                cpuinfo = fh.read()
-        except OSError:
-            return ""
+        cpuinfo = device.cpuinfo_text()
     hidden = [
         f for f in CPU_FLAGS if f in device.cpu_flags(cpuinfo) and f not in device.cpu_flags()
     ]

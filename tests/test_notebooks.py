@@ -125,3 +125,36 @@ def test_downloaded_notebook_runs_in_a_fresh_kernel(build, page, tmp_path):
     for cell in cells:
         for out in cell.outputs:
             assert out.output_type != "error", f"{page}: {out.get('ename')}: {out.get('evalue')}"
+
+
+VISIBLE_ONLY = [
+    "book/prerequisites/hardware",
+    "book/prerequisites/compatibility",
+    "book/frameworks/data",
+    "book/kernels/programming-model",
+    "book/kernels/pytorch",
+    "book/training/fast-training",
+]
+"""Pages run from the code they show alone (issue 56): a reader who copies
+each visible cell into a fresh notebook, in order, gets no error. Cheap pages
+of every chapter the book opens with; ``tests/test_visible_code.py`` checks
+the names in every page's visible cells statically."""
+
+
+@pytest.mark.parametrize("page", VISIBLE_ONLY)
+def test_a_page_runs_from_its_visible_cells_alone(page, tmp_path):
+    from test_visible_code import visible_cells
+
+    assert is_executable(page)
+    cells = visible_cells(source(page).read_text(encoding="utf-8"))
+    assert cells, f"{page}: no visible code"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = NotebookClient(
+        nb,
+        timeout=round(hang_limit(100)),  # nbclient takes whole seconds
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()  # raises CellExecutionError, naming the cell, on any failing cell
+    assert all(c.get("execution_count") for c in nb.cells)
+    assert any(c.outputs for c in nb.cells), f"{page}: the visible cells printed nothing"

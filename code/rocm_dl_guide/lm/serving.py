@@ -496,13 +496,6 @@ ROUNDS = 3
 """Timed rounds per server and concurrency level; each figure is their median."""
 
 
-def _timed_round(server: Server, concurrency: int, n: int, max_tokens: int):
-    """``n`` streamed requests, ``concurrency`` in flight: the answers and the wall time."""
-    start = time.perf_counter()
-    done = send_concurrently(server, n, concurrency, max_tokens)
-    return done, time.perf_counter() - start
-
-
 def measure(
     server: Server,
     concurrency: int,
@@ -549,9 +542,10 @@ def measure_side_by_side(
     totals: dict[int, list[float]] = {i: [] for i in range(len(cells))}
     for _ in range(rounds):
         for i, (server, c) in enumerate(cells):
-            done, wall = _timed_round(server, c, size(server, c), max_tokens)
+            start = time.perf_counter()
+            done = send_concurrently(server, size(server, c), c, max_tokens)
             answers[i] += done
-            totals[i].append(sum(a.tokens for a in done) / wall)
+            totals[i].append(sum(a.tokens for a in done) / (time.perf_counter() - start))
     return [
         ServeRow(
             engine=ENGINES[server.engine],

@@ -202,6 +202,53 @@ def test_executable_page_shows_outputs_and_no_errors(build, page):
     assert not nans, f"{page}: an output shows {nans}"
 
 
+MACHINE_MARKERS = ("/tmp/", "/root/", "/home/", ".venv/", "site-packages/")
+"""Parts of a path that name the machine or environment that built a page, not
+the reader's (issue 56): the guide's own folders print from their variables
+(``$ROCM_DL_GUIDE_RUNS/...``) or from ``~``."""
+FLOAT_INTEGER = re.compile(r"-?[\d,]+\.0+")
+LONG_DECIMALS = re.compile(r"\d\.\d{6,}\b")
+
+
+def output_tables(page: str) -> list[list[list[str]]]:
+    """Each table in the page's cell outputs as rows of its data cells' text."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((HTML / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
+    tables = []
+    for out in soup.select("div.cell_output"):
+        for table in out.select("table"):
+            rows = [
+                [td.get_text(" ", strip=True) for td in tr.select("td")]
+                for tr in table.select("tr")
+            ]
+            tables.append([r for r in rows if r])
+    return tables
+
+
+@pytest.mark.parametrize("page", [p for p in toc_files() if is_executable(p)])
+def test_outputs_name_no_machine_and_print_numbers_for_reading(build, page):
+    """No output holds a path of the build's machine or environment, and a table's
+    figures print for reading: no column of whole numbers printed as floats
+    ("18.000000", "4192.0") and no six-decimal figure, pandas' default (issue 56).
+    A record printed whole (JSON, a dict) keeps the precision of the file."""
+    assert build.code == 0, "the book did not build"
+    printed = " ".join(parse(page).output_text)
+    for marker in MACHINE_MARKERS:
+        assert marker not in printed, f"{page}: an output shows a machine path ({marker!r})"
+    for table in output_tables(page):
+        cells = [c for row in table for c in row]
+        assert not any(LONG_DECIMALS.search(c) for c in cells), (
+            f"{page}: a table prints a figure with six decimals or more (pandas' default)"
+        )
+        for column in zip(*(r for r in table if len(r) == len(table[0])), strict=True):
+            figures = [c for c in column if re.fullmatch(r"-?[\d,]+(\.\d+)?", c)]
+            floats = [c for c in figures if "." in c]
+            assert not (len(floats) > 1 and all(FLOAT_INTEGER.fullmatch(c) for c in floats)), (
+                f"{page}: whole numbers printed as floats: {floats[:4]}"
+            )
+
+
 def machine_paths() -> list[str]:
     """Folders that name the machine that built the book, not the reader's."""
     import conftest

@@ -142,6 +142,29 @@ def test_paths_under_the_home_folder_are_shown_from_tilde(monkeypatch, tmp_path:
     from rocm_dl_guide.core import files
 
     monkeypatch.setenv("HOME", str(tmp_path / "home" / "ada"))
+    for variable in files.SHOWN_FOLDERS:
+        monkeypatch.delenv(variable, raising=False)
     assert files.shown(tmp_path / "home" / "ada" / ".cache" / "x.pt") == "~/.cache/x.pt"
     assert files.shown(str(tmp_path / "elsewhere")) == str(tmp_path / "elsewhere")
     assert files.shown(tmp_path / "home" / "adam") == str(tmp_path / "home" / "adam")
+
+
+def test_paths_under_the_guides_own_folders_are_shown_from_their_variables(
+    monkeypatch, tmp_path: Path
+) -> None:
+    """Where ROCM_DL_GUIDE_RUNS or ROCM_DL_GUIDE_DATA names the folder (a test
+    session's, a cluster's scratch disk), a page prints the variable, not the
+    machine's path (issue 56); the home folder still prints as ~."""
+    from rocm_dl_guide.core import files
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ROCM_DL_GUIDE_RUNS", str(tmp_path / "scratch" / "runs") + "/")
+    monkeypatch.setenv("ROCM_DL_GUIDE_DATA", str(tmp_path / "home" / "data"))
+    runs = tmp_path / "scratch" / "runs"
+    assert files.shown(runs / "cifar10" / "last.pt") == "$ROCM_DL_GUIDE_RUNS/cifar10/last.pt"
+    assert files.shown(runs) == "$ROCM_DL_GUIDE_RUNS"
+    assert files.shown(tmp_path / "home" / "data" / "x") == "$ROCM_DL_GUIDE_DATA/x"
+    assert files.shown(tmp_path / "home" / "other") == "~/other"
+    assert files.shown(tmp_path / "scratch" / "runs2") == str(tmp_path / "scratch" / "runs2")
+    monkeypatch.setenv("ROCM_DL_GUIDE_RUNS", "")
+    assert files.shown(runs / "x") == str(runs / "x")

@@ -122,10 +122,25 @@ def human_bytes(n: int | None) -> str:
     return f"{n} B"  # pragma: no cover
 
 
+SHOWN_FOLDERS = ("ROCM_DL_GUIDE_RUNS", "ROCM_DL_GUIDE_DATA")
+"""Environment variables naming the guide's own folders (training runs, data
+cache): a path under one that is set prints from the variable."""
+
+
 def shown(path: str | os.PathLike) -> str:
-    """``path`` as messages and pages print it: under the home folder as ``~/...``,
-    which reads the same on every reader's machine and names no user."""
-    path = Path(path)
+    """``path`` as messages and pages print it, naming no user and no machine:
+    under a folder that one of :data:`SHOWN_FOLDERS` sets, from that variable
+    (``$ROCM_DL_GUIDE_RUNS/cifar10/last.pt``); else under the home folder as
+    ``~/...``, which reads the same on every reader's machine; else as it is."""
+    path = Path(os.path.abspath(path))
+    for variable in SHOWN_FOLDERS:
+        root = os.environ.get(variable)
+        if root:
+            try:
+                rest = path.relative_to(os.path.abspath(root))
+            except ValueError:
+                continue
+            return f"${variable}" + ("" if rest == Path(".") else f"/{rest}")
     try:
         return str(Path("~") / path.relative_to(Path.home()))
     except ValueError:  # not under the home folder (or no home): as it is

@@ -1,5 +1,6 @@
 """One way to show a table on a page: no index column, empty cells for missing
-values, and source ids rendered as links to the documents they name."""
+values, figures formatted for reading, and source ids rendered as links to the
+documents they name."""
 
 from __future__ import annotations
 
@@ -7,6 +8,24 @@ from html import escape
 
 LONG_CELL = 80
 """A cell longer than this (characters) is prose: its table wraps instead of scrolling."""
+DIGITS = 4
+"""Significant digits of a figure in a column without a format of its own."""
+
+
+def readable(value: float, integral: bool = False) -> str:
+    """A figure as a reader reads it: a whole number (``integral``, or from 1,000
+    up) with thousands separators, else :data:`DIGITS` significant digits, never
+    the six decimals pandas prints by default ("18.000000")."""
+    import math
+
+    if not math.isfinite(value):
+        raise ValueError(f"{value} in a table: a variant that did not run is a row saying why")
+    if integral or abs(value) >= 10 ** (DIGITS - 1):
+        return f"{value:,.0f}"
+    if value == 0:
+        return "0"
+    decimals = DIGITS - 1 - math.floor(math.log10(abs(value)))
+    return f"{value:.{decimals}f}"
 
 
 def show(
@@ -20,11 +39,21 @@ def show(
     Missing values render as empty cells rather than ``NaN``/``None``, and the
     positional index, which means nothing to a reader, is hidden. ``links``
     maps a column name to ``{cell value: url}``; those cells become links.
-    ``formats`` maps a column name to a format string (``"{:.2f}"``) for its figures.
+    ``formats`` maps a column name to a format string (``"{:.2f}"``) for its figures;
+    other columns of floats print :func:`readable`: as whole numbers where every
+    figure in the column is one (a count), else with :data:`DIGITS` significant
+    digits. An infinite figure is an error, never a cell.
     """
     import pandas as pd
 
     frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(list(data))
+    floats = {
+        column: all(float(v).is_integer() for v in frame[column].dropna())
+        for column in frame.columns
+        if column not in (formats or {})
+        and frame[column].dropna().map(lambda v: isinstance(v, float)).all()
+        and frame[column].notna().any()
+    }
     frame = frame.astype(object).where(frame.notna(), "")
     styler = frame.style.hide(axis="index")
     for column, urls in (links or {}).items():
@@ -36,6 +65,11 @@ def show(
                 return f'<a href="{escape(url, quote=True)}">{text}</a>' if url else text
 
             styler = styler.format(link, subset=[column])
+    for column, integral in floats.items():
+        styler = styler.format(
+            lambda v, integral=integral: readable(v, integral) if isinstance(v, float) else v,
+            subset=[column],
+        )
     for column, fmt in (formats or {}).items():
         if column in frame.columns:
             styler = styler.format(

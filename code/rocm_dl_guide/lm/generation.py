@@ -62,6 +62,10 @@ class GenRow:
         return asdict(self)
 
 
+TABLE_FORMATS = {"tokens_per_s": "{:,.0f}", "prefill_ms": "{:,.1f}", "ms": "{:,.1f}"}
+"""How the page's tables print each figure column (:func:`rocm_dl_guide.core.tables.show`)."""
+
+
 def load(profile: profiles.Profile, path: str | os.PathLike | None = None):
     """The chapter's model ready to generate: ``(model, tokenizer, source)``.
 

@@ -492,6 +492,12 @@ class ServeRow:
         return asdict(self)
 
 
+TABLE_FORMATS = {
+    "ttft_ms": "{:,.1f}",
+    "tokens_per_s_per_request": "{:,.0f}",
+    "tokens_per_s_total": "{:,.0f}",
+}
+"""How the page's table prints each figure column (:func:`rocm_dl_guide.core.tables.show`)."""
 ROUNDS = 3
 """Timed rounds per server and concurrency level; each figure is their median."""
 

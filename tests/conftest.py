@@ -432,6 +432,17 @@ def pytest_collection_modifyitems(config, items):
         scale_time_limit(config, item)  # last: every mark above is a budget
 
 
+@pytest.fixture(autouse=True)
+def no_system_data_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process tests see no operating-system copy of a data set (Debian's
+    dataset-fashion-mnist), so that the smoke profile's default is the fixture
+    on every machine; tests of system copies name their own folders. Child
+    processes and the book build see the machine as it is."""
+    from rocm_dl_guide.core import datasets
+
+    monkeypatch.setattr(datasets, "SYSTEM_COPIES", {})
+
+
 @pytest.fixture
 def private_data_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty data cache (``ROCM_DL_GUIDE_DATA``) of the test's own, instead of

@@ -302,11 +302,11 @@ def test_the_guides_framework_rule_is_counted_per_release():
     row = table.set_index("ROCm").loc[compat_data.rocm_releases()[0]]
     listed = row["PyTorch releases listed"].split(", ")
     assert row["newest and consecutive prior"] == len(listed) >= 3
-    assert row["the guide's rule (newest + two prior)"] == "yes"
+    assert row["AMD's rule (newest + two prior)"] == "yes"
     # a release that lists fewer is reported as an exception, not hidden
     tf = compat.framework_window_table("TensorFlow").set_index("ROCm")
     short = tf[tf["newest and consecutive prior"] < 3]
-    assert (short["the guide's rule (newest + two prior)"] == "no").all()
+    assert (short["AMD's rule (newest + two prior)"] == "no").all()
 
 
 def test_a_gap_in_the_versions_ends_the_run():

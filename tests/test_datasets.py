@@ -613,3 +613,102 @@ def test_python_m_data_commands_end_to_end(tmp_path):
     assert "not-cifar.tar.gz" in imported.stderr
     listing = _module_cli("list", env=env)
     assert listing.returncode == 0 and "mnist" in listing.stdout
+
+
+# --------------------------------------------------------------------------- system copies
+
+
+def _system_copy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Path, dict]:
+    """A fake distribution package holding Fashion-MNIST's four .gz files compressed
+    again (other bytes than the registry's, the same content), registered as a
+    system copy; the registry's checksums are those of the originals."""
+    import gzip
+
+    src = fixture_images.write_fashion_mnist(tmp_path / "src", n_train=30, n_test=10)
+    raw = src / "FashionMNIST" / "raw"
+    package = tmp_path / "usr-share-datasets-fashion-mnist"
+    package.mkdir()
+    spec = dataset_registry.REGISTRY["fashion-mnist"]
+    files = []
+    for rf in spec.files:
+        original = raw / rf.filename
+        content = gzip.decompress(original.read_bytes())
+        (package / rf.filename).write_bytes(gzip.compress(content, compresslevel=1, mtime=0))
+        assert sha256(package / rf.filename) != sha256(original)
+        files.append(
+            dataclasses.replace(
+                rf,
+                sha256=sha256(original),
+                md5=None,
+                raw_sha256=hashlib.sha256(content).hexdigest(),
+            )
+        )
+    monkeypatch.setitem(
+        dataset_registry.REGISTRY, "fashion-mnist", dataclasses.replace(spec, files=tuple(files))
+    )
+    monkeypatch.setattr(
+        datasets, "SYSTEM_COPIES", {"fashion-mnist": ((str(package), "dataset-fashion-mnist"),)}
+    )
+    return package, {rf.filename: rf for rf in files}
+
+
+def test_a_system_copy_is_the_smoke_profiles_data_and_the_note_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    package, _ = _system_copy(monkeypatch, tmp_path)
+    prepared = datasets.prepare("fashion-mnist", profiles.current("smoke"))
+    assert prepared.kind == "real" and prepared.root == datasets.real_root("fashion-mnist")
+    assert "from the system package dataset-fashion-mnist" in prepared.note
+    assert "instead of the smoke profile's generated fixture" in prepared.note
+    images = archives.load_idx(prepared.root / "FashionMNIST" / "raw" / "train-images-idx3-ubyte")
+    assert images.shape == (30, 28, 28)
+    # asked for explicitly, the fixture is the fixture
+    monkeypatch.setenv(profiles.DATA_SOURCE_VAR, "fixtures")
+    assert datasets.prepare("fashion-mnist", profiles.current("smoke")).kind == "fixture"
+    # and data import accepts the package's files too (their content is checked)
+    monkeypatch.delenv(profiles.DATA_SOURCE_VAR)
+    shutil_root = datasets.import_archive("fashion-mnist", package)
+    assert shutil_root == prepared.root
+
+
+def test_a_system_copy_that_does_not_match_is_an_error_never_the_fixture(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import gzip
+
+    package, _ = _system_copy(monkeypatch, tmp_path)
+    bad = package / "t10k-labels-idx1-ubyte.gz"
+    content = bytearray(gzip.decompress(bad.read_bytes()))
+    content[-1] ^= 1  # one label changed
+    bad.write_bytes(gzip.compress(bytes(content)))
+    with pytest.raises(archives.ChecksumError, match="not the expected Fashion-MNIST file"):
+        datasets.prepare("fashion-mnist", profiles.current("smoke"))
+    assert not datasets.real_root("fashion-mnist").exists()
+    assert bad.exists()  # the package's file is left alone
+    # a folder missing a file is no system copy
+    bad.unlink()
+    assert datasets.system_copy("fashion-mnist") is None
+    assert datasets.prepare("fashion-mnist", profiles.current("smoke")).kind == "fixture"
+
+
+@pytest.mark.skipif(
+    not Path("/usr/share/datasets/fashion-mnist").is_dir(),
+    reason="Debian's dataset-fashion-mnist is not installed here",
+)
+def test_debians_fashion_mnist_package_is_the_real_data_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The package's files are compressed again, so their .gz checksums are not the
+    registry's; their content matches the registry's decompressed SHA-256."""
+    monkeypatch.setattr(
+        datasets, "SYSTEM_COPIES", {"fashion-mnist": ((DEBIAN_FASHION, "dataset-fashion-mnist"),)}
+    )
+    found = datasets.system_copy("fashion-mnist")
+    assert found == (Path(DEBIAN_FASHION), "dataset-fashion-mnist")
+    prepared = datasets.prepare("fashion-mnist", profiles.current("smoke"))
+    assert prepared.kind == "real" and "dataset-fashion-mnist" in prepared.note
+    labels = archives.load_idx(prepared.root / "FashionMNIST" / "raw" / "t10k-labels-idx1-ubyte")
+    assert labels.shape == (10_000,) and np.bincount(labels).tolist() == [1000] * 10
+
+
+DEBIAN_FASHION = "/usr/share/datasets/fashion-mnist"

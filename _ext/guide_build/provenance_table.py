@@ -58,6 +58,8 @@ def provenance_from_record(record: Any) -> dict[str, Any]:
         device += f" ({mine} of {total} CPU threads: ran next to another page)"
     return {
         "profile": str(record["profile"]),
+        "data_source": str(record.get("data_source") or ""),
+        "base_device": " ".join(str(record["device"]).split()),
         "device": device,
         "when": str(record["executed_at"]).strip(),
         "versions": dict(record.get("versions") or {}),
@@ -257,7 +259,49 @@ def _table(app, fromdoc: str, rows: list[dict[str, str]]) -> nodes.Node:
     return table
 
 
+DATA_WORDS = {
+    "real": "on real data (the data sets, pretrained weights and Hub models themselves)",
+    "fixtures": "on generated fixtures (data in the real formats, random weights)",
+}
+
+
+def build_summary(provenance: dict[str, dict[str, Any]]) -> str:
+    """One sentence on what this build's executed pages ran with: profile, data
+    source and device, from their provenance records (so the home page cannot
+    say "real data" of a build on fixtures)."""
+    from collections import Counter
+
+    if not provenance:
+        return "This build executed no page."
+    kinds = Counter((p["profile"], p.get("data_source", "")) for p in provenance.values())
+    devices = sorted({p.get("base_device") or p["device"] for p in provenance.values()})
+    parts = [
+        f"{n} with the {profile} profile {DATA_WORDS.get(source, '(data source not recorded)')}"
+        for (profile, source), n in sorted(kinds.items(), key=lambda kv: -kv[1])
+    ]
+    pages = len(provenance)
+    if len(parts) == 1:
+        ran = f"all {pages} executed pages ran " + parts[0].split(" ", 1)[1]
+    else:
+        ran = f"of its {pages} executed pages, " + "; ".join(parts)
+    return f"This build: {ran}, on {' and '.join(devices)}."
+
+
+class build_summary_node(nodes.General, nodes.Element):
+    pass
+
+
+class BuildSummaryDirective(SphinxDirective):
+    """``{guide-build-summary}``: :func:`build_summary` of this build, as a paragraph."""
+
+    def run(self):
+        return [build_summary_node()]
+
+
 def _on_doctree_resolved(app, doctree, docname: str) -> None:
+    for node in list(doctree.findall(build_summary_node)):
+        summary = build_summary(getattr(app.env, ATTR, {}))
+        node.replace_self(nodes.paragraph(text=summary, classes=["guide-build-summary"]))
     for node in list(doctree.findall(provenance_table)):
         rows = provenance_rows(app)
         if not rows or not hasattr(app.builder, "get_relative_uri"):
@@ -281,6 +325,8 @@ def setup(app) -> None:
         html=(lambda self, node: None, lambda self, node: None),
     )
     app.add_directive("guide-provenance", ProvenanceDirective)
+    app.add_node(build_summary_node, html=(lambda self, node: None, lambda self, node: None))
+    app.add_directive("guide-build-summary", BuildSummaryDirective)
     # Before the parallel feature orders the pages for its workers.
     app.connect("env-before-read-docs", _on_env_before_read, priority=400)
     app.connect("doctree-read", _on_doctree_read)

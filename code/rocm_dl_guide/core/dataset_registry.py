@@ -62,6 +62,10 @@ class RemoteFile:
     sha256: str | None = None
     md5: str | None = None
     checksum_source: str = ""
+    raw_sha256: str | None = None
+    """SHA-256 of the file's decompressed content (a ``.gz`` file): a copy that
+    was compressed again (a Linux distribution's package) has another ``sha256``
+    but the same content."""
 
     @property
     def known_hash(self) -> str | None:
@@ -179,9 +183,30 @@ _FASHION_FILES = (
         "bb300cfdad3c16e7a12a480ee83cd310",
     ),
 )
+# SHA-256 of the decompressed IDX files, which zalandoresearch does not publish:
+# as independent loaders list them for the upstream files (the Rust crate
+# dataset_ml's FashionMnist partitions, which download from
+# zalandoresearch/fashion-mnist's data/fashion/). Debian's dataset-fashion-mnist
+# package ships the same content compressed again (other .gz bytes).
+_FASHION_RAW_SHA256 = {
+    "train-images-idx3-ubyte.gz": (
+        "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"
+    ),
+    "train-labels-idx1-ubyte.gz": (
+        "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"
+    ),
+    "t10k-images-idx3-ubyte.gz": (
+        "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"
+    ),
+    "t10k-labels-idx1-ubyte.gz": (
+        "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"
+    ),
+}
 
 
-def _idx_files(mirrors: tuple[str, ...], table: tuple, source: str) -> tuple[RemoteFile, ...]:
+def _idx_files(
+    mirrors: tuple[str, ...], table: tuple, source: str, raw: dict[str, str] | None = None
+) -> tuple[RemoteFile, ...]:
     return tuple(
         RemoteFile(
             filename=name,
@@ -190,6 +215,7 @@ def _idx_files(mirrors: tuple[str, ...], table: tuple, source: str) -> tuple[Rem
             sha256=sha,
             md5=md5,
             checksum_source=source,
+            raw_sha256=(raw or {}).get(name),
         )
         for name, size, sha, md5 in table
     )
@@ -227,7 +253,8 @@ REGISTRY: dict[str, DatasetInfo] = {
             _FASHION_MIRRORS,
             _FASHION_FILES,
             "sha256: tensorflow_datasets url_checksums/fashion_mnist.txt; "
-            "md5: torchvision FashionMNIST",
+            "md5: torchvision FashionMNIST; decompressed sha256: dataset_ml's FashionMnist",
+            raw=_FASHION_RAW_SHA256,
         ),
         layout=_IDX_LAYOUT.format(folder="FashionMNIST"),
         kind="idx",

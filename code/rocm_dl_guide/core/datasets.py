@@ -53,6 +53,7 @@ from rocm_dl_guide.core.dataset_registry import REGISTRY, DatasetInfo, RemoteFil
 from rocm_dl_guide.core.progress import enabled as progress_enabled
 
 ENV_VAR = "ROCM_DL_GUIDE_DATA"
+DATA_SOURCE_HINT = f"{profiles.DATA_SOURCE_VAR}=fixtures asks for the fixture"
 MARKER = ".rocm-dl-guide.json"
 """Written into a prepared ``root`` last: its presence means the directory is complete."""
 
@@ -334,13 +335,75 @@ def _ensure(path: Path) -> Path:
 
 
 def _verify_import(path: Path, rf: RemoteFile, spec: DatasetInfo) -> None:
+    """Check a file from outside the cache (never deleted): its own checksum, or,
+    for a ``.gz`` compressed again (a distribution's package), its content's."""
     try:
         verify_file(path, rf.known_hash, remove_bad=False)
     except ChecksumError as exc:
+        if rf.raw_sha256 and path.suffix == ".gz" and _raw_sha256(path) == rf.raw_sha256:
+            return
         raise ChecksumError(
             f"{path} is not the expected {spec.title} file {rf.filename} ({exc}); download "
             f"{rf.urls[0]} again"
         ) from None
+
+
+def _raw_sha256(path: Path) -> str | None:
+    """SHA-256 of a gzip file's decompressed content (``None`` if it is not gzip)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with gzip.open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except (OSError, EOFError):
+        return None
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- system copies
+
+
+SYSTEM_COPIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "fashion-mnist": (("/usr/share/datasets/fashion-mnist", "dataset-fashion-mnist"),),
+}
+"""Where an operating-system package installs a data set's upstream files
+(folder, package): Debian's and Ubuntu's ``dataset-fashion-mnist`` puts the
+four Fashion-MNIST ``.gz`` files in ``/usr/share/datasets/fashion-mnist``."""
+
+
+def system_copy(name: str) -> tuple[Path, str] | None:
+    """The folder (and package) holding every file of the real data set ``name``
+    on this machine, or ``None``. Its files are checked when they are used."""
+    spec = info(name)
+    for folder, package in SYSTEM_COPIES.get(spec.name, ()):
+        if all((Path(folder) / rf.filename).is_file() for rf in spec.files):
+            return Path(folder), package
+    return None
+
+
+def install_system_copy(name: str) -> Path:
+    """Install the real data set ``name`` from its :func:`system_copy` into the
+    cache (once), each file checked as ``data import`` checks it; its root."""
+    spec = info(name)
+    found = system_copy(spec.name)
+    if found is None:
+        raise FileNotFoundError(f"no system package provides {spec.title} here")
+    folder, package = found
+    root = real_root(spec.name)
+
+    def install() -> None:
+        sources = {rf.filename: folder / rf.filename for rf in spec.files}
+        for rf in spec.files:
+            _verify_import(sources[rf.filename], rf, spec)
+        note = _real_note(spec, f"from the system package {package}, {folder}")
+        _install_idx(spec, sources, root, note)
+
+    files.prepare_once(
+        root, lambda r: _is_real(spec, r), install, what=f"the {spec.title} data set"
+    )
+    return root
 
 
 # --------------------------------------------------------------------------- prepare
@@ -413,6 +476,10 @@ def prepare(name: str, profile: profiles.Profile) -> PreparedData:
     ``real`` fetches the real data (see :func:`fetch`) and raises
     :class:`DataUnavailableError` if it cannot be downloaded here. There is no
     silent fallback from one to the other; ``note`` says which was used.
+    Where the profile's default would be the fixture but an operating-system
+    package has put the real files on this machine (:func:`system_copy`), the
+    real data is used, checked, and the note says so; asking for the fixture
+    explicitly still gets the fixture.
 
     However many processes ask at once, one of them builds the data and the
     others wait for it (:func:`rocm_dl_guide.core.files.prepare_once`); under
@@ -421,8 +488,20 @@ def prepare(name: str, profile: profiles.Profile) -> PreparedData:
     """
 
     spec = info(name)
-    what = f"the {spec.title} {'fixture' if profile.use_fixtures else 'data set'}"
+    local = profile.use_fixtures and not profile.data_source_explicit and system_copy(spec.name)
+    what = f"the {spec.title} {'fixture' if profile.use_fixtures and not local else 'data set'}"
     with _local_main_first(what):
+        if local:
+            root = install_system_copy(spec.name)
+            marker = read_marker(root) or {}
+            note = marker.get("note") or _real_note(spec, "cached")
+            return PreparedData(
+                spec.name,
+                root,
+                "real",
+                f"{note}; real data instead of the {profile.name} profile's generated "
+                f"fixture, because this machine has it ({DATA_SOURCE_HINT})",
+            )
         if profile.use_fixtures:
             return prepare_fixture(spec.name, profile.source_note())
         root = fetch(spec.name)

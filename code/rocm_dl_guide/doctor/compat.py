@@ -101,7 +101,7 @@ def _framework_verdict(key: str, framework_version, res: compat_data.Resolved) -
     if not listed:
         return Verdict(
             "unknown",
-            f"The guide's source for ROCm {rocm} does not list {name} versions, "
+            f"This guide's source for ROCm {rocm} does not list {name} versions, "
             f"so {name} support cannot be confirmed.",
             src,
         )
@@ -166,7 +166,7 @@ def _gpu_verdict(target: str, gfx, res: compat_data.Resolved) -> Verdict:
         what = "only the GPU architectures it adds" if added else "no GPU architectures"
         return Verdict(
             "unknown",
-            f"The guide's source for ROCm {rocm} lists {what}, so {target} cannot be confirmed.",
+            f"This guide's source for ROCm {rocm} lists {what}, so {target} cannot be confirmed.",
             tuple(src),
         )
     entry = compat_data.gpu_entry(target)
@@ -252,7 +252,7 @@ def check_kernel_driver(rocm_version: str, driver_version: str) -> Verdict:
     srcs = tuple(dict.fromkeys(r["source"] for r in rows))
     return Verdict(
         "unknown",
-        f"Driver version {drv_norm} is not an AMD GPU Driver release the guide's sources "
+        f"Driver version {drv_norm} is not an AMD GPU Driver release this guide's sources "
         f"list ({known}); a distribution's built-in amdgpu module or a DKMS module version "
         "cannot be matched, so support with ROCm "
         f"{rocm_norm} is unknown.",
@@ -404,7 +404,7 @@ def _minor_run(versions: list[str]) -> int:
 
 def framework_window_table(framework: str):
     """Per ROCm release, the framework releases the data lists and whether they are
-    "the most recent and two prior" releases, the guide's rule
+    "the most recent and two prior" releases, AMD's guide's rule
     (:data:`GUIDE_FRAMEWORK_RULE`)."""
     import pandas as pd
 
@@ -425,7 +425,7 @@ def framework_window_table(framework: str):
                 "ROCm": rel["rocm"],
                 f"{framework} releases listed": ", ".join(ordered),
                 "newest and consecutive prior": run,
-                "the guide's rule (newest + two prior)": "yes" if run >= 3 else "no",
+                "AMD's rule (newest + two prior)": "yes" if run >= 3 else "no",
                 "Source": compat_data.field_source(rel, key),
             }
         )

@@ -184,7 +184,7 @@ RULES: tuple[Rule, ...] = (
         "the kernel driver does not support this GPU (dmesg)",
         "the amdgpu driver's KFD (the compute interface ROCm uses) refused the GPU: a GPU "
         "generation ROCm does not support; group membership and ROCm's version do not change it",
-        "use a GPU that ROCm supports (the guide's compatibility chapter lists them); the GPU "
+        "use a GPU that ROCm supports (this guide's compatibility chapter lists them); the GPU "
         "still works for graphics",
         rules.cite("kfd-not-supported"),
         ("kernel-driver",),

@@ -1,4 +1,4 @@
-"""The verdict: one sentence on whether the guide's examples can use a GPU here.
+"""The verdict: one sentence on whether this guide's examples can use a GPU here.
 
 It rests on what was observed. "Ready" needs a kernel that ran on the GPU
 (:func:`rocm_dl_guide.doctor.diagnose.workload_passed`); a machine where nothing
@@ -14,7 +14,7 @@ from .system import SystemReport
 
 
 def verdict(sysrep: SystemReport, checks: list[Check]) -> str:
-    """One sentence on whether the guide's examples can use a GPU here, from the
+    """One sentence on whether this guide's examples can use a GPU here, from the
     facts and the checks; it never denies a GPU nobody looked for
     (:func:`_looked_for_gpus`) and says "Ready" only after a kernel ran."""
     torch_info = sysrep.frameworks.get("pytorch")
@@ -42,7 +42,7 @@ def verdict(sysrep: SystemReport, checks: list[Check]) -> str:
         hip = torch_info.details.get("hip")
         kind = "ROCm" if hip else "CUDA"
         text = (
-            f"Ready: PyTorch computes on the GPU through {kind}; the guide's examples "
+            f"Ready: PyTorch computes on the GPU through {kind}; this guide's examples "
             "run with the gpu profile."
         )
     elif amd_gpus and not_probed:
@@ -71,7 +71,7 @@ def verdict(sysrep: SystemReport, checks: list[Check]) -> str:
         if sysrep.log:
             text += " The findings below come from the error text alone."
     else:
-        text = "No usable GPU found: the guide's examples run on the CPU with the smoke profile" + (
+        text = "No usable GPU found: this guide's examples run on the CPU (smoke profile)" + (
             "; the checks below say what is missing." if problems else "."
         )
     return text

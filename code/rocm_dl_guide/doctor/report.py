@@ -108,7 +108,7 @@ def _found_rocm_check(sysrep: SystemReport) -> Check:
     return Check(
         "ROCm",
         UNKNOWN,
-        f"{text}; the guide's data has no entry for this release (newest it knows: "
+        f"{text}; this guide's data has no entry for this release (newest it knows: "
         f"{latest or compat_data.rocm_releases()[0]}), so checks against it are unknown",
     )
 

@@ -203,7 +203,7 @@ def bandwidth_reading(rows: list[Row], eng: engine.Engine, recorded: dict | None
         )
         peak = engine.peak_bandwidth(eng)
         if not peak:
-            return text + ". The guide's table gives no memory bandwidth for this GPU."
+            return text + ". This guide's table gives no memory bandwidth for this GPU."
         return (
             text + f", {ours.gb_per_s / peak[0]:.0%} of the {peak[0]:,.0f} GB/s peak of {eng.name}."
         )
@@ -224,7 +224,7 @@ def bandwidth_reading(rows: list[Row], eng: engine.Engine, recorded: dict | None
     if "gb_per_s" in recorded:
         return text + (
             f" {where} has the Triton kernel at {shape} at {recorded['gb_per_s']:,.0f} GB/s; "
-            "the guide's table gives no memory bandwidth for that device."
+            "this guide's table gives no memory bandwidth for that device."
         )
     return text + (
         f" {where} predates this figure: it keeps only the two ratios. "

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -432,15 +433,17 @@ def pytest_collection_modifyitems(config, items):
         scale_time_limit(config, item)  # last: every mark above is a budget
 
 
-@pytest.fixture(autouse=True)
-def no_system_data_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, scope="session")
+def no_system_data_copies() -> Iterator[None]:
     """In-process tests see no operating-system copy of a data set (Debian's
     dataset-fashion-mnist), so that the smoke profile's default is the fixture
     on every machine; tests of system copies name their own folders. Child
     processes and the book build see the machine as it is."""
     from rocm_dl_guide.core import datasets
 
-    monkeypatch.setattr(datasets, "SYSTEM_COPIES", {})
+    with pytest.MonkeyPatch.context() as patch:  # session-wide: before any module's fixtures
+        patch.setattr(datasets, "SYSTEM_COPIES", {})
+        yield
 
 
 @pytest.fixture

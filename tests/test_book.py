@@ -8,6 +8,7 @@
 - no page contains an error output or a traceback.
 """
 
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -247,6 +248,41 @@ def test_outputs_name_no_machine_and_print_numbers_for_reading(build, page):
             assert not (len(floats) > 1 and all(FLOAT_INTEGER.fullmatch(c) for c in floats)), (
                 f"{page}: whole numbers printed as floats: {floats[:4]}"
             )
+
+
+def prose(page: str) -> str:
+    """The reading text of a built page: no code, no cell outputs, whitespace collapsed."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((HTML / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
+    main = soup.select_one("article") or soup
+    for node in main.select("pre, code, div.cell_output, div.highlight, script, style"):
+        node.decompose()
+    return " ".join(main.get_text(" ").split())
+
+
+def test_the_site_states_each_fact_once(build):
+    """Claims that once disagreed between pages (issue 56) agree across the built site."""
+    assert build.code == 0, "the book did not build"
+    texts = {page: prose(page) for page in toc_files()}
+    for page, text in texts.items():
+        # "the guide" named two books; AMD's guide is the seed, this guide the book.
+        assert not re.search(r"\bthe guide\b", text, re.IGNORECASE), (
+            f"{page}: says 'the guide': {re.search(r'.{60}the guide.{60}', text, re.I)}"
+        )
+        # MIGraphX is part of ROCm in the legacy stream only; the Core SDK ships it apart.
+        for sentence in re.findall(r"[^.]*MIGraphX is part of ROCm[^.]*\.", text):
+            assert "legacy" in sentence, f"{page}: {sentence}"
+    home = texts["book/index"]
+    assert "public build, on" not in home, "the home page claims a data source"
+    summary = re.search(r"This build: [^.]*\.", home)
+    assert summary, "the home page's data-source sentence is built from this build"
+    rows = json.loads((HTML / "_static" / "provenance.json").read_text(encoding="utf-8"))
+    assert f"all {len(rows)} executed pages" in summary.group() or "of its" in summary.group()
+    for words in ("on generated fixtures", "on real data"):
+        assert (words in summary.group()) == any(
+            words in " ".join(parse(row["docname"]).output_text) for row in rows
+        ), f"the home page's summary and the pages' provenance notes disagree on {words!r}"
 
 
 def machine_paths() -> list[str]:

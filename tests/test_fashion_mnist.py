@@ -38,7 +38,9 @@ def test_loads_through_keras_datasets_and_restores_keras_home():
 
 def test_classifier_beats_chance_by_far(run):
     assert run.data.kind == "fixture"
-    assert run.test_accuracy > 0.8, run.summary()  # chance 0.1; seeds 1-3: 0.95, 0.96, 0.96
+    # chance 0.1. Fixture version 3, seeds 1-3: 0.95, 0.96, 0.96; since version 4 its labels
+    # agree with the images for 88% only (the real data's figure): 0.794 (2026-11-28, Xeon)
+    assert run.test_accuracy > 0.6, run.summary()
     assert list(run.result.history["epoch"]) == [1, 2, 3]  # the smoke profile's epochs
     assert run.result.history["loss"].iloc[-1] < run.result.history["loss"].iloc[0]
     line = run.summary()

@@ -7,6 +7,7 @@ import hashlib
 import pickle
 import shutil
 import struct
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -203,7 +204,8 @@ def test_cifar10_keras_batch_loader_and_learnability() -> None:
     x_test = x_test.reshape(len(x_test), -1).astype(np.float64)
     centroids = np.stack([x_train[y_train == c].mean(axis=0) for c in range(10)])
     dist = ((x_test[:, None, :] - centroids[None]) ** 2).sum(axis=-1)
-    assert float((dist.argmin(axis=1) == np.asarray(y_test)).mean()) > 0.6
+    # chance 0.1; the labels agree with the images for 55% (the real data's figure)
+    assert float((dist.argmin(axis=1) == np.asarray(y_test)).mean()) > 0.45
 
 
 # --------------------------------------------------------------------------- IMDB
@@ -274,7 +276,8 @@ def test_imdb_bag_of_words_learns() -> None:
         for c in (0, 1)
     ]
     pred = np.argmax(np.stack([xte @ lp for lp in log_p], axis=1), axis=1)
-    assert float((pred == y_test).mean()) > 0.85
+    # chance 0.5; the labels agree with the reviews' words for 86% (the real data's figure)
+    assert float((pred == y_test).mean()) > 0.78
 
 
 # --------------------------------------------------------------------------- Tiny ImageNet
@@ -351,3 +354,44 @@ def test_prepare_reuses_the_generated_fixture() -> None:
     second = smoke("mnist")
     assert second.root == first.root
     assert (second.root / datasets.MARKER).read_text() == marker
+
+
+def test_relabel_moves_the_asked_fraction_to_other_classes() -> None:
+    labels = np.arange(20_000) % 10
+    moved = fixture_formats.relabel(labels, 10, 0.55, fixture_formats.rng(0, "test"))
+    changed = moved != labels
+    assert abs(changed.mean() - 0.45) < 0.02
+    assert set(np.unique(moved)) == set(range(10)) and moved.dtype == labels.dtype
+    assert (moved == labels).sum() == (~changed).sum()  # a moved label is another class
+
+
+@pytest.mark.parametrize("name", ["cifar10", "fashion-mnist", "imdb"])
+def test_the_fixtures_labels_agree_with_their_content_as_the_real_data_allows(name) -> None:
+    """A stand-in cannot pass for a result (issue 56): regenerating a fixture's test
+    split without the moved labels, the share of labels that agree is about the
+    real data set's accuracy for the page's model."""
+    agreement = fixture_formats.LABEL_AGREEMENT[name]
+    assert 0.5 <= agreement < 0.95
+    with tempfile.TemporaryDirectory() as tmp:
+        labels = _test_split(name, fixtures.write(name, Path(tmp) / "with"))
+        original = fixture_formats.moved
+        try:
+            fixture_formats.moved = lambda stream, n, agreement: np.zeros(n, dtype=bool)
+            clean = _test_split(name, fixtures.write(name, Path(tmp) / "without"))
+        finally:
+            fixture_formats.moved = original
+    assert len(labels) == len(clean) > 100
+    agree = np.mean([a == b for a, b in zip(labels, clean, strict=True)])
+    assert abs(agree - agreement) < 0.05, agree
+
+
+def _test_split(name: str, dest: Path) -> list:
+    """The test split's labels (images) or review texts (IMDB), in a fixed order."""
+    if name == "cifar10":
+        with open(dest / "cifar-10-batches-py" / "test_batch", "rb") as fh:
+            return list(pickle.load(fh, encoding="bytes")[b"labels"])
+    if name == "fashion-mnist":
+        raw = dest / "FashionMNIST" / "raw" / "t10k-labels-idx1-ubyte"
+        return archives.load_idx(raw).tolist()
+    test = dest / "aclImdb" / "test"
+    return [p.read_text() for label in ("pos", "neg") for p in sorted((test / label).glob("*.txt"))]

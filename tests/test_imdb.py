@@ -84,9 +84,12 @@ def test_vectorizer_uses_the_guides_sizes(run):
 
 def test_model_beats_chance_by_far(run):
     assert run.data.kind == "fixture"
-    # chance is 0.5; seeds 42 (the default), 43, 44 gave 0.92, 0.78, 0.90
-    # (2026-11-26, AVX512 EPYC)
-    assert run.test_accuracy > 0.75, run.summary()
+    # chance is 0.5. On the fixture of version 3, seeds 42 (the default), 43, 44
+    # gave 0.92, 0.78, 0.90 (2026-11-26, AVX512 EPYC). Since version 4 its labels
+    # agree with the reviews' words for 86% only (the real data's figure): seed
+    # 42 gave 0.706 (2026-11-28, Xeon). Over 500 test reviews, a model at chance
+    # passes 0.6 with odds of about one in 10,000.
+    assert run.test_accuracy > 0.6, run.summary()
     history = run.result.history
     assert list(history["epoch"]) == [1, 2, 3]
     assert {"binary_accuracy", "val_binary_accuracy"} <= set(history.columns)

@@ -176,10 +176,15 @@ def _write_idx_dataset(
     trng = fixture_formats.rng(seed, f"{stream}-templates")
     templates = np.stack([make_template(trng) for _ in range(10)])
     splits = {}
+    agreement = fixture_formats.LABEL_AGREEMENT.get(stream)
     for prefix, n in (("train", n_train), ("t10k", n_test)):
         rng = fixture_formats.rng(seed, f"{stream}-{prefix}")
         labels = _balanced_labels(rng, n, 10)
-        splits[prefix] = (_idx_images(templates, labels, rng, max_shift=3), labels)
+        images = _idx_images(templates, labels, rng, max_shift=3)
+        if agreement is not None:
+            moved = fixture_formats.rng(seed, f"{stream}-{prefix}-labels")
+            labels = fixture_formats.relabel(labels, 10, agreement, moved)
+        splits[prefix] = (images, labels)
     _write_idx_set(dest / folder / "raw", splits)
     return dest
 
@@ -246,8 +251,12 @@ def write_cifar10(dest: Path, seed: int = 0, n_train: int = 1000, n_test: int = 
     out.mkdir(parents=True, exist_ok=True)
     templates = _cifar_templates(fixture_formats.rng(seed, "cifar10-templates"))
 
+    agreement = fixture_formats.LABEL_AGREEMENT["cifar10"]
+
     def batch(label: str, labels: np.ndarray, rng: np.random.Generator, first: int) -> dict:
-        data = _cifar_images(templates, labels, rng)
+        data = _cifar_images(templates, labels, rng)  # drawn from the true classes
+        moved = fixture_formats.rng(seed, f"cifar10-labels-{label}")
+        labels = fixture_formats.relabel(labels, 10, agreement, moved)
         names = [
             f"fixture_{CIFAR10_CLASSES[c]}_s_{first + i:06d}.png".encode("ascii")
             for i, c in enumerate(labels)

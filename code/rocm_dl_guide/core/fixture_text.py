@@ -94,11 +94,18 @@ def write_imdb(
     dest = Path(dest)
     root = dest / "aclImdb"
     reviews: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    agreement = fixture_formats.LABEL_AGREEMENT["imdb"]
     for split, n in (("train", n_train), ("test", n_test)):
         rng = fixture_formats.rng(seed, f"imdb-{split}")
+        stream = fixture_formats.rng(seed, f"imdb-{split}-labels")
         for label in ("pos", "neg"):
             ratings = rng.integers(7, 11, n) if label == "pos" else rng.integers(1, 5, n)
-            reviews[(split, label)] = [(_review(rng, label == "pos"), int(r)) for r in ratings]
+            # a review written in the other class's words, where the label moved
+            flips = fixture_formats.moved(stream, len(ratings), agreement)
+            tone = [(label == "pos") != bool(flip) for flip in flips]
+            reviews[(split, label)] = [
+                (_review(rng, positive), int(r)) for positive, r in zip(tone, ratings, strict=True)
+            ]
     rng = fixture_formats.rng(seed, "imdb-unsup")
     reviews[("train", "unsup")] = [
         (_review(rng, bool(rng.random() < 0.5)), 0) for _ in range(n_unsup)

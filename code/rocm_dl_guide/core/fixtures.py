@@ -9,6 +9,10 @@ unchanged. The contents are synthetic: each class has its own fixed random
 pattern (images) or its own sentiment vocabulary (reviews), plus per-sample
 noise, so a small model trained for a few batches beats chance by a wide
 margin -- but the numbers it reaches say nothing about the real data sets.
+Where a page reports accuracy (CIFAR-10, Fashion-MNIST, IMDB), some labels
+name another class than the sample's pattern
+(:data:`rocm_dl_guide.core.fixture_formats.LABEL_AGREEMENT`), so that no model
+scores above what the page's model reaches on the real data.
 
 This module is the fixtures' one entry point: :func:`write` dispatches by
 data-set name to a writer (:data:`WRITERS`) and :func:`write_archive` packs a
@@ -32,7 +36,7 @@ from pathlib import Path
 
 from rocm_dl_guide.core import fixture_formats, fixture_images, fixture_text
 
-FIXTURE_VERSION = 3
+FIXTURE_VERSION = 4
 """Bumped whenever a writer's output changes; cached fixtures of another version are rebuilt."""
 
 WRITERS: dict[str, Callable[..., Path]] = {

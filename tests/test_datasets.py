@@ -712,3 +712,18 @@ def test_debians_fashion_mnist_package_is_the_real_data_set(
 
 
 DEBIAN_FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def test_a_stand_in_says_so_on_the_same_line() -> None:
+    fixture = datasets.prepare("imdb", profiles.current("smoke"))
+    assert (
+        datasets.stand_in(fixture)
+        == "generated fixture, not the real IMDB Large Movie Review Dataset"
+    )
+    assert (
+        datasets.labelled("accuracy 0.9", fixture) == f"accuracy 0.9 [{datasets.stand_in(fixture)}]"
+    )
+    real = dataclasses.replace(fixture, kind="real")
+    assert (
+        datasets.stand_in(real) == "" and datasets.labelled("accuracy 0.9", real) == "accuracy 0.9"
+    )

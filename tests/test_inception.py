@@ -393,3 +393,12 @@ def test_cli_passes_amp_and_channels_last_to_the_loop(tmp_path):
         timeout=600,
     )
     assert proc.returncode == 2 and "does not support --amp" in proc.stderr
+
+
+def test_a_class_is_named_only_from_pretrained_weights():
+    """One rule on every page (issue 56): random weights name no class."""
+    from rocm_dl_guide.casestudies import inception_pretrained as ip
+
+    assert ip.class_name(478, pretrained=True) == f"478 {ip.categories()[478]}"
+    named = ip.class_name(478, pretrained=False)
+    assert named.startswith("478 (random weights") and ip.categories()[478] not in named

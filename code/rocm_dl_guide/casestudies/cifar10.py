@@ -338,6 +338,7 @@ def train(
         checkpoint_every=checkpoint_every,
         amp=amp,
         channels_last=channels_last,
+        data_tag=datasets.stand_in(data.prepared),
         fsdp=fsdp,
         progress=progress,
         log=log,

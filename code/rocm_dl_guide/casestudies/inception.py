@@ -32,7 +32,7 @@ from rocm_dl_guide.casestudies.tiny_imagenet import (
     TinyImageNet,
     tiny_imagenet_loaders,
 )
-from rocm_dl_guide.core import files, profiles
+from rocm_dl_guide.core import datasets, files, profiles
 from rocm_dl_guide.core.device import fused_optimizer_supported as fused_supported
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -361,6 +361,7 @@ def train(
         val_loader=data.val_loader,
         device=dev,
         max_train_batches=profile.max_train_batches,
+        data_tag=datasets.stand_in(data.prepared),
         checkpoint_dir=checkpoint_dir,
         resume=resume,
         checkpoint_every=checkpoint_every,

@@ -56,6 +56,15 @@ def categories() -> list[str]:
     return list(weights_enum().meta["categories"])
 
 
+def class_name(index: int, pretrained: bool) -> str:
+    """How a page names ImageNet class ``index``: ``"478 carton"`` from pretrained
+    weights; from random weights the index alone and why, since no class they
+    pick means anything (one rule for the Python, C++ and MIGraphX pages)."""
+    if pretrained:
+        return f"{index} {categories()[index]}"
+    return f"{index} (random weights: no class is named, as none would mean anything)"
+
+
 @dataclass
 class LoadedModel:
     """What :func:`load_pretrained` returns."""

@@ -138,6 +138,7 @@ def train_pytorch(
         device=dev,
         max_train_batches=profile.max_train_batches,
         checkpoint_dir=checkpoint_dir,
+        data_tag=datasets.stand_in(data),
         resume=resume,
         checkpoint_every=checkpoint_every,
         progress=progress,

@@ -421,6 +421,22 @@ class PreparedData:
     """One plain sentence on what this is (real data, or a generated fixture and why)."""
 
 
+def stand_in(prepared: PreparedData) -> str:
+    """A few words to print beside every accuracy, prediction or class name that
+    comes from ``prepared``: ``"generated fixture, not the real <title>"``, or
+    ``""`` for the real data (whose provenance the note gives)."""
+    if prepared.kind == "real":
+        return ""
+    return f"generated fixture, not the real {info(prepared.name).title}"
+
+
+def labelled(line: str, prepared: PreparedData) -> str:
+    """``line`` with :func:`stand_in`'s words after it, in brackets, where the data
+    are a stand-in: ``"accuracy 66.6% [generated fixture, not the real CIFAR-10]"``."""
+    tag = stand_in(prepared)
+    return f"{line} [{tag}]" if tag else line
+
+
 def _fixture_note(spec: DatasetInfo, reason: str) -> str:
     return (
         f"generated offline fixture in the upstream format (not the real {spec.title}; "

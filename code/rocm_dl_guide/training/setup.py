@@ -73,6 +73,10 @@ class FitOptions:
     checkpoint_every: int | None = None
     """Also write ``last.pt`` every this many optimizer steps inside the epochs
     (the position in the epoch included), for epochs too long to lose."""
+    data_tag: str = ""
+    """Said at the end of every epoch line, in brackets: where the data are a
+    stand-in (:func:`rocm_dl_guide.core.datasets.stand_in`), each accuracy says
+    so on its own line."""
 
     def __post_init__(self) -> None:
         if self.scheduler_interval not in ("epoch", "batch"):

@@ -448,10 +448,10 @@ def default_device() -> torch.device:
     return pick()
 
 
-def _epoch_line(m: EpochMetrics, epochs: int) -> str:
+def _epoch_line(m: EpochMetrics, epochs: int, tag: str = "") -> str:
     return (
         f"epoch {m.epoch}/{epochs}: {runs.losses_text(asdict(m))}"
-        f" | {m.images_per_second:.0f} samples/s, {m.seconds:.1f} s"
+        f" | {m.images_per_second:.0f} samples/s, {m.seconds:.1f} s" + (f" [{tag}]" if tag else "")
     )
 
 
@@ -576,7 +576,7 @@ def _train_epochs(
         )
         history.append(metrics)
         save_checkpoint(state, start, history, train_loader)
-        say(_epoch_line(metrics, epochs))
+        say(_epoch_line(metrics, epochs, state.options.data_tag))
         if on_epoch_end is not None and on_epoch_end(metrics) is True:
             say(f"stopped after epoch {epoch} by on_epoch_end")
             break

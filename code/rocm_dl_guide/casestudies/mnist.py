@@ -206,6 +206,7 @@ def train_keras(
         batch_size=BATCH_SIZE,
         validation_data=(x_test, y_test),
         progress=progress,
+        data_tag=datasets.stand_in(data),
     )
     test_loss, test_acc = model.evaluate(x_test, y_test, verbose=0)
     return MnistRun(

@@ -146,6 +146,7 @@ def fit_keras(
     seed: int | None = None,
     device: str | None = None,
     log=print,
+    data_tag: str = "",
 ) -> KerasResult:
     """Train a Keras model with ``model.fit`` and return a :class:`KerasResult`.
 
@@ -159,7 +160,9 @@ def fit_keras(
     - ``seed``: ``keras.utils.set_random_seed(seed)`` first, for repeatable runs.
     - ``device``: a TensorFlow device string; default ``"/GPU:0"`` when TensorFlow
       sees a GPU, else the CPU.
-    - ``log``: one summary line at the end (``None`` silences it).
+    - ``log``: one summary line at the end (``None`` silences it), ending with
+      ``data_tag`` in brackets where the data are a stand-in
+      (:func:`rocm_dl_guide.core.datasets.stand_in`).
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
@@ -202,5 +205,6 @@ def fit_keras(
     if log is not None and not result.history.empty:
         last = result.history.iloc[-1]
         parts = [f"{k} {last[k]:.4f}" for k in HISTORY_COLUMNS[1:] if last[k] == last[k]]
-        log(f"{len(result.history)} epochs in {seconds:.1f} s on {device}: " + ", ".join(parts))
+        tag = f" [{data_tag}]" if data_tag else ""
+        log(f"{len(result.history)} epochs in {seconds:.1f} s on {device}: {', '.join(parts)}{tag}")
     return result

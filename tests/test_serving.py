@@ -712,3 +712,12 @@ def test_tensor_parallel_sizes_follow_the_heads():
     assert hub.tensor_parallel_sizes(64, 8) == [1, 2, 4, 8]  # e.g. a 70B Llama
     assert hub.tensor_parallel_sizes(14, 2) == [1, 2]  # on 4 GPUs, 3.5 heads each
     assert hub.tensor_parallel_sizes(32, 4, most=16) == [1, 2, 4, 8, 16]  # past 4: copies
+
+
+def test_the_pages_table_heads_every_field_in_words():
+    row = serving.ServeRow("transformers serve", 4, True, 12, 32, 33.1, 178.1, 583.1)
+    shown = serving.table([row])[0]
+    assert list(shown) == [h for k, h in serving.TABLE_COLUMNS.items() if k != "engine"]
+    assert shown["tokens/s in all"] == 583.1 and set(serving.TABLE_FORMATS) <= set(shown)
+    assert serving.table([row], engine=True)[0]["engine"] == "transformers serve"
+    assert set(serving.TABLE_COLUMNS) == set(row.to_dict())

@@ -492,12 +492,32 @@ class ServeRow:
         return asdict(self)
 
 
+TABLE_COLUMNS = {
+    "engine": "engine",
+    "continuous_batching": "continuous batching",
+    "concurrency": "concurrent requests",
+    "requests": "requests timed",
+    "max_tokens": "new tokens each",
+    "ttft_ms": "first token (ms)",
+    "tokens_per_s_per_request": "tokens/s each",
+    "tokens_per_s_total": "tokens/s in all",
+}
+""":class:`ServeRow`'s fields as the page's table heads them."""
 TABLE_FORMATS = {
-    "ttft_ms": "{:,.1f}",
-    "tokens_per_s_per_request": "{:,.0f}",
-    "tokens_per_s_total": "{:,.0f}",
+    "first token (ms)": "{:,.1f}",
+    "tokens/s each": "{:,.0f}",
+    "tokens/s in all": "{:,.0f}",
 }
 """How the page's table prints each figure column (:func:`rocm_dl_guide.core.tables.show`)."""
+
+
+def table(rows: list[ServeRow], engine: bool = False) -> list[dict[str, Any]]:
+    """The rows as the page shows them, under :data:`TABLE_COLUMNS`' heads
+    (without the engine's column unless ``engine``)."""
+    return [
+        {TABLE_COLUMNS[k]: v for k, v in r.to_dict().items() if engine or k != "engine"}
+        for r in rows
+    ]
 ROUNDS = 3
 """Timed rounds per server and concurrency level; each figure is their median."""
 

@@ -494,8 +494,8 @@ class ServeRow:
 
 TABLE_COLUMNS = {
     "engine": "engine",
-    "continuous_batching": "continuous batching",
     "concurrency": "concurrent requests",
+    "continuous_batching": "continuous batching",
     "requests": "requests timed",
     "max_tokens": "new tokens each",
     "ttft_ms": "first token (ms)",

@@ -480,3 +480,15 @@ def test_tables_still_render_with_lines():
     assert gpus.loc["gfx906", "ROCm releases"].startswith("5.5.1 to 5.7.1")
     window = compat.framework_window_table("PyTorch").set_index("ROCm")
     assert window.loc["5.2.x", "newest and consecutive prior"] == 3
+
+
+def test_the_quick_table_gives_each_gpu_its_newest_release_and_frameworks():
+    quick = compat.gpu_quick_table()
+    assert list(quick["gfx target"]) == list(compat.gpu_table()["gfx target"])
+    row = quick.set_index("gfx target").loc["gfx942"]
+    newest = compat_data.rocm_releases()[0]
+    assert row["Newest ROCm"] == newest and "MI300X" in row["Names"]
+    listed = compat_data.listed_values(compat_data.find_release(newest), "pytorch")
+    assert row["PyTorch"] == ", ".join(listed)
+    old = quick.set_index("gfx target").loc["gfx906"]  # MI50: dropped after the 5.x line
+    assert compat_data.release_key(old["Newest ROCm"]) < compat_data.release_key(newest)

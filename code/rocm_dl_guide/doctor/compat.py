@@ -346,6 +346,31 @@ def gpu_table():
     return pd.DataFrame(rows, columns=columns + ["Source"])
 
 
+def gpu_quick_table():
+    """The table a reader needs first: one row per gfx target with its product
+    names, the newest ROCm release in the data that lists it, that release's
+    stream, and the PyTorch and TensorFlow versions it lists ("not listed" where
+    its source lists none)."""
+    import pandas as pd
+
+    order = compat_data.rocm_releases()
+    rows = []
+    for e in compat_data.gpus():
+        supported = _gpu_releases(e["gfx"], order)
+        rel = compat_data.find_release(supported[0]) if supported else None
+        rows.append(
+            {
+                "gfx target": e["gfx"],
+                "Names": ", ".join(e.get("names", [])),
+                "Newest ROCm": supported[0] if supported else "none in this data",
+                "Stream": (rel or {}).get("stream", ""),
+                "PyTorch": _framework_cell(rel, "pytorch") if rel else "",
+                "TensorFlow": _framework_cell(rel, "tensorflow") if rel else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def apu_table():
     """One row per integrated GPU (APU) target in the data: its product names,
     release stream, the release that added it (where a source says) and the

@@ -518,6 +518,8 @@ def table(rows: list[ServeRow], engine: bool = False) -> list[dict[str, Any]]:
         {TABLE_COLUMNS[k]: v for k, v in r.to_dict().items() if engine or k != "engine"}
         for r in rows
     ]
+
+
 ROUNDS = 3
 """Timed rounds per server and concurrency level; each figure is their median."""
 

@@ -179,7 +179,11 @@ READER_JS = r"""() => {
     .filter(i => { const f = i.closest('figure');
                    return !(f && f.querySelector('figcaption .caption-number')); })
     .map(i => i.src.split('/').pop());
-  return {outputs, unscrolled, unfigured, text: col.innerText};
+  const boldGlue = Array.from(col.querySelectorAll('span.pasted-text'))
+    .filter(s => !s.closest('strong, b, h1, h2, h3, h4, th') &&
+                 parseInt(getComputedStyle(s).fontWeight, 10) >= 600)
+    .map(s => s.innerText.slice(0, 60));
+  return {outputs, unscrolled, unfigured, boldGlue, text: col.innerText};
 }"""
 """What a reader sees of a page: its cell outputs' text, the elements wider
 than the content column that do not scroll inside it (or, for a table, scroll
@@ -200,7 +204,8 @@ def test_page_reads_like_a_guide(site, browser, page):
     """A reader's view of every page: no raw TeX, no visible ``glue(...)`` call,
     no log line, warning, traceback, home path or NaN in an output, nothing
     wider than the column unless it scrolls inside it (a table with a shadow
-    at the edge), and every image in a numbered figure with a caption."""
+    at the edge), every image in a numbered figure with a caption, and glued
+    text in the weight of the sentence around it (issue 56)."""
     import re
 
     visit = Visit(browser, f"{site}/{page}.html")
@@ -220,6 +225,7 @@ def test_page_reads_like_a_guide(site, browser, page):
                 problems.append(f"output {i + 1} holds a path in {home}")
         problems += [f"wider than the column: {w}" for w in seen["unscrolled"]]
         problems += [f"not a numbered figure: {img}" for img in seen["unfigured"]]
+        problems += [f"glued text set in bold: {t!r}" for t in seen["boldGlue"]]
         assert not problems, f"{page}:\n" + "\n".join(problems)
     finally:
         visit.close()

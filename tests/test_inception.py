@@ -401,4 +401,12 @@ def test_a_class_is_named_only_from_pretrained_weights():
 
     assert ip.class_name(478, pretrained=True) == f"478 {ip.categories()[478]}"
     named = ip.class_name(478, pretrained=False)
-    assert named.startswith("478 (random weights") and ip.categories()[478] not in named
+    assert named == f"478 {ip.categories()[478]} (random weights: the name means nothing)"
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {"rank": [1], "category": ["carton"], "index": [478], "probability": [1.0]}
+    )
+    assert "the name means nothing" in ip.top5_table(frame, pretrained=False).to_html()
+    shown = ip.top5_table(frame, pretrained=True).to_html()
+    assert "means nothing" not in shown and "100.00%" in shown and ">478<" not in shown

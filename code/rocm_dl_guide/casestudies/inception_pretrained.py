@@ -56,13 +56,26 @@ def categories() -> list[str]:
     return list(weights_enum().meta["categories"])
 
 
+RANDOM_CAVEAT = "random weights: the name means nothing"
+"""What follows a class named from random weights, on the same line."""
+
+
 def class_name(index: int, pretrained: bool) -> str:
     """How a page names ImageNet class ``index``: ``"478 carton"`` from pretrained
-    weights; from random weights the index alone and why, since no class they
-    pick means anything (one rule for the Python, C++ and MIGraphX pages)."""
-    if pretrained:
-        return f"{index} {categories()[index]}"
-    return f"{index} (random weights: no class is named, as none would mean anything)"
+    weights, with :data:`RANDOM_CAVEAT` after it from random weights (one rule
+    for the Python, C++ and MIGraphX pages)."""
+    name = f"{index} {categories()[index]}"
+    return name if pretrained else f"{name} ({RANDOM_CAVEAT})"
+
+
+def top5_table(frame, pretrained: bool):
+    """A top-5 frame (``category``, ``probability``) as a page shows it; from
+    random weights its caption says that the names mean nothing."""
+    from rocm_dl_guide.core import tables
+
+    caption = "Top-5 classes" if pretrained else f"Top-5 classes ({RANDOM_CAVEAT})"
+    shown = frame[[c for c in ("rank", "category", "probability") if c in frame.columns]]
+    return tables.show(shown, caption=caption, formats={"probability": "{:.2%}"})
 
 
 @dataclass

@@ -766,6 +766,12 @@ def test_the_table_shows_engines_that_did_not_run_as_rows_and_never_nan():
     assert last["precision"] == "fp16" and last["instructions"].startswith("not run: MIGraphX")
     assert last["ms (median)"] == "" and last["batch"] == ""
     assert "nan" not in shown.to_string().lower()
+    # split in two narrower tables: speed (every row), agreement (measured ones, once each)
+    speed, agree = result.display_frames()
+    assert list(speed["backend"]) == ["PyTorch eager", "ONNX Runtime", "MIGraphX"]
+    assert "top-1 agreement" not in speed and "ms (median)" not in agree
+    assert list(agree["backend"]) == ["PyTorch eager"] and agree["top-1 agreement"].iloc[0]
+    assert len(speed.columns) <= 7 and len(agree.columns) <= 7
 
 
 def test_the_16_bit_sentence_follows_the_figures():

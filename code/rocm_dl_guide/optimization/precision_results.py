@@ -114,6 +114,27 @@ class PrecisionBench:
             shown = shown.drop(columns="config")
         return shown
 
+    SPEED_COLUMNS = ("backend", "precision", "config", "batch", "ms (median)", "vs eager fp32")
+    AGREEMENT_COLUMNS = (
+        "backend", "precision", "config", "top-1 agreement", "95% interval",
+        LEAST_SURE_COLUMN, "accuracy",
+    )  # fmt: skip
+
+    def display_frames(self):
+        """:meth:`display_frame` split in two tables narrow enough to read: the
+        speed per engine, format and batch size (with ``instructions``, and the
+        engines that did not run), and the agreement per engine and format (it
+        does not depend on the batch size: one row each)."""
+        shown = self.display_frame()
+        keep = [c for c in self.SPEED_COLUMNS if c in shown.columns] + ["instructions"]
+        speed = shown[keep]
+        measured = shown[shown["top-1 agreement"].astype(str) != ""]
+        cols = [c for c in self.AGREEMENT_COLUMNS if c in shown.columns]
+        agreement = measured[cols].drop_duplicates(
+            subset=[c for c in ("backend", "precision", "config") if c in cols]
+        )
+        return speed.reset_index(drop=True), agreement.reset_index(drop=True)
+
     def compiled_summary(self, batch: int = 1) -> str:
         """Sentences on ``torch.compile``'s floating-point rows at ``batch``: each
         one's speed against eager fp32 (bf16 with its agreement and accuracy), or

@@ -25,7 +25,7 @@ import torch
 from conftest import hang_limit
 from rocm_dl_guide.core import profiles
 from rocm_dl_guide.lm import model as models
-from rocm_dl_guide.lm import pretrain, serve_api, serving
+from rocm_dl_guide.lm import pretrain, serve_api, serving, serving_measure
 
 SMOKE = profiles.current("smoke")
 
@@ -380,12 +380,14 @@ def test_concurrent_requests_all_succeed_and_are_measured(server):
     answers = serving.send_concurrently(server, 8, 8, max_tokens=8)
     assert len(answers) == 8 and all(a.tokens == 8 and a.text for a in answers)
     assert len({a.text for a in answers}) == 1  # same prompt, greedy: same text
-    rows = [serving.measure(server, c, requests_per_level=c * 2, max_tokens=16) for c in (1, 8)]
+    rows = [
+        serving_measure.measure(server, c, requests_per_level=c * 2, max_tokens=16) for c in (1, 8)
+    ]
     assert [r.concurrency for r in rows] == [1, 8]
     assert all(r.continuous_batching and r.ttft_ms > 0 for r in rows)
     assert all(r.tokens_per_s_total > 0 and r.tokens_per_s_per_request > 0 for r in rows)
     # throughput against concurrency is the page's measurement: on a shared CPU it varies
-    assert serving.scaling(rows) > 0
+    assert serving_measure.scaling(rows) > 0
 
 
 def test_side_by_side_rounds_interleave_servers_and_levels_and_report_medians(monkeypatch):
@@ -409,8 +411,8 @@ def test_side_by_side_rounds_interleave_servers_and_levels_and_report_medians(mo
         return [serving.Completion("x", ["x"], max_tokens, "length", step, step * max_tokens)] * n
 
     monkeypatch.setattr(serving, "send_concurrently", fake_send)
-    monkeypatch.setattr(serving.time, "perf_counter", lambda: clock[0])
-    rows = serving.measure_side_by_side([(batched, (1, 4)), (serial, (4,))], 8, rounds=3)
+    monkeypatch.setattr(serving_measure.time, "perf_counter", lambda: clock[0])
+    rows = serving_measure.measure_side_by_side([(batched, (1, 4)), (serial, (4,))], 8, rounds=3)
     assert calls[:3] == [(True, 1, 1, False), (True, 4, 4, False), (False, 4, 4, False)]
     timed = [(on, n, c) for on, n, c, t in calls[3:]]
     assert timed == [(True, 3, 1), (True, 4, 4), (False, 4, 4)] * 3  # interleaved, 3 at least
@@ -424,7 +426,7 @@ def test_side_by_side_rounds_interleave_servers_and_levels_and_report_medians(mo
     assert rows[2].tokens_per_s_total == pytest.approx(4 * 8 / (0.020 * 8))
     assert rows[1].ttft_ms == pytest.approx(10.0)
     with pytest.raises(ValueError, match="rounds must be at least 1"):
-        serving.measure_side_by_side([(batched, (1,))], 8, rounds=0)
+        serving_measure.measure_side_by_side([(batched, (1,))], 8, rounds=0)
 
 
 @pytest.mark.timeout(180)
@@ -715,9 +717,9 @@ def test_tensor_parallel_sizes_follow_the_heads():
 
 
 def test_the_pages_table_heads_every_field_in_words():
-    row = serving.ServeRow("transformers serve", 4, True, 12, 32, 33.1, 178.1, 583.1)
-    shown = serving.table([row])[0]
-    assert list(shown) == [h for k, h in serving.TABLE_COLUMNS.items() if k != "engine"]
-    assert shown["tokens/s in all"] == 583.1 and set(serving.TABLE_FORMATS) <= set(shown)
-    assert serving.table([row], engine=True)[0]["engine"] == "transformers serve"
-    assert set(serving.TABLE_COLUMNS) == set(row.to_dict())
+    row = serving_measure.ServeRow("transformers serve", 4, True, 12, 32, 33.1, 178.1, 583.1)
+    shown = serving_measure.table([row])[0]
+    assert list(shown) == [h for k, h in serving_measure.TABLE_COLUMNS.items() if k != "engine"]
+    assert shown["tokens/s in all"] == 583.1 and set(serving_measure.TABLE_FORMATS) <= set(shown)
+    assert serving_measure.table([row], engine=True)[0]["engine"] == "transformers serve"
+    assert set(serving_measure.TABLE_COLUMNS) == set(row.to_dict())

@@ -89,10 +89,15 @@ def test_make_targets_stop_at_a_crashed_worker_and_slow_runs_keep_their_own_cach
     compiled without the cap and reused under it gave wrong values): the slow
     targets compile into a cache of their own."""
     root = Path(__file__).resolve().parent.parent
+    # Under a make (make test-slow runs this), MAKEFLAGS would make this one
+    # print "make[1]: Entering directory": the recipe alone, please.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     shown = subprocess.run(
-        ["make", "-n", target], cwd=root, capture_output=True, text=True, check=True
-    ).stdout
-    command = shown.strip().splitlines()[-1]
+        ["make", "--no-print-directory", "-n", target],
+        cwd=root, capture_output=True, text=True, check=True, env=env,
+    ).stdout  # fmt: skip
+    lines = [line for line in shown.splitlines() if "-m pytest" in line or "jupyter-book" in line]
+    command = lines[-1]
     if target != "book-slow":
         assert "-m pytest" in command and "--max-worker-restart=0" in command, command
     slow = target.endswith("-slow")

@@ -103,16 +103,16 @@ def serving_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
     """The server at every concurrency level with continuous batching, and one
     request at a time at 1 and 4 (at 16 the queue alone would take minutes):
     both servers up at once, measured in interleaved rounds."""
-    from rocm_dl_guide.lm import serving
+    from rocm_dl_guide.lm import serving, serving_measure
 
     folder = serving.model_folder(profile)
-    max_tokens = serving.max_tokens_for(profile)
+    max_tokens = serving_measure.max_tokens_for(profile)
     batched = serving.Server(folder, continuous_batching=True)
     serial = serving.Server(folder, continuous_batching=False)
     serving.start_together(batched, serial)
     with batched, serial:
-        rows = serving.measure_side_by_side(
-            [(batched, serving.LEVELS), (serial, serving.SERIAL_LEVELS)], max_tokens
+        rows = serving_measure.measure_side_by_side(
+            [(batched, serving.LEVELS), (serial, serving_measure.SERIAL_LEVELS)], max_tokens
         )
     return [r.to_dict() for r in rows]
 

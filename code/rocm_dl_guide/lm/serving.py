@@ -35,10 +35,7 @@ Where vLLM is installed (AMD's ``rocm/vllm`` container), ``Server(...,
 engine="vllm")`` starts vLLM's OpenAI server on the same folder instead, under
 the same time limits, and the same client measures it.
 :func:`complete`, :func:`stream` and :func:`chat` send requests with the ``openai``
-client;
-:func:`measure_side_by_side` times concurrent streamed requests on one or
-more servers after a warm-up round at each concurrency (the first batch of a
-new shape is slow), in interleaved rounds whose medians it reports.
+client; :mod:`rocm_dl_guide.lm.serving_measure` times concurrent ones.
 """
 
 from __future__ import annotations
@@ -49,12 +46,11 @@ import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +58,7 @@ from rocm_dl_guide.core import ports, profiles
 from rocm_dl_guide.lm import corpus, pretrain, serve_api
 
 ENGINE = "transformers serve"
-"""The engine's name in :class:`ServeRow`."""
+"""The engine's name in :class:`~rocm_dl_guide.lm.serving_measure.ServeRow`."""
 ENGINES = {"transformers": ENGINE, "vllm": "vLLM"}
 """The engines :class:`Server` starts, by their short names: ``transformers
 serve`` everywhere, vLLM where it is installed (AMD's ``rocm/vllm`` container on
@@ -468,153 +464,6 @@ def send_concurrently(
 
 def concurrent_pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="client")
-
-
-# --------------------------------------------------------------------------- measuring
-
-
-@dataclass
-class ServeRow:
-    """One concurrency level: median time to first token, median tokens/s each
-    request saw, and the tokens/s of all requests together (their tokens over
-    the wall time from the first request's start to the last one's end)."""
-
-    engine: str
-    concurrency: int
-    continuous_batching: bool
-    requests: int
-    max_tokens: int
-    ttft_ms: float
-    tokens_per_s_per_request: float
-    tokens_per_s_total: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-TABLE_COLUMNS = {
-    "engine": "engine",
-    "concurrency": "concurrent requests",
-    "continuous_batching": "continuous batching",
-    "requests": "requests timed",
-    "max_tokens": "new tokens each",
-    "ttft_ms": "first token (ms)",
-    "tokens_per_s_per_request": "tokens/s each",
-    "tokens_per_s_total": "tokens/s in all",
-}
-""":class:`ServeRow`'s fields as the page's table heads them."""
-TABLE_FORMATS = {
-    "first token (ms)": "{:,.1f}",
-    "tokens/s each": "{:,.0f}",
-    "tokens/s in all": "{:,.0f}",
-}
-"""How the page's table prints each figure column (:func:`rocm_dl_guide.core.tables.show`)."""
-
-
-def table(rows: list[ServeRow], engine: bool = False) -> list[dict[str, Any]]:
-    """The rows as the page shows them, under :data:`TABLE_COLUMNS`' heads
-    (without the engine's column unless ``engine``)."""
-    return [
-        {TABLE_COLUMNS[k]: v for k, v in r.to_dict().items() if engine or k != "engine"}
-        for r in rows
-    ]
-
-
-ROUNDS = 3
-"""Timed rounds per server and concurrency level; each figure is their median."""
-
-
-def measure(
-    server: Server,
-    concurrency: int,
-    requests_per_level: int | None = None,
-    max_tokens: int = MAX_TOKENS["smoke"],
-    rounds: int = 1,
-) -> ServeRow:
-    """Time ``requests_per_level`` streamed requests (default: one round of
-    ``concurrency``, at least 3), ``concurrency`` in flight at once, after one
-    untimed warm-up round of ``concurrency`` requests; ``rounds`` times, the
-    figures their medians (:func:`measure_side_by_side`)."""
-    plan = [(server, (concurrency,))]
-    return measure_side_by_side(plan, max_tokens, rounds, requests_per_level)[0]
-
-
-def measure_side_by_side(
-    plan: list[tuple[Server, tuple[int, ...]]],
-    max_tokens: int = MAX_TOKENS["smoke"],
-    rounds: int = ROUNDS,
-    requests_per_level: int | None = None,
-) -> list[ServeRow]:
-    """Each server of ``plan`` at each of its concurrency levels, in rounds.
-
-    One untimed warm-up at each level first (the first batch of a new shape is
-    slow). Then each round times every (server, level) once, one after the
-    other, so that a neighbour taking the CPU for a while slows every row of a
-    round alike, not one row. A level sends ``requests_per_level`` requests a
-    round (default: ``concurrency``, at least 3; a server without continuous
-    batching, ``concurrency``). A row's time to first token and tokens/s per
-    request are the medians over its requests of every round; its total
-    tokens/s is the median of its rounds'. Rows come in ``plan``'s order."""
-    if rounds < 1:
-        raise ValueError(f"rounds must be at least 1, not {rounds}")
-    cells = [(server, c) for server, levels in plan for c in levels]
-    for server, c in cells:
-        send_concurrently(server, c, c, max_tokens)  # warm-up: this batch shape
-
-    def size(server: Server, c: int) -> int:
-        if requests_per_level:
-            return requests_per_level
-        return max(c, 3) if server.continuous_batching else c
-
-    answers: dict[int, list[Completion]] = {i: [] for i in range(len(cells))}
-    totals: dict[int, list[float]] = {i: [] for i in range(len(cells))}
-    for _ in range(rounds):
-        for i, (server, c) in enumerate(cells):
-            start = time.perf_counter()
-            done = send_concurrently(server, size(server, c), c, max_tokens)
-            answers[i] += done
-            totals[i].append(sum(a.tokens for a in done) / (time.perf_counter() - start))
-    return [
-        ServeRow(
-            engine=ENGINES[server.engine],
-            concurrency=c,
-            continuous_batching=server.continuous_batching,
-            requests=len(answers[i]),
-            max_tokens=max_tokens,
-            ttft_ms=statistics.median(a.ttft_s for a in answers[i]) * 1e3,
-            tokens_per_s_per_request=statistics.median(a.tokens / a.total_s for a in answers[i]),
-            tokens_per_s_total=statistics.median(totals[i]),
-        )
-        for i, (server, c) in enumerate(cells)
-    ]
-
-
-def measure_levels(
-    server: Server,
-    levels: tuple[int, ...] = LEVELS,
-    max_tokens: int = MAX_TOKENS["smoke"],
-    rounds: int = ROUNDS,
-) -> list[ServeRow]:
-    """:func:`measure_side_by_side` of one server at each concurrency level, lowest first."""
-    return measure_side_by_side([(server, tuple(levels))], max_tokens, rounds)
-
-
-SERIAL_LEVELS = (1, 4)
-"""Concurrency levels measured with continuous batching off: the engine serves
-one request at a time, so at 16 the queue alone would take minutes."""
-
-
-def scaling(rows: list[ServeRow], continuous_batching: bool = True) -> float | None:
-    """Total tokens/s at the highest concurrency over that at 1 (``None`` if either is missing)."""
-    mine = {r.concurrency: r for r in rows if r.continuous_batching == continuous_batching}
-    if 1 not in mine or len(mine) < 2:
-        return None
-    return mine[max(mine)].tokens_per_s_total / mine[1].tokens_per_s_total
-
-
-def max_tokens_for(profile: profiles.Profile) -> int:
-    """:data:`MAX_TOKENS` of the profile."""
-    return MAX_TOKENS.get(profile.name, MAX_TOKENS["gpu"])
 
 
 # --------------------------------------------------------------------------- the command line

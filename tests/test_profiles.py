@@ -153,3 +153,18 @@ def test_gpu_profile_on_fixtures_runs_offline_and_says_so(tmp_path, private_data
     record = json.loads(done.stdout.strip().splitlines()[-1])
     assert record["profile"] == "gpu" and record["data_source"] == "fixtures"
     assert record["epochs_completed"] == 1 and record["test_accuracy"] > 0.2  # 10 classes
+
+
+def test_a_page_on_a_system_copy_of_the_real_data_says_real_data(monkeypatch, tmp_path):
+    """The Fashion-MNIST page trains on Debian's copy of the real data where it is
+    installed, on the smoke profile; its note must not say generated fixtures."""
+    from rocm_dl_guide.core import datasets, provenance
+
+    smoke = profiles.current("smoke")
+    assert provenance.collect(smoke, "none", data="fashion-mnist").data_source == "fixtures"
+    monkeypatch.setattr(datasets, "system_copy", lambda name: (tmp_path, "dataset-fashion-mnist"))
+    prov = provenance.collect(smoke, "none", data="fashion-mnist")
+    assert prov.data_source == "real" and "on real data" in prov.markdown()
+    assert provenance.collect(smoke, "none").data_source == "fixtures"  # no data set named
+    asked = profiles.with_data_source(profiles.get("smoke"), "fixtures")
+    assert provenance.collect(asked, "none", data="fashion-mnist").data_source == "fixtures"

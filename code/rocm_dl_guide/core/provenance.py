@@ -147,10 +147,15 @@ class Provenance:
         return self.markdown().replace("**", "").replace("`", "")
 
 
-def collect(profile: profiles.Profile, framework: str = "pytorch") -> Provenance:
+def collect(
+    profile: profiles.Profile, framework: str = "pytorch", data: str | None = None
+) -> Provenance:
     """Gather the note of a page run with ``profile``. ``framework`` says whose view of
     the device to report (``"pytorch"``, ``"tensorflow"``, or ``"none"`` for pages
-    that use neither)."""
+    that use neither). ``data``: the data set the page trains on, where the data
+    layer may use the real one in place of the profile's fixture (an operating
+    system's copy, :func:`rocm_dl_guide.core.datasets.system_copy`): the note
+    then says real data."""
     from rocm_dl_guide.core.device import cpu_name, describe
 
     if framework == "tensorflow":
@@ -166,9 +171,18 @@ def collect(profile: profiles.Profile, framework: str = "pytorch") -> Provenance
         device=device,
         versions=versions,
         executed_at=when,
-        data_source=profile.data_source,
+        data_source=_data_source(profile, data),
         build_threads=os.environ.get(BUILD_THREADS_VAR, ""),
     )
+
+
+def _data_source(profile: profiles.Profile, data: str | None) -> str:
+    if data and profile.use_fixtures and not profile.data_source_explicit:
+        from rocm_dl_guide.core import datasets
+
+        if datasets.system_copy(data):
+            return "real"
+    return profile.data_source
 
 
 class _Record:
@@ -199,7 +213,7 @@ def record(prov: Provenance) -> None:
         glue(GLUE_KEY, _Record(prov.record()), display=False)
 
 
-def note(profile: profiles.Profile, framework: str = "pytorch"):
+def note(profile: profiles.Profile, framework: str = "pytorch", data: str | None = None):
     """Display the provenance note of a page run with ``profile`` in a notebook
     (returns an IPython Markdown object).
 
@@ -208,6 +222,6 @@ def note(profile: profiles.Profile, framework: str = "pytorch"):
     """
     from IPython.display import Markdown
 
-    prov = collect(profile, framework)
+    prov = collect(profile, framework, data)
     record(prov)
     return Markdown(prov.markdown())

@@ -45,16 +45,18 @@ def rng(seed: int, stream: str) -> np.random.Generator:
     return np.random.default_rng([int(seed), *key])
 
 
-LABEL_AGREEMENT = {"cifar10": 0.55, "fashion-mnist": 0.88, "imdb": 0.86}
+LABEL_AGREEMENT = {"fashion-mnist": 0.88, "imdb": 0.86}
 """The fraction of a fixture's samples whose label is the class their content
 was drawn from; the others carry another class, at random. A model that
 recognised every sample's content perfectly would score this on the fixture's
 test split: the accuracy this page's model reaches on the real data set, so
-that a fixture's result cannot read as a better one. CIFAR-10: the PyTorch
-tutorial's network reaches about half the test images after two epochs
-(``pytorch-cifar10-tutorial``); Fashion-MNIST: about 88% for TensorFlow's
-classification tutorial (``tf-tutorial-classification``); IMDB: about 86% for
-its text classification tutorial (``tf-tutorial-text-classification``)."""
+that a fixture's result cannot read as a better one. Fashion-MNIST: about 88%
+for TensorFlow's classification tutorial (``tf-tutorial-classification``);
+IMDB: about 86% for its text classification tutorial
+(``tf-tutorial-text-classification``). CIFAR-10 keeps every label: the
+reduced-precision and int8 pages measure agreement on a network trained on it,
+which must be sure of its answers; every accuracy from it says on its line
+that it comes from the fixture."""
 
 
 def moved(stream: np.random.Generator, n: int, agreement: float) -> np.ndarray:

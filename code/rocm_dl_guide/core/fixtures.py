@@ -9,7 +9,8 @@ unchanged. The contents are synthetic: each class has its own fixed random
 pattern (images) or its own sentiment vocabulary (reviews), plus per-sample
 noise, so a small model trained for a few batches beats chance by a wide
 margin -- but the numbers it reaches say nothing about the real data sets.
-Where a page reports accuracy (CIFAR-10, Fashion-MNIST, IMDB), some labels
+Where a page reports accuracy to compare with the real data's (Fashion-MNIST,
+IMDB), some labels
 name another class than the sample's pattern
 (:data:`rocm_dl_guide.core.fixture_formats.LABEL_AGREEMENT`), so that no model
 scores above what the page's model reaches on the real data.

@@ -469,9 +469,9 @@ def test_the_checks_catch_a_page_that_copies_package_code():
 def test_the_checks_catch_a_page_that_includes_a_private_name():
     page = (
         "```{literalinclude} ../../code/rocm_dl_guide/training/train.py\n"
-        ":pyobject: _autocast\n```\n\n"
+        ":pyobject: _epoch_line\n```\n\n"
         "```{literalinclude} ../../code/rocm_dl_guide/training/train.py\n"
         ":pyobject: train_step\n```\n"
     )
     problems = text_problems(page, BOOK / "training" / "private.md", "private.md")
-    assert len(problems) == 1 and ":pyobject: _autocast is private" in problems[0]
+    assert len(problems) == 1 and ":pyobject: _epoch_line is private" in problems[0]

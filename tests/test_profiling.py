@@ -83,7 +83,7 @@ def test_profile_step_refuses_what_it_cannot_do(kwargs, message):
 
 
 def test_only_kinetos_progress_lines_are_dropped(capfd):
-    with profiling._kineto_chatter_dropped(on_gpu=False):
+    with profiling.kineto_chatter_dropped(on_gpu=False):
         os.write(2, b"USDT:2026-11-23 19:13:56 21579:21579 Handler.cpp:39] profiler_start\n")
         os.write(
             2,
@@ -94,7 +94,7 @@ def test_only_kinetos_progress_lines_are_dropped(capfd):
     err = capfd.readouterr().err
     assert "a real warning" in err
     assert "USDT" not in err and "gpuGetDeviceCount" not in err
-    with profiling._kineto_chatter_dropped(on_gpu=True):  # on a GPU that error matters
+    with profiling.kineto_chatter_dropped(on_gpu=True):  # on a GPU that error matters
         os.write(2, b"ERROR:x y 1:1 DeviceProperties.cpp:56] gpuGetDeviceCount failed\n")
     assert "gpuGetDeviceCount" in capfd.readouterr().err
 

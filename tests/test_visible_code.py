@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from conftest import ROOT, is_executable, source, toc_files, tool
+from conftest import is_executable, source, toc_files, tool
 
 HIDDEN = {"remove-input", "remove-cell"}
 PAGES = toc_files()
@@ -129,14 +129,18 @@ def test_every_listing_shows_the_private_helpers_it_calls():
 
 def test_the_checks_find_what_they_look_for(tmp_path):
     """The three checks flag a page that breaks each rule (they can fail)."""
-    page = ROOT / "book" / "kernels" / "made-up.md"
+    module = tmp_path / "code" / "mod.py"
+    module.parent.mkdir()
+    module.write_text(
+        "def _helper(x):\n    return x\n\n\ndef shown(x):\n    return _helper(x) + 1\n"
+    )
+    page = tmp_path / "book" / "kernels" / "made-up.md"
     text = (
         "```{code-cell} ipython3\n:tags: [remove-cell]\nhidden = 1\n```\n\n"
         "```{code-cell} ipython3\nimport math\nx = math.pi\n%time math.cos(x)\n"
         "print(x, hidden)\n```\n\n"
         "```python\nprogram.run(image)\n```\n\n"
-        "```{literalinclude} ../../code/rocm_dl_guide/kernels/ops.py\n"
-        ":language: python\n:pyobject: softmax\n```\n"
+        "```{literalinclude} ../../code/mod.py\n:language: python\n:pyobject: shown\n```\n"
     )
     assert visible_cells(text) == ["import math\nx = math.pi\n%time math.cos(x)\nprint(x, hidden)"]
     (tmp_path / "cells").mkdir()
@@ -148,8 +152,8 @@ def test_the_checks_find_what_they_look_for(tmp_path):
         "Undefined name `program`",
         "Undefined name `image`",
     }
-    helpers = unshown_helpers(page, text)
-    assert helpers and all("the page does not list" in m for m in helpers), helpers
-    listing = "```{literalinclude} ../../code/rocm_dl_guide/kernels/ops.py\n:pyobject: _rows\n```"
-    shown = text + "\n" + listing + "\n"
-    assert not unshown_helpers(page, shown)
+    assert unshown_helpers(page, text) == [
+        "mod.py:shown uses _helper, which the page does not list"
+    ]
+    listing = "```{literalinclude} ../../code/mod.py\n:pyobject: _helper\n```"
+    assert not unshown_helpers(page, text + "\n" + listing + "\n")

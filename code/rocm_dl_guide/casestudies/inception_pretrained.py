@@ -125,7 +125,7 @@ def load_pretrained(profile: profiles.Profile, pretrained: bool | None = None) -
         except Exception as exc:
             if not datasets.is_network_error(exc):
                 raise
-            raise datasets.DataUnavailableError(_weights_advice(weights, exc)) from None
+            raise datasets.DataUnavailableError(weights_advice(weights, exc)) from None
         acc = weights.meta["_metrics"]["ImageNet-1K"]["acc@1"]
         note = f"pretrained weights {weights} (ImageNet-1k top-1 accuracy {acc}%)"
         return LoadedModel(model.eval(), True, note, cats)
@@ -137,7 +137,7 @@ def load_pretrained(profile: profiles.Profile, pretrained: bool | None = None) -
     return LoadedModel(random_inception().eval(), False, note, cats)
 
 
-def _weights_advice(weights, exc: BaseException) -> str:
+def weights_advice(weights, exc: BaseException) -> str:
     import torch
 
     reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

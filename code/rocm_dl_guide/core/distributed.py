@@ -273,7 +273,7 @@ def shard_train_loader(loader: DataLoader, ctx: Context) -> DataLoader:
     sampler = StatefulDistributedSampler(
         loader.dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=shuffle, seed=seed
     )
-    return _rebuild(loader, sampler)
+    return rebuilt_loader(loader, sampler)
 
 
 def shard_eval_loader(loader: DataLoader, ctx: Context) -> DataLoader:
@@ -283,7 +283,7 @@ def shard_eval_loader(loader: DataLoader, ctx: Context) -> DataLoader:
     out the shards, so metrics summed over ranks equal one process's exactly.
     """
     indices = range(ctx.rank, len(loader.dataset), ctx.world_size)
-    return _rebuild(loader, None, dataset=Subset(loader.dataset, indices))
+    return rebuilt_loader(loader, None, dataset=Subset(loader.dataset, indices))
 
 
 def resumable_loader(loader: Any) -> Any:
@@ -318,13 +318,13 @@ def resumable_loader(loader: Any) -> Any:
         sampler = None
     else:
         return loader
-    return _rebuild(loader, sampler, generator=None)
+    return rebuilt_loader(loader, sampler, generator=None)
 
 
 _SAME = object()
 
 
-def _rebuild(
+def rebuilt_loader(
     loader: DataLoader, sampler: Any, dataset: Any = None, generator: Any = _SAME
 ) -> DataLoader:
     """A ``StatefulDataLoader`` like ``loader``, with another sampler (and dataset)."""

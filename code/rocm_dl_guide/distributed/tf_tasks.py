@@ -150,7 +150,7 @@ def _pin_worker_device(tf, index: int, workers: int) -> list[str]:
     return [f"worker {index} CPU"]
 
 
-def _distributed_batches(tf, strategy, x, y, seed: int):
+def distributed_batches(tf, strategy, x, y, seed: int):
     """The training set as a distributed dataset of global batches, shuffled alike everywhere."""
     global_batch = BATCH_SIZE * strategy.num_replicas_in_sync
     ds = tf.data.Dataset.from_tensor_slices((x, y))
@@ -194,7 +194,7 @@ def custom_loop(tf, strategy, model, x, y, epochs: int, seed: int) -> list[list[
         total = tf.distribute.ReduceOp.SUM
         return strategy.reduce(total, loss, axis=None), strategy.reduce(total, right, axis=None)
 
-    batches = _distributed_batches(tf, strategy, x, y, seed)
+    batches = distributed_batches(tf, strategy, x, y, seed)
     history = []
     for epoch in range(1, epochs + 1):
         losses, right, steps = 0.0, 0.0, 0

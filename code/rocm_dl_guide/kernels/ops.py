@@ -50,14 +50,14 @@ def softmax_backward_kernel(dx_ptr, dy_ptr, y_ptr, row_stride, n_cols,
     tl.store(dx_ptr + offsets, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
-def _rows(t: torch.Tensor) -> torch.Tensor:
+def as_rows(t: torch.Tensor) -> torch.Tensor:
     """``t`` as a contiguous (rows, last dimension) matrix."""
     return t.reshape(-1, t.shape[-1]).contiguous()
 
 
 @REGISTER("rocm_dl_guide::softmax", mutates_args=())
 def softmax(x: torch.Tensor) -> torch.Tensor:
-    x2 = _rows(x)
+    x2 = as_rows(x)
     out = torch.empty_like(x2)
     block = triton.next_power_of_2(x2.shape[1])
     wrap_triton(softmax_kernel)[(x2.shape[0],)](
@@ -68,7 +68,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 
 @REGISTER("rocm_dl_guide::softmax_backward", mutates_args=())
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    y2, dy2 = _rows(y), _rows(dy)
+    y2, dy2 = as_rows(y), as_rows(dy)
     dx = torch.empty_like(y2)
     block = triton.next_power_of_2(y2.shape[1])
     wrap_triton(softmax_backward_kernel)[(y2.shape[0],)](

@@ -319,11 +319,11 @@ def token_curves(
                 token_times(model, prompt, new_tokens, cache, cpu_times=cpu_runs[cache][-1])
             )
     if cpu is not None:
-        cpu.update(_medians(cpu_runs))
-    return _medians(runs)
+        cpu.update(medians(cpu_runs))
+    return medians(runs)
 
 
-def _medians(runs: dict[str, list[list[float]]]) -> dict[str, list[float]]:
+def medians(runs: dict[str, list[list[float]]]) -> dict[str, list[float]]:
     """Per cache, the median of its runs at every token."""
     return {
         cache: [statistics.median(at) for at in zip(*times, strict=True)]

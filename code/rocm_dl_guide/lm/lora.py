@@ -143,7 +143,7 @@ def _pretrained(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _quiet_peft() -> Iterator[None]:
+def quiet_peft() -> Iterator[None]:
     """Silence two warnings that do not apply here: PEFT's about an adapter on the
     tied ``lm_head`` (deliberate; :func:`merged` unties before folding it in) and
     transformers' deprecation of ``is_gradient_checkpointing``, which PEFT calls."""
@@ -165,7 +165,7 @@ def add_lora(lm: models.CausalLM) -> models.CausalLM:
         bias="none",
         task_type="CAUSAL_LM",
     )
-    with _quiet_peft():
+    with quiet_peft():
         lm.model = get_peft_model(lm.model, config)
     return lm
 
@@ -206,7 +206,7 @@ def load_adapter(base: models.CausalLM, directory: str | os.PathLike) -> models.
     if not (directory / "adapter_config.json").is_file():
         raise ValueError(f"{directory} is not a LoRA adapter: it has no adapter_config.json")
     try:
-        with _quiet_peft():
+        with quiet_peft():
             base.model = PeftModel.from_pretrained(base.model, str(directory))
     except Exception as exc:  # safetensors and PEFT raise many kinds
         raise ValueError(

@@ -68,7 +68,7 @@ EVAL_BLOCKS = {"smoke": 4, "gpu": 256}
 """Held-out blocks (of the model's context length) the perplexity is measured on."""
 
 
-def _check(precision: str) -> None:
+def check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: one of {', '.join(PRECISIONS)}")
 
@@ -77,7 +77,7 @@ def base_dtype(precision: str, device: torch.device | str) -> torch.dtype:
     """The floating-point type a precision's copy starts from: its own for
     ``fp32`` and ``bf16``; for the quantized ones bfloat16 on a GPU and
     float32 on a CPU."""
-    _check(precision)
+    check_precision(precision)
     if precision in ("fp32", "bf16"):
         return torch.float32 if precision == "fp32" else torch.bfloat16
     return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
@@ -95,7 +95,7 @@ def config(precision: str, device: torch.device | str) -> Any:
     )
     from torchao.quantization.quantize_.workflows import Int4PackingFormat
 
-    _check(precision)
+    check_precision(precision)
     gpu = torch.device(device).type == "cuda"
     # set_inductor_config=False: leave torch.compile's process-wide settings alone
     if precision == "int8-weight-only":
@@ -127,7 +127,7 @@ def quantize(model: nn.Module, precision: str, device: torch.device | str | None
     stays in floating point)."""
     from torchao.quantization import quantize_
 
-    _check(precision)
+    check_precision(precision)
     if device is None:
         device = next(model.parameters()).device
     copied = copy.deepcopy(model).to(device=device, dtype=base_dtype(precision, device))
@@ -160,7 +160,7 @@ def fp8_hardware(device: torch.device | str) -> str | None:
 def supported(precision: str, device: torch.device | str) -> str | None:
     """``None`` when ``precision`` runs on ``device``, else why not. The quantized
     precisions are tried on one small linear layer: quantized, then run."""
-    _check(precision)
+    check_precision(precision)
     device = torch.device(device)
     if precision == "fp8" and (why := fp8_hardware(device)):
         return why
@@ -281,7 +281,7 @@ def measure(
 
     device = torch.device(device)
     for p in precisions:
-        _check(p)
+        check_precision(p)
     skipped = {p: why for p in precisions if (why := supported(p, device))}
     copies = {p: quantize(model, p, device) for p in ("fp32", *precisions) if p not in skipped}
     prompt = prompt.to(device)

@@ -247,7 +247,7 @@ def _compile_ort(
     )
 
 
-def _migraphx_inputs(prog) -> tuple[str, list]:
+def migraphx_inputs(prog) -> tuple[str, list]:
     shapes = prog.get_parameter_shapes()
     names = [n for n in prog.get_parameter_names() if not n.startswith("main:#output")]
     if not names:
@@ -267,7 +267,7 @@ def compile_migraphx(path: Path, batch_size: int, tuned: bool) -> CompiledModel:
         raise onnx_files.ModelFileError(
             f"{path}: MIGraphX cannot parse it ({one_line(exc)[:160]})"
         ) from None
-    name, shape = _migraphx_inputs(prog)
+    name, shape = migraphx_inputs(prog)
     prog.compile(mgx.get_target("gpu"), offload_copy=True, exhaustive_tune=tuned)
     seconds = time.perf_counter() - start
     return CompiledModel(
@@ -398,7 +398,7 @@ def load_compiled(
             raise onnx_files.ModelFileError(
                 f"{path}: not a readable MIGraphX program ({one_line(exc)[:160]})"
             ) from None
-        name, shape = _migraphx_inputs(prog)
+        name, shape = migraphx_inputs(prog)
         return CompiledModel(
             backend="migraphx",
             provider="MIGraphX gpu target",

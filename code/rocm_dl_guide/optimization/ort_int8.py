@@ -292,13 +292,13 @@ def calibration_batches(loader: Iterable, batches: int) -> list[np.ndarray]:
     return out
 
 
-def _calibration_reader_base():
+def calibration_reader_base():
     from onnxruntime.quantization import CalibrationDataReader
 
     return CalibrationDataReader
 
 
-class CalibrationReader(_calibration_reader_base()):  # type: ignore[misc]
+class CalibrationReader(calibration_reader_base()):  # type: ignore[misc]
     """ONNX Runtime's ``CalibrationDataReader`` over a list of input batches.
 
     ``get_next`` hands out ``{input_name: batch}`` once per batch, then

@@ -48,7 +48,7 @@ _KINETO_NO_GPU = re.compile(r"^ERROR:.*DeviceProperties\.cpp:\d+\] gpuGetDeviceC
 
 
 @contextlib.contextmanager
-def _kineto_chatter_dropped(on_gpu: bool) -> Iterator[None]:
+def kineto_chatter_dropped(on_gpu: bool) -> Iterator[None]:
     """Keep Kineto's (the profiler library's) progress lines off standard error.
 
     Kineto writes ``USDT:``/``INFO:`` lines when a profile starts and stops and,
@@ -224,7 +224,7 @@ def record_steps(one: Callable[[], Any], steps: int, device) -> tuple[Any, list[
         activities.append(profiler.ProfilerActivity.CUDA)
     times = []
     with (
-        _kineto_chatter_dropped(on_gpu),
+        kineto_chatter_dropped(on_gpu),
         profiler.profile(
             activities=activities,
             schedule=profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
@@ -272,7 +272,7 @@ def profile_step(
     target = Path(folder) if folder is not None else runs.runs_dir(f"profile-{example}-{kind}")
     p, times = record_steps(one, steps, dev)
     trace = target / TRACE_NAME
-    with _kineto_chatter_dropped(on_gpu), tempfile.TemporaryDirectory() as tmp:
+    with kineto_chatter_dropped(on_gpu), tempfile.TemporaryDirectory() as tmp:
         frame = top_operators(p.key_averages(), steps, on_gpu, limit)
         raw = Path(tmp) / TRACE_NAME
         p.export_chrome_trace(str(raw))

@@ -128,7 +128,7 @@ class TrainResult:
 # --------------------------------------------------------------------------- step helpers
 
 
-def _autocast(device: torch.device, dtype: torch.dtype | None):
+def autocast_context(device: torch.device, dtype: torch.dtype | None):
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
@@ -184,7 +184,7 @@ def to_device(x: torch.Tensor, device: torch.device, channels_last: bool) -> tor
     return x
 
 
-def _num_batches(loader: Iterable, cap: int | None) -> int | None:
+def num_batches(loader: Iterable, cap: int | None) -> int | None:
     try:
         n = len(loader)  # type: ignore[arg-type]
     except TypeError:
@@ -227,7 +227,7 @@ def evaluate(
                     break
                 x, y = split_batch(batch)
                 x, y = to_device(x, device, channels_last), y.to(device, non_blocking=True)
-                with _autocast(device, amp_dtype):
+                with autocast_context(device, amp_dtype):
                     logits, _ = split_output(model(x))
                     loss = loss_fn(logits, y)
                 tally.add(logits, y, loss)
@@ -244,7 +244,7 @@ def train_step(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimisation step; returns (detached main logits, detached main loss)."""
     state.optimizer.zero_grad(set_to_none=True)
-    with _autocast(state.device, state.amp_dtype):
+    with autocast_context(state.device, state.amp_dtype):
         logits, aux = split_output(state.model(x))
         loss = state.loss_fn(logits, y)
         total = loss
@@ -312,7 +312,7 @@ def train_one_epoch(
     opts, device = state.options, state.device
     show = bars_enabled(opts.progress) and state.ctx.is_main
     distributed.set_epoch(loader, epoch)
-    total = _num_batches(loader, opts.max_train_batches)
+    total = num_batches(loader, opts.max_train_batches)
     done, tally, seconds_before = 0, Tally(device), 0.0
     if position is not None:
         loader.load_state_dict(position.loader)

@@ -662,6 +662,9 @@ def test_a_system_copy_is_the_smoke_profiles_data_and_the_note_says_so(
     assert "instead of the smoke profile's generated fixture" in prepared.note
     images = archives.load_idx(prepared.root / "FashionMNIST" / "raw" / "train-images-idx3-ubyte")
     assert images.shape == (30, 28, 28)
+    # a caller may keep the fixture (the TensorFlow distributed page's workers)
+    kept = datasets.prepare("fashion-mnist", profiles.current("smoke"), system_copies=False)
+    assert kept.kind == "fixture"
     # asked for explicitly, the fixture is the fixture
     monkeypatch.setenv(profiles.DATA_SOURCE_VAR, "fixtures")
     assert datasets.prepare("fashion-mnist", profiles.current("smoke")).kind == "fixture"

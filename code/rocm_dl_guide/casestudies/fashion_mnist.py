@@ -59,15 +59,17 @@ def _keras():
 
 def load_data(
     profile: profiles.Profile,
+    system_copies: bool = True,
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], datasets.PreparedData]:
     """``((train_images, train_labels), (test_images, test_labels), prepared)``.
 
     The arrays come from ``keras.datasets.fashion_mnist.load_data()`` (uint8
     images of 28x28 pixels, labels 0-9); the data layer decides what it reads,
-    the real files or the fixture, and ``prepared.note`` says which.
+    the real files or the fixture, and ``prepared.note`` says which
+    (``system_copies``: see :func:`rocm_dl_guide.core.datasets.prepare`).
     """
-    prepared = datasets.prepare("fashion-mnist", profile)
-    home = loaders.keras_home_for_fashion_mnist(profile)
+    prepared = datasets.prepare("fashion-mnist", profile, system_copies)
+    home = loaders.keras_home_for_fashion_mnist(profile, system_copies)
     keras = _keras()
     with loaders.use_keras_home(home):
         train, test = keras.datasets.fashion_mnist.load_data()

@@ -484,7 +484,7 @@ def _build_fixture(spec: DatasetInfo, root: Path) -> None:
         )
 
 
-def prepare(name: str, profile: profiles.Profile) -> PreparedData:
+def prepare(name: str, profile: profiles.Profile, system_copies: bool = True) -> PreparedData:
     """The data set ``name`` ready for its loaders: real data, or the fixture.
 
     The profile's data source decides (see :mod:`rocm_dl_guide.core.profiles`):
@@ -495,7 +495,9 @@ def prepare(name: str, profile: profiles.Profile) -> PreparedData:
     Where the profile's default would be the fixture but an operating-system
     package has put the real files on this machine (:func:`system_copy`), the
     real data is used, checked, and the note says so; asking for the fixture
-    explicitly still gets the fixture.
+    explicitly still gets the fixture, and so does ``system_copies=False`` (a
+    caller whose lesson is not the data: the TensorFlow distributed page's
+    workers, for which 60,000 real images take minutes on a CPU).
 
     However many processes ask at once, one of them builds the data and the
     others wait for it (:func:`rocm_dl_guide.core.files.prepare_once`); under
@@ -504,7 +506,12 @@ def prepare(name: str, profile: profiles.Profile) -> PreparedData:
     """
 
     spec = info(name)
-    local = profile.use_fixtures and not profile.data_source_explicit and system_copy(spec.name)
+    local = (
+        system_copies
+        and profile.use_fixtures
+        and not profile.data_source_explicit
+        and system_copy(spec.name)
+    )
     what = f"the {spec.title} {'fixture' if profile.use_fixtures and not local else 'data set'}"
     with _local_main_first(what):
         if local:

@@ -57,7 +57,7 @@ def mnist_arrays(
     return (x_train, y_train), (x_test, y_test), prepared
 
 
-def keras_home_for_fashion_mnist(profile: profiles.Profile) -> Path:
+def keras_home_for_fashion_mnist(profile: profiles.Profile, system_copies: bool = True) -> Path:
     """A ``KERAS_HOME`` whose ``datasets/fashion-mnist/`` holds the four IDX ``.gz`` files.
 
     ``keras.datasets.fashion_mnist.load_data()`` takes no path argument (Keras
@@ -68,7 +68,7 @@ def keras_home_for_fashion_mnist(profile: profiles.Profile) -> Path:
     :func:`~rocm_dl_guide.core.datasets.prepare` decides.
     """
     spec = info("fashion-mnist")
-    prepared = datasets.prepare(spec.name, profile)
+    prepared = datasets.prepare(spec.name, profile, system_copies)
     home = datasets.cache_dir() / "keras-home" / prepared.kind
     sources = {rf.filename: prepared.root / spec.top / rf.filename for rf in spec.files}
 

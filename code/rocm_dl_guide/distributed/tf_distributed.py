@@ -296,7 +296,8 @@ def _collect(
 
 
 def _task(prof: profiles.Profile, name: str, epochs: int, seed: int, **extra) -> dict[str, Any]:
-    datasets.prepare("fashion-mnist", prof)  # once here, not concurrently in every child
+    # once here, not concurrently in every child (the fixture: see tf_tasks)
+    datasets.prepare("fashion-mnist", prof, system_copies=False)
     return dict(task=name, profile=dataclasses.asdict(prof), epochs=epochs, seed=seed, **extra)
 
 

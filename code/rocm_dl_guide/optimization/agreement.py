@@ -270,8 +270,8 @@ def what_agreement_shows(profile: profiles.Profile, accuracy: float) -> str:
         f"{accuracy:.1%} of the test images. Most are clear-cut and keep their top class "
         "through any rounding, so agreement over the whole set is near 100% here. The "
         f'column "{LEAST_SURE_COLUMN}" counts only the images nearest the decision boundary, '
-        "where the formats can differ. The real data source, as on the published site, "
-        "measures both on the real test images."
+        "where the formats can differ. With the real data source "
+        f"({profiles.DATA_SOURCE_VAR}=real) both are measured on the real test images."
     )
 
 

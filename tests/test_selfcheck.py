@@ -231,7 +231,8 @@ def test_only_a_passed_gpu_run_writes_the_record(tmp_path):
     record = latest_record(path)
     assert record["device"]["name"] == "AMD Instinct MI300X" and record["commit"]
     text = stamp("mnist-pytorch", path=path)
-    assert "2026-11-23 10:00 UTC on AMD Instinct MI300X (ROCm/HIP 7.0, gfx942)" in text
+    assert "2026-11-23 10:00 UTC, on an AMD Instinct MI300X (ROCm/HIP 7.0, gfx942)" in text
+    assert "No AMD GPU" not in text  # an AMD record needs no warning
     assert "amp+channels_last 2,500 img/s" in text and "amp speedup 2.50x" in text
 
 
@@ -263,10 +264,41 @@ def test_kernel_figures_go_into_the_record_and_read_with_their_units(tmp_path):
     path = write_record(report, tmp_path / "record.json")
     text = stamp("kernels:softmax", path=path)
     assert text.endswith(
-        "kernels:softmax: 4.66x the throughput of the unfused operators; "
-        "1.82x that of torch.softmax."
+        "The Triton softmax on the AMD Instinct MI300X: 4.66 times the throughput of the "
+        "unfused operators; 1.82 times that of torch.softmax."
     )
-    assert "428 TFLOP/s; 0.79x the TFLOP/s of torch.matmul" in stamp("kernels:matmul", path=path)
+    assert "428 TFLOP/s; 0.79 times the TFLOP/s of torch.matmul" in stamp(
+        "kernels:matmul", path=path
+    )
+
+
+def test_a_record_from_another_vendor_names_it_and_says_no_amd_gpu_was_measured(tmp_path):
+    """A record from an NVIDIA GPU names it in the stamp and in :func:`where`, and
+    says that no AMD GPU has been measured; its sweep reads as words, not keys."""
+    from rocm_dl_guide.selfcheck.record import where
+
+    report = _gpu_report()
+    report.device = {"type": "cuda", "name": "NVIDIA H200", "arch": "sm_90",
+                     "runtime": "CUDA 13.0", "count": 1}  # fmt: skip
+    sweep = {"best": {"variant": "bf16+cl", "batch": 256, "images_per_s": 2417.3,
+                      "fraction_of_peak": 0.0836, "busy_fraction": 0.984},
+             "amp_speedup_at_best_batch": 2.023,
+             "end_to_end": [{"loader": "DataLoader, 4 workers", "fraction": 0.48}]}  # fmt: skip
+    report.check("speed:inception-v3").figures = sweep
+    path = write_record(report, tmp_path / "record.json")
+    text = stamp("inception-v3", path=path)
+    assert "on an NVIDIA H200 (CUDA 13.0, sm_90)" in text
+    assert "No AMD GPU has been measured yet" in text
+    assert (
+        "Inception v3 on the NVIDIA H200: fastest setting was bf16 autocast with channels-last "
+        "at batch 256, at 2,417 images/s; 8.4% of the GPU's peak 16-bit matrix throughput; "
+        "the GPU busy 98.4% of the time; autocast 2.02 times as fast as float32 at that batch; "
+        "fed by the real data loader (DataLoader), 48% of the rate on batches already on the GPU."
+    ) in text
+    assert "bf16+cl" not in text and "img/s" not in text
+    assert where(latest_record(path)) == "on an NVIDIA H200 (no AMD GPU has been measured yet)"
+    report.device = {"type": "cuda", "name": "AMD Instinct MI300X", "runtime": "ROCm/HIP 7.0"}
+    assert where(latest_record(write_record(report, path))) == "on an AMD Instinct MI300X"
 
 
 def test_the_tracked_record_if_any_is_a_gpu_runs():

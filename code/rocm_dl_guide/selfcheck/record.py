@@ -65,9 +65,48 @@ def latest_record(path: str | os.PathLike = RECORD_FILE) -> dict[str, Any] | Non
     return record
 
 
+LABELS = {
+    "mnist-pytorch": "The MNIST network",
+    "cifar10": "The CIFAR-10 network",
+    "inception-v3": "Inception v3",
+    "kernels:softmax": "The Triton softmax",
+    "kernels:matmul": "The Triton matmul",
+    "kernels:vector-add": "The Triton vector add",
+}
+"""What the stamp calls a recorded example or check, for a reader."""
+
+
+def is_amd(device: dict[str, Any]) -> bool:
+    """Whether a recorded device is an AMD GPU (ROCm runtime, or AMD's name)."""
+    name = str(device.get("name") or "")
+    return str(device.get("runtime") or "").startswith("ROCm") or name.startswith(
+        ("AMD", "Radeon", "Instinct")
+    )
+
+
+def device_words(device: dict[str, Any]) -> str:
+    """The recorded device with its article: "an NVIDIA H200", "an AMD Instinct MI300X"."""
+    name = str(device.get("name") or "unknown GPU")
+    first = name.split()[0]
+    acronym = first.isupper() and first[0] in "AEFHILMNORSX"
+    return f"{'an' if acronym or first[0].upper() in 'AEIOU' else 'a'} {name}"
+
+
+def where(record: dict[str, Any] | None = None) -> str:
+    """Where the record's figures were measured, for a sentence that shows one:
+    "on an NVIDIA H200 (no AMD GPU has been measured yet)" or "on an AMD
+    Instinct MI300X"; "" without a record."""
+    record = latest_record() if record is None else record
+    if not record:
+        return ""
+    device = record.get("device", {})
+    text = f"on {device_words(device)}"
+    return text if is_amd(device) else text + " (no AMD GPU has been measured yet)"
+
+
 def stamp(example: str | None = None, path: str | os.PathLike = RECORD_FILE) -> str:
     """Markdown for the book: when the PyTorch path last passed ``selfcheck --gpu``,
-    on what, and (for ``example``) the figures of that run."""
+    on what, and (for ``example``) the figures of that run, in words."""
     record = latest_record(path)
     if record is None:
         return (
@@ -80,13 +119,19 @@ def stamp(example: str | None = None, path: str | os.PathLike = RECORD_FILE) -> 
     commit = (record.get("commit") or "")[:10]
     ver = record.get("versions", {})
     text = (
-        f"**Last verified on a GPU:** {record['date']} on {dev.get('name')} ({dev.get('runtime')}"
-        f"{arch}), PyTorch {ver.get('PyTorch')}, commit `{commit or 'unknown'}`, "
-        "by `make gpu-check`."
+        f"**Last verified on a GPU:** {record['date']}, on {device_words(dev)} "
+        f"({dev.get('runtime')}{arch}), PyTorch {ver.get('PyTorch')}, "
+        f"commit `{commit or 'unknown'}`, by `make gpu-check`."
     )
+    if not is_amd(dev):
+        text += (
+            " No AMD GPU has been measured yet: these figures come from NVIDIA hardware,"
+            " through PyTorch's `cuda` API, which ROCm provides too."
+        )
     figs = record.get("figures", {}).get(example) if example else None
     if figs:
-        text += f" {example}: " + figure_line(figs) + "."
+        label = LABELS.get(example, example)
+        text += f" {label} on the {dev.get('name')}: " + figure_line(figs) + "."
     return text
 
 
@@ -130,7 +175,7 @@ def gpu_sweep(
                    | {"fraction_of_peak": figures.get("mfu")}}  # fmt: skip
     device = tracked["device"]["name"]
     result = training_speed.from_record(example, figures, device, unit)
-    source = f"the GPU record (make gpu-check on an {device}, {tracked['date']})"
+    source = f"the GPU record (make gpu-check {where(tracked)}, {tracked['date']})"
     return GpuSweep(result, source, False)
 
 
@@ -150,7 +195,7 @@ def recorded(check: str, path: str | None = None) -> dict[str, Any] | None:
     if not figures:
         return None
     name = rec["device"].get("name", "")
-    out = {**figures, "device": name, "date": rec.get("date", "")}
+    out = {**figures, "device": name, "date": rec.get("date", ""), "where": where(rec)}
     entry = devices.peak_matrix_throughput(name)
     if "tflops" in out and "fraction_of_peak" not in out and entry:
         out["peak_tflops"] = entry["bf16_tflops"]

@@ -126,9 +126,9 @@ NAMED_FIGURES = ("lm:", "kernels:")
 UNITS = {
     "tflops": "{:,.0f} TFLOP/s",
     "gb_per_s": "{:,.0f} GB/s",
-    "softmax_vs_unfused": "{:.2f}x the throughput of the unfused operators",
-    "softmax_vs_torch": "{:.2f}x that of torch.softmax",
-    "matmul_vs_torch": "{:.2f}x the TFLOP/s of torch.matmul",
+    "softmax_vs_unfused": "{:.2f} times the throughput of the unfused operators",
+    "softmax_vs_torch": "{:.2f} times that of torch.softmax",
+    "matmul_vs_torch": "{:.2f} times the TFLOP/s of torch.matmul",
 }
 """How a named figure reads, where its unit or comparison says more than its key."""
 
@@ -157,33 +157,49 @@ def _share(value: Any, what: str) -> list[str]:
     return [f"{100 * value:.1f}% {what}"] if isinstance(value, (int, float)) else []
 
 
+def _variant_words(name: str) -> str:
+    from rocm_dl_guide.training.variants import Variant
+
+    try:
+        return Variant.parse(name).words
+    except ValueError:
+        return name
+
+
 def _sweep_line(figs: dict[str, Any]) -> str:
-    """A training sweep's figures: the best point, autocast at its batch, the loader."""
+    """A training sweep's figures in words: the fastest setting, its share of the
+    peak, how busy the GPU was, autocast against float32, the real loader."""
     best = figs["best"]
-    unit, rate = ("img", best.get("images_per_s"))
+    unit, rate = ("images", best.get("images_per_s"))
     if rate is None:
         unit, rate = "tokens", best.get("tokens_per_s")
-    parts = [f"best {best['variant']} at batch {best['batch']}, {rate:,.0f} {unit}/s"]
-    parts += _share(best.get("fraction_of_peak"), "of peak")
-    parts += _share(best.get("busy_fraction"), "of the time busy")
+    parts = [
+        f"fastest setting was {_variant_words(best['variant'])} at batch {best['batch']}, "
+        f"at {rate:,.0f} {unit}/s"
+    ]
+    parts += _share(best.get("fraction_of_peak"), "of the GPU's peak 16-bit matrix throughput")
+    if isinstance(best.get("busy_fraction"), (int, float)):
+        parts.append(f"the GPU busy {100 * best['busy_fraction']:.1f}% of the time")
     amp = figs.get("amp_speedup_at_best_batch")
     if isinstance(amp, (int, float)):
-        parts.append(f"autocast {amp:.2f}x float32 at that batch")
+        parts.append(f"autocast {amp:.2f} times as fast as float32 at that batch")
     for e2e in figs.get("end_to_end") or []:
         parts.append(
-            f"with the real loader ({e2e['loader'].split(',')[0]}) "
-            f"{100 * e2e['fraction']:.0f}% of the model-only rate"
+            f"fed by the real data loader ({e2e['loader'].split(',')[0]}), "
+            f"{100 * e2e['fraction']:.0f}% of the rate on batches already on the GPU"
         )
     return "; ".join(parts)
 
 
 def _mfu_line(figs: dict[str, Any]) -> str:
-    """``lm:mfu``: the shape, the best point, its model FLOPs utilisation."""
-    parts = [f"{figs['shape']}: best {figs['variant']} at batch {figs['batch']}"]
+    """``lm:mfu`` in words: the shape, the fastest setting, its model FLOPs utilisation."""
+    parts = [f"{figs['shape']}: fastest setting was {_variant_words(figs['variant'])} "
+             f"at batch {figs['batch']}"]  # fmt: skip
     if isinstance(figs.get("tokens_per_s"), (int, float)):
         parts.append(f"{figs['tokens_per_s']:,.0f} tokens/s")
-    parts += _share(figs.get("mfu"), "MFU")
-    parts += _share(figs.get("busy_fraction"), "of the time busy")
+    parts += _share(figs.get("mfu"), "model FLOPs utilisation (MFU)")
+    if isinstance(figs.get("busy_fraction"), (int, float)):
+        parts.append(f"the GPU busy {100 * figs['busy_fraction']:.1f}% of the time")
     return "; ".join(parts)
 
 

@@ -47,6 +47,20 @@ class Variant:
         return "+".join(parts)
 
     @property
+    def words(self) -> str:
+        """The variant in words, for a reader: ``bf16+cl`` -> "bf16 autocast with
+        channels-last"."""
+        base = "float32" if self.precision == "fp32" else f"{self.precision} autocast"
+        extra = ["channels-last"] if self.channels_last else []
+        extra += {"default": ["torch.compile"], "reduce-overhead": ["CUDA/HIP graphs"]}.get(
+            self.compile, []
+        )
+        extra += ["the fused optimizer"] if self.fused else []
+        if not extra:
+            return base
+        return f"{base} with " + (", ".join(extra[:-1]) + " and " if extra[1:] else "") + extra[-1]
+
+    @property
     def amp_dtype(self) -> str | None:
         return PRECISIONS[self.precision]
 

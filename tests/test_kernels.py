@@ -188,12 +188,14 @@ def test_recorded_figures_get_their_fractions_from_the_table(tmp_path):
     assert records.recorded("kernels:compile", path) is None
     assert records.recorded("kernels:softmax", str(tmp_path / "none.json")) is None
     text = matmul.recorded_reading(mm)
-    assert "last GPU record (NVIDIA H200" in text and "50% of the device's 989.5" in text
+    assert "last GPU record, made on an NVIDIA H200 (no AMD GPU has been measured yet)" in text
+    assert "50% of that GPU's 989.5" in text
     assert matmul.recorded_reading(None).startswith("No GPU record")
     unknown = records.recorded("kernels:vector-add", _record(tmp_path, {
         "kernels:vector-add": {"gb_per_s": 900.0}}, name="Radeon RX 7900 XTX"))  # fmt: skip
     assert unknown == {"gb_per_s": 900.0, "device": "Radeon RX 7900 XTX",
-                       "date": "2026-01-02 03:04 UTC"}  # fmt: skip
+                       "date": "2026-01-02 03:04 UTC",
+                       "where": "on a Radeon RX 7900 XTX"}  # fmt: skip
 
 
 def test_softmax_bandwidth_reading_never_guesses(tmp_path):
@@ -210,14 +212,34 @@ def test_softmax_bandwidth_reading_never_guesses(tmp_path):
     old = records.recorded("kernels:softmax", _record(tmp_path, {
         "kernels:softmax": {"softmax_vs_unfused": 4.2, "softmax_vs_torch": 1.6}}))  # fmt: skip
     text = softmax.bandwidth_reading(rows, cpu, old)
-    assert "next GPU record" in text and "nan" not in text.lower() and "2,650" not in text
+    assert "holds only the two ratios" in text and "nan" not in text.lower() and "2,650" not in text
     new = records.recorded("kernels:softmax", _record(tmp_path, {
         "kernels:softmax": {"softmax_vs_unfused": 4.2, "gb_per_s": 3600.0,
                             "fraction_of_bandwidth": 0.75}}))  # fmt: skip
     text = softmax.bandwidth_reading(rows, cpu, new)
     assert (
-        "last GPU record (NVIDIA H200" in text and "3,600 GB/s, 75% of the device's 4,800" in text
+        "last GPU record, made on an NVIDIA H200 (no AMD GPU has been measured yet)" in text
+        and "3,600 GB/s, 75% of that GPU's 4,800" in text
     )
+
+
+def test_tables_label_the_interpreter_and_keep_three_significant_digits():
+    """GB/s and TFLOP/s read with three significant digits (4.00, 1.80, 0.00170); an
+    interpreted kernel's row says its time is no speed, and the matmul's shows no
+    TFLOP/s for it."""
+    fmt = softmax.TABLE_FORMATS["GB/s"]
+    assert [fmt.format(v) for v in (4.0, 1.8, 0.0017, 257.7, 3537.6)] == [
+        "4.00", "1.80", "0.00170", "258", "3,538"]  # fmt: skip
+    assert matmul.TABLE_FORMATS["TFLOP/s"].format(0.02) == "0.0200"
+    rows = [softmax.Row(v, 8, 8, "float32", 1.0, 2.0, 0.0) for v in softmax.VERSIONS]
+    shown = [r["version"] for r in softmax.table(rows, interpreted=True)]
+    assert shown[-1] == softmax.INTERPRETED and "correctness only" in shown[-1]
+    assert [r["version"] for r in softmax.table(rows)] == list(softmax.VERSIONS)
+    mm = [matmul.Row(v, 8, 8, 8, "float16", 1.0, 0.5, None, 0.0, "")
+          for v in ("Triton kernel", "torch.matmul")]  # fmt: skip
+    interp = matmul.table(mm, interpreted=True)
+    assert interp[0]["version"] == matmul.INTERPRETED and interp[0]["TFLOP/s"] is None
+    assert interp[1]["TFLOP/s"] == 0.5 and matmul.table(mm)[0]["TFLOP/s"] == 0.5
 
 
 def test_kernel_checks_record_bandwidth_and_its_fraction():

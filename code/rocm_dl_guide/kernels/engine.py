@@ -155,6 +155,28 @@ def interpreter_bench(warmup: int = 0, iterations: int = 1) -> Callable[..., Any
     return do_bench
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant digits, trailing zeros kept, so that a
+    column reads alike: 4.00, 1.80, 0.00170, 258; thousands separated from 1,000."""
+    import math
+
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
+
+
+class Significant:
+    """A table format (``formats=`` of :func:`rocm_dl_guide.core.tables.show`) that
+    prints a figure with :func:`significant`."""
+
+    def __init__(self, digits: int = 3):
+        self.digits = digits
+
+    def format(self, value: float) -> str:
+        return significant(value, self.digits)
+
+
 def gb_per_s(nbytes: float, ms: float) -> float:
     """Bandwidth in GB/s (10^9 bytes per second) of ``nbytes`` moved in ``ms``."""
     return nbytes / (ms * 1e-3) / 1e9

@@ -268,13 +268,14 @@ def recorded_reading(recorded: dict[str, Any] | None) -> str:
     if not recorded or "tflops" not in recorded:
         return "No GPU record holds the matmul's figures yet."
     shape = " x ".join(f"{n:,}" for n in SHAPES["gpu"][0])
+    where = recorded.get("where") or f"on {recorded['device']}"
     text = (
-        f"The last GPU record ({recorded['device']}, {recorded['date']}) has the kernel "
+        f"The last GPU record, made {where} on {recorded['date']}, has the kernel "
         f"at {shape} at {recorded['tflops']:,.0f} TFLOP/s"
     )
     if "fraction_of_peak" in recorded and "peak_tflops" in recorded:
         text += (
-            f", {recorded['fraction_of_peak']:.0%} of the device's "
+            f", {recorded['fraction_of_peak']:.0%} of that GPU's "
             f"{recorded['peak_tflops']:,.1f} TFLOP/s dense 16-bit peak"
         )
     if "matmul_vs_torch" in recorded:
@@ -282,19 +283,25 @@ def recorded_reading(recorded: dict[str, Any] | None) -> str:
     return text + "."
 
 
-TABLE_FORMATS = {"ms": "{:.3f}", "TFLOP/s": "{:.3g}", "of peak": "{:.1%}", "rel. error": "{:.1e}"}
-"""How the page's table prints each figure column."""
+TABLE_FORMATS = {"ms": "{:.3f}", "TFLOP/s": engine.Significant(3), "of peak": "{:.1%}",
+                 "rel. error": "{:.1e}"}  # fmt: skip
+"""How the page's table prints each figure column: TFLOP/s with three significant digits."""
+
+INTERPRETED = "Triton kernel (interpreter: correctness only, not speed)"
+"""The Triton kernel's row on a build where it ran in Triton's interpreter."""
 
 
-def table(rows: list[Row]) -> list[dict[str, Any]]:
+def table(rows: list[Row], interpreted: bool = False) -> list[dict[str, Any]]:
     """The rows as the page shows them: one shape column, short headers, the
-    fraction of the peak only where the device has one."""
+    fraction of the peak only where the device has one. Where the kernel ran
+    ``interpreted``, its row says so and shows no TFLOP/s: that figure would
+    measure NumPy, not the kernel."""
     return [
         {
-            "version": r.version,
+            "version": INTERPRETED if interpreted and r.version == "Triton kernel" else r.version,
             "M x N x K": f"{r.M} x {r.N} x {r.K}",
             "ms": r.ms,
-            "TFLOP/s": r.tflops,
+            "TFLOP/s": None if interpreted and r.version == "Triton kernel" else r.tflops,
             **({"of peak": r.fraction_of_peak} if r.fraction_of_peak else {}),
             "rel. error": r.relative_error,
             "kernel": r.config,

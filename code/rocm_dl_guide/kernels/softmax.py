@@ -209,38 +209,43 @@ def bandwidth_reading(rows: list[Row], eng: engine.Engine, recorded: dict | None
         )
     text = (
         "Here the kernel ran in Triton's interpreter, so its GB/s measure NumPy on the "
-        "CPU: a CPU build has no fraction of a GPU's memory bandwidth to show."
+        "CPU: a CPU run has no fraction of a GPU's memory bandwidth to show."
     )
     if not recorded:
         return text + " No GPU record holds one yet; make gpu-check --record writes it."
     shape = " x ".join(f"{n:,}" for n in SHAPES["gpu"][-1])
-    where = f"The last GPU record ({recorded['device']}, {recorded['date']})"
+    where = f"The last GPU record, made {recorded.get('where') or 'on ' + recorded['device']}"
+    where += f" on {recorded['date']},"
     if "fraction_of_bandwidth" in recorded:
         return text + (
             f" {where} has the Triton kernel at {shape} at {recorded['gb_per_s']:,.0f} GB/s, "
-            f"{recorded['fraction_of_bandwidth']:.0%} of the device's "
+            f"{recorded['fraction_of_bandwidth']:.0%} of that GPU's "
             f"{recorded['peak_gb_per_s']:,.0f} GB/s peak."
         )
     if "gb_per_s" in recorded:
         return text + (
             f" {where} has the Triton kernel at {shape} at {recorded['gb_per_s']:,.0f} GB/s; "
-            "this guide's table gives no memory bandwidth for that device."
+            "this guide's table gives no memory bandwidth for that GPU."
         )
     return text + (
-        f" {where} predates this figure: it keeps only the two ratios. "
-        "The kernel's GB/s and its fraction of the peak come with the next GPU record."
+        f" {where} holds only the two ratios above, not the kernel's GB/s. "
+        "A new GPU run of make gpu-check --record measures both."
     )
 
 
-TABLE_FORMATS = {"ms": "{:.3f}", "GB/s": "{:.3g}", "max diff": "{:.1e}"}
-"""How the page's table prints each figure column."""
+TABLE_FORMATS = {"ms": "{:.3f}", "GB/s": engine.Significant(3), "max diff": "{:.1e}"}
+"""How the page's table prints each figure column: GB/s with three significant digits."""
+
+INTERPRETED = "Triton kernel (interpreter: correctness only, not speed)"
+"""The Triton kernel's row on a build where it ran in Triton's interpreter."""
 
 
-def table(rows: list[Row]) -> list[dict[str, Any]]:
-    """The rows as the page shows them: one shape column and short headers."""
+def table(rows: list[Row], interpreted: bool = False) -> list[dict[str, Any]]:
+    """The rows as the page shows them: one shape column and short headers; where
+    the kernel ran ``interpreted``, its row says that its time is no speed."""
     return [
         {
-            "version": r.version,
+            "version": INTERPRETED if interpreted and r.version == "Triton kernel" else r.version,
             "rows x columns": f"{r.rows} x {r.cols}",
             "ms": r.ms,
             "GB/s": r.gb_per_s,

@@ -142,7 +142,8 @@ class GpuSweep:
     sweep: Any
     """A :class:`rocm_dl_guide.training.training_speed.Sweep`."""
     source: str
-    """Where the figures come from, in words, for the page."""
+    """Where the figures come from, in words, for the page: the GPU, and for a
+    record's figures that no AMD GPU has been measured where the record is not AMD's."""
     measured_here: bool
 
 
@@ -163,7 +164,7 @@ def gpu_sweep(
             profile = profiles.with_data_source(profiles.get("full"), "fixtures")
         workload = training_speed.example_workload(example, profile, device)
         result = training_speed.run_plan(workload, device, training_speed.GPU_PLANS[example])
-        return GpuSweep(result, f"this build's GPU ({torch.cuda.get_device_name()})", True)
+        return GpuSweep(result, f"this page's GPU, {torch.cuda.get_device_name()}", True)
     tracked = latest_record(path)
     name = "lm:mfu" if example == "tiny-lm" else example
     figures = (tracked or {}).get("figures", {}).get(name) or {}
@@ -175,7 +176,10 @@ def gpu_sweep(
                    | {"fraction_of_peak": figures.get("mfu")}}  # fmt: skip
     device = tracked["device"]["name"]
     result = training_speed.from_record(example, figures, device, unit)
-    source = f"the GPU record (make gpu-check {where(tracked)}, {tracked['date']})"
+    caveat = "" if is_amd(tracked["device"]) else "no AMD GPU has been measured yet; "
+    source = (
+        f"{device_words(tracked['device'])} ({caveat}make gpu-check record of {tracked['date']})"
+    )
     return GpuSweep(result, source, False)
 
 

@@ -278,16 +278,39 @@ def test_rendered_tables_link_every_source():
     assert "nan" not in html.lower().replace("nano", "")
 
 
-def test_tables_of_prose_wrap_and_tables_of_figures_keep_their_columns():
-    """A table with long text in its cells (the GPU names) is marked to wrap to
-    the page's column (_static/guide.css); one of short figures is not."""
+def test_the_pages_show_sources_by_short_linked_names():
+    """The Source column holds short names (``requirements 7.0.0``), one per
+    source, each a link to its document, not the page slug that wrapped over
+    six lines at 1280 px."""
+    labels = {key: compat.source_label(key) for key in compat_data.sources()}
+    assert len(set(labels.values())) == len(labels)
+    assert max(map(len, labels.values())) <= 20, max(labels.values(), key=len)
+    assert labels["rocm-linux-system-requirements-7-0-0"] == "requirements 7.0.0"
+    assert labels["rocm-compat-matrix-historical-6-3-3"] == "past matrix 6.3.3"
+    table = compat.framework_table("pytorch")
+    html = compat.show(table).to_html()
+    for key in set(table["Source"]):
+        url = compat_data.sources()[key]["url"]
+        assert f'<a href="{url}">{labels[key]}</a>' in html
+    assert "rocm-compat-matrix" not in html
+
+
+def test_tables_of_prose_wrap_at_spaces_and_tables_of_figures_keep_their_columns():
+    """A table with long text in its cells (the GPU names) is marked as prose;
+    one of short figures is not. Their cells wrap at spaces only: a command
+    such as HSA_OVERRIDE_GFX_VERSION stays whole (_static/guide.css), and a
+    table too wide for the column scrolls with the cue."""
     from rocm_dl_guide.core import tables
 
     assert 'class="guide-prose-table"' in tables.show(compat.gpu_table()).to_html()
     figures = [{"batch": 1, "ms": 12.5, "backend": "ONNX Runtime"}]
     assert "guide-prose-table" not in tables.show(figures).to_html()
     css = (Path(__file__).parents[1] / "_static" / "guide.css").read_text()
-    assert "table.guide-prose-table td" in css
+    assert "anywhere" not in css and "break-all" not in css
+    cells = css.split(".cell_output table td a {", 1)[1].split("}", 1)[0]
+    assert "overflow-wrap: normal" in cells and "word-break: normal" in cells
+    assert "white-space: nowrap" in css.split(".cell_output table td code", 1)[1].split("}")[0]
+    assert ".pst-scrollable-table-container" in css and "gradient" in css
 
 
 def test_the_kernel_driver_policy_is_shown_from_the_data_with_its_source():

@@ -188,7 +188,7 @@ def test_no_ready_verdict_without_a_kernel_that_ran():
         ("kfd denied, already in render", "the PCI bus shows an AMD display device"),
         ("kfd denied, groups unknown", "/dev/kfd exists"),
         ("kfd invalid argument", "/dev/kfd exists"),
-        ("partitioned MI300X, no rocminfo", "the smi output lists 64 GPU device(s)"),
+        ("partitioned MI300X, no rocminfo", "the smi output lists 64 GPU devices"),
     ],
 )
 def test_a_gpu_that_is_there_is_never_told_to_get_a_supported_gpu(name, evidence):

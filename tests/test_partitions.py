@@ -24,7 +24,7 @@ def test_mi300x_cpx_agents_sharing_a_uuid_are_one_partitioned_gpu():
     assert "CPX mode, 8 partitions per GPU" in note.message
     assert "38 of the 304 CUs of an MI300X and 24.0 GiB" in note.message
     assert "agents 3/4 share one UUID" in note.message
-    assert "2 of 8 partitions of 1 GPU(s) are visible here" in note.message
+    assert "2 of 8 partitions of 1 GPU are visible here" in note.message
     assert "not several GPUs or missing ones" in note.message
     assert note.sources and all(s.startswith("https://") for s in note.sources)
 
@@ -37,7 +37,7 @@ def test_whole_gpus_get_no_partition_or_gcd_note():
 
 def test_one_mi250x_gcd_under_slurm():
     note = _notes(load_sample("mi250x-gcd-slurm"))["rocminfo-gcd"]
-    assert "1 GPU agent(s) with gfx90a and 110 CUs" in note.message
+    assert "1 GPU agent with gfx90a and 110 CUs" in note.message
     assert "part of a card is visible here" in note.message
 
 
@@ -76,7 +76,7 @@ def test_rocm_smi_showhw_in_tpx_mode():
     assert {d.gfx for d in rep.devices} == {"gfx942"} and {d.did for d in rep.devices} == {"0x74a0"}
     assert [d.partition_id for d in rep.devices[:4]] == [0, 1, 2, 0]
     text = smi.to_text(rep, "t")
-    assert "4 physical GPU(s)" in text and "3 per GPU is TPX mode on an MI300A" in text
+    assert "4 physical GPUs" in text and "3 per GPU is TPX mode on an MI300A" in text
     assert "partitions are missing" not in text
 
 

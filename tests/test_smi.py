@@ -189,7 +189,7 @@ def test_amd_smi_static_partition_cpx_nps4_is_64_devices_on_8_gpus():
     lay = smi.layout(rep)
     assert len(lay.groups) == 8 and lay.groups[1] == list(range(8, 16))
     words = "\n".join(smi.explain(rep))
-    assert "8 physical GPU(s) in CPX mode (memory NPS4): 64 logical device(s), 8 per GPU." in words
+    assert "8 physical GPUs in CPX mode (memory NPS4): 64 logical devices, 8 per GPU." in words
     assert "torchrun --nproc-per-node 64 starts one rank on each" in words
     assert "--nproc-per-node 8 would use devices 0-7, all on the first physical GPU" in words
     assert (
@@ -259,7 +259,7 @@ def test_rocm_smi_concise_table_qpx_is_four_devices_on_one_gpu():
     assert rep.formats == ["rocm-smi (concise table)"]
     assert [d.partition_id for d in rep.devices] == [0, 1, 2, 3]
     words = "\n".join(smi.explain(rep))
-    assert "1 physical GPU(s) in QPX mode (memory NPS1): 4 logical device(s), 4 per GPU." in words
+    assert "1 physical GPU in QPX mode (memory NPS1): 4 logical devices, 4 per GPU." in words
     assert (
         "1/4 of its GPU's compute and memory (on an MI300X: 76 of 304 CUs, 48 of 192 GB)" in words
     )
@@ -328,8 +328,8 @@ def test_doctor_smi_end_to_end_with_a_rocminfo_sample(tmp_path):
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "GPU partitions (mi300x-cpx-nps4-static-partition.txt" in out
-    assert "64 logical device(s), 8 per GPU" in out
-    assert "rocminfo lists 2 GPU agent(s), smi 64 logical device(s)" in out
+    assert "64 logical devices, 8 per GPU" in out
+    assert "rocminfo lists 2 GPU agents, smi 64 logical devices" in out
     assert "[warn] GPU partitions" in out
 
 
@@ -364,7 +364,7 @@ def test_the_smi_text_round_trips_through_a_snapshot(tmp_path):
     assert saved["format_version"] == snapshot.FORMAT_VERSION == 4 and saved["smi"] == data["smi"]
     rep = doctor.from_snapshot(path)
     part = [c for c in rep.checks if c.id == "partitions"][0]
-    assert part.status == doctor.WARN and "rocminfo lists 2 GPU agent(s)" in part.message
+    assert part.status == doctor.WARN and "rocminfo lists 2 GPU agents" in part.message
     assert rep.to_dict()["smi"]["physical_gpus"] == 8
     data["smi"] = {"source": "x"}
     path.write_text(json.dumps(data))
@@ -466,7 +466,7 @@ def test_doctor_runs_amd_smi_and_reads_the_partitions(tmp_path):
     part = [c for c in rep.checks if c.id == "partitions"]
     assert [c.status for c in part] == [doctor.OK]
     assert part[0].message == (
-        "8 physical GPU(s) in CPX mode (memory NPS4): 64 logical device(s), 8 per GPU."
+        "8 physical GPUs in CPX mode (memory NPS4): 64 logical devices, 8 per GPU."
     )
     record = rep.to_dict()["smi"]
     assert record["formats"] == ["amd-smi static --partition"]
@@ -522,7 +522,7 @@ def test_a_failing_smi_tool_is_one_line(tmp_path):
     text = rep.to_text(wrap=1000)
     section = text.split("GPU partitions (amd-smi static --partition; ", 1)[1]
     assert section.splitlines()[1] == f"  {sysrep.smi['error']}."
-    assert "physical GPU(s) in the topology tables" not in section
+    assert "in the topology tables" not in section
     # rocm-smi, where it is installed too, is tried next and read
     bus = _prints(tmp_path, "bus.txt", SHOWBUS)
     _tool(bin_dir, "rocm-smi", {"--showbus": bus, "*": "exit 0"}, tmp_path / "calls.log")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .words import counted, listing
+
 
 class RocminfoError(Exception):
     """Raised only when the rocminfo functions are misused (wrong argument types or values:
@@ -175,7 +177,7 @@ def _partition_note(gpus: tuple[Agent, ...]) -> Note | None:
     first = next(g for g in gpus if g.index in modes)
     name = product or "MI300-series GPU"
     msg = (
-        f"{len(modes)} GPU agent(s) with {first.compute_units} of the {whole} CUs of an "
+        f"{counted(len(modes), 'GPU agent')} with {first.compute_units} of the {whole} CUs of an "
         f"{name} and {_gib(first.global_kib)} each: {mode} mode, {parts} partitions per GPU "
         f"(one XCD of 38 CUs is the smallest); a partitioned GPU, not several GPUs or "
         "missing ones, and each program sees every partition as a GPU"
@@ -188,7 +190,8 @@ def _partition_note(gpus: tuple[Agent, ...]) -> Note | None:
         )
     groups = len(by_uuid) if by_uuid and not any(len(i) > parts for i in by_uuid.values()) else 0
     if groups and len(modes) < groups * parts:
-        msg += f"; {len(modes)} of {groups * parts} partitions of {groups} GPU(s) are visible here"
+        shown = f"{len(modes)} of {groups * parts} partitions of {counted(groups, 'GPU')}"
+        msg += f"; {shown} {'is' if len(modes) == 1 else 'are'} visible here"
     return Note(
         "rocminfo-partitions",
         "GPU partitions (rocminfo)",
@@ -202,12 +205,13 @@ def _gcd_note(gpus: tuple[Agent, ...]) -> Note | None:
     if not gcds:
         return None
     msg = (
-        f"{len(gcds)} GPU agent(s) with gfx90a and 110 CUs: GCD(s) of an AMD Instinct MI250X, "
+        f"{counted(len(gcds), 'GPU agent')} with gfx90a and 110 CUs: "
+        f"{listing(gcds, 'a GCD', 'GCDs')} of an AMD Instinct MI250X, "
         "which is two GCDs of 110 CUs, each its own GPU to ROCm and to a scheduler"
     )
     if len(gcds) % 2:
         msg += (
-            f"; {len(gcds)} GCD(s) means part of a card is visible here (a scheduler's "
+            f"; {counted(len(gcds), 'GCD')} means part of a card is visible here (a scheduler's "
             "allocation or a visible-devices setting), not a missing GPU"
         )
     return Note("rocminfo-gcd", "MI250X GCDs", msg + ".", (MI250, FRONTIER))
@@ -241,7 +245,8 @@ def _blank_cpu_note(cpus: tuple[Agent, ...]) -> Note | None:
     if not blank:
         return None
     msg = (
-        f"CPU agent(s) {', '.join(map(str, blank))} have a blank name: the runtime found no "
+        f"{listing(blank, 'CPU agent')} {', '.join(map(str, blank))} "
+        f"{listing(blank, 'has', 'have')} a blank name: the runtime found no "
         "processor name to print (as inside some containers); cosmetic, not a fault, and "
         "it changes nothing for the GPU agents"
     )

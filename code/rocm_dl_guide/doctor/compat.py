@@ -460,3 +460,46 @@ def framework_window_table(framework: str):
 def source_links() -> dict[str, dict[str, str]]:
     """``{"Source": {source id: url}}``, for :func:`rocm_dl_guide.core.tables.show`."""
     return {"Source": {key: src.get("url", "") for key, src in compat_data.sources().items()}}
+
+
+_LABELS = (
+    ("rocm-compat-matrix-historical-", "past matrix "),
+    ("rocm-compat-matrix-", "matrix "),
+    ("amdgpu-driver-compat-matrix", "amdgpu matrix"),
+    ("rocm-linux-system-requirements-", "requirements "),
+    ("rocm-release-notes-", "notes "),
+    ("rocm-transition-guide-", "transition "),
+    ("rocm-ai-ecosystem-migraphx-install", "MIGraphX install"),
+    ("therock-python-packaging", "TheRock pip"),
+    ("ai-ecosystem-pytorch-pip-", "PyTorch pip "),
+    ("ai-ecosystem-pytorch-docker-", "PyTorch image "),
+    ("ai-ecosystem-tensorflow-pip-", "TF pip "),
+    ("ai-ecosystem-migraphx-pip-", "MIGraphX pip "),
+    ("ai-ecosystem-onnxruntime-pip-", "ORT pip "),
+    ("rocm-docs-gpus-data", "gpus.yaml"),
+    ("rocm-third-party-support-matrix-", "3rd-party "),
+    ("rocm-gpu-os-support-", "GPU/OS "),
+)
+
+
+def source_label(key: str) -> str:
+    """A short name for the source ``key``, fit for a table cell:
+    ``rocm-linux-system-requirements-7-0-0`` is ``requirements 7.0.0``. A key
+    without a short name is kept whole."""
+    for prefix, label in _LABELS:
+        if key.startswith(prefix):
+            release = key[len(prefix) :].replace("-", ".")
+            return (label + release).strip()
+    return key
+
+
+def show(table, caption: str | None = None):
+    """``table`` as :func:`rocm_dl_guide.core.tables.show` renders it, its Source
+    column in short names (:func:`source_label`), each a link to its document."""
+    from rocm_dl_guide.core import tables
+
+    frame = table.copy()
+    if "Source" in frame.columns:
+        frame["Source"] = frame["Source"].map(source_label)
+    urls = {source_label(k): s.get("url", "") for k, s in compat_data.sources().items()}
+    return tables.show(frame, caption=caption, links={"Source": urls})

@@ -29,6 +29,7 @@ from .gpu_targets import (
     visible_gpus,
 )
 from .rules import FAIL, INFO, OK, UNKNOWN, WARN, Check, cite
+from .words import counted
 
 if TYPE_CHECKING:  # pragma: no cover
     from .system import SystemReport
@@ -37,14 +38,14 @@ if TYPE_CHECKING:  # pragma: no cover
 def amd_gpu_evidence(sysrep: SystemReport) -> str | None:
     """Why we believe an AMD GPU is here (rocminfo, the PCI bus, /dev/kfd), or None."""
     if sysrep.rocminfo.gpus:
-        return f"rocminfo lists {len(sysrep.rocminfo.gpus)} GPU(s)"
+        return f"rocminfo lists {counted(len(sysrep.rocminfo.gpus), 'GPU')}"
     amd = [g for g in sysrep.pci_gpus if g.get("vendor") == "AMD"]
     if amd:
         return f"the PCI bus shows an AMD display device ({amd[0]['device_id']})"
     if sysrep.smi and sysrep.smi.get("text"):
         listed = smi.read(sysrep.smi["text"]).devices
         if listed:
-            return f"the smi output lists {len(listed)} GPU device(s)"
+            return f"the smi output lists {counted(len(listed), 'GPU device')}"
     kfd = sysrep.host.kfd if sysrep.host else None
     if kfd is not None and kfd.exists:
         return "/dev/kfd exists"
@@ -186,7 +187,7 @@ def device_access_check(sysrep: SystemReport) -> list[Check]:
     if blocked:
         r = blocked[0]
         msg = (
-            f"{len(blocked)} of {len(renders)} render node(s) cannot be opened: {r.path} "
+            f"{len(blocked)} of {counted(len(renders), 'render node')} cannot be opened: {r.path} "
             f"{r.describe()}; this user's {groups}"
         )
         return [Check(name, FAIL, msg, sources, cid, _access_fix(sysrep, r))]
@@ -194,7 +195,8 @@ def device_access_check(sysrep: SystemReport) -> list[Check]:
         msg = f"/dev/kfd is usable; whether this user may open {unread[0].path} was not collected"
         return [Check(name, UNKNOWN, msg, sources, cid)]
     msg = (
-        f"/dev/kfd and {len(renders)} render node(s) are readable and writable by this user{where}"
+        f"/dev/kfd and {counted(len(renders), 'render node')} are readable and writable "
+        f"by this user{where}"
     )
     return [Check(name, OK, msg, sources, cid)]
 
@@ -314,7 +316,7 @@ def host_checks(sysrep: SystemReport) -> list[Check]:
         msg = (
             f"automatic NUMA balancing is on (/proc/sys/kernel/numa_balancing = "
             f"{host.numa_balancing}); AMD advises turning it off for GPU training, as the "
-            f"GPU can stall until a balancing pass ends ({n_gpus} GPU(s) here)"
+            f"GPU can stall until a balancing pass ends ({counted(n_gpus, 'GPU')} here)"
         )
         fix = "sudo sh -c 'echo 0 > /proc/sys/kernel/numa_balancing'"
         checks.append(
@@ -357,12 +359,12 @@ def host_checks(sysrep: SystemReport) -> list[Check]:
 
 
 def torch_gpus_text(info) -> str:
-    """``sees 2 GPU(s)`` where PyTorch says it has a GPU: the count its device list gives,
-    or, where that list was not collected, that it is unknown (never "0 GPU(s)")."""
+    """``sees 2 GPUs`` where PyTorch says it has a GPU: the count its device list gives,
+    or, where that list was not collected, that it is unknown (never "0 GPUs")."""
     devices = info.details.get("devices")
     if not devices:
         return "sees a GPU (torch.cuda.is_available()); how many was not collected"
-    return f"sees {len(devices)} GPU(s)"
+    return f"sees {counted(len(devices), 'GPU', zero=True)}"
 
 
 def torch_sees_gpu_check(sysrep: SystemReport, others: list[Check]) -> list[Check]:
@@ -379,7 +381,7 @@ def torch_sees_gpu_check(sysrep: SystemReport, others: list[Check]) -> list[Chec
     if not visible_gpus(sysrep):
         value = env.get("HIP_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES"))
         n = len(sysrep.rocminfo.gpus)
-        msg = f"rocminfo lists {n} GPU(s) but HIP_VISIBLE_DEVICES={value!r} hides them all"
+        msg = f"rocminfo lists {counted(n, 'GPU')} but HIP_VISIBLE_DEVICES={value!r} hides them all"
         return [
             Check(
                 "PyTorch sees the GPU",
@@ -393,11 +395,11 @@ def torch_sees_gpu_check(sysrep: SystemReport, others: list[Check]) -> list[Chec
     n = len(sysrep.rocminfo.gpus)
     if causes:
         cause = causes[0]
-        msg = f"rocminfo lists {n} GPU(s) but PyTorch sees none; the cause: {cause.name}: "
+        msg = f"rocminfo lists {counted(n, 'GPU')} but PyTorch sees none; the cause: {cause.name}: "
         msg += cause.message
         return [Check("PyTorch sees the GPU", FAIL, msg, causes[0].sources, cid, causes[0].fix)]
     why = info.error or "no cause among the checks above"
-    msg = f"rocminfo lists {n} GPU(s) but PyTorch sees none ({why})"
+    msg = f"rocminfo lists {counted(n, 'GPU')} but PyTorch sees none ({why})"
     fix = (
         "run python -c 'import torch; torch.zeros(1).cuda()' with AMD_LOG_LEVEL=3 and "
         "read the first error"
@@ -420,6 +422,11 @@ _NO_BINARY = (
     "hipErrorNoBinaryForGpu",
     "no kernel image is available",
 )
+
+
+def _each(n: int) -> str:
+    """``the GPU`` for one GPU, ``each of the 3 GPUs`` for more."""
+    return "the GPU" if n == 1 else f"each of the {counted(n, 'GPU')}"
 
 
 def workload_cause(result: dict, sysrep: SystemReport) -> tuple[str, str, tuple[str, ...]]:
@@ -483,7 +490,7 @@ def workload_check(sysrep: SystemReport) -> list[Check]:
         return [Check(name, UNKNOWN, msg, id=cid)]
     if not failed:
         ops = ", ".join(workload.TOLERANCE)
-        msg = f"{ops} on each of {len(results)} GPU(s) agree with the CPU"
+        msg = f"{ops} on {_each(len(results))} agree with the CPU"
         return [Check(name, OK, msg, id=cid)]
     first = failed[0]
     why, fix, sources = workload_cause(first, sysrep)

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import rules
+from .words import counted
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,8 @@ def _clinfo_details(text: str) -> str:
         return ""
     if sum(counts) == 0:
         return "clinfo lists no GPU device: OpenCL sees no usable GPU"
-    return f"clinfo lists {sum(counts)} device(s)" + (f": {', '.join(boards)}" if boards else "")
+    listed = f"clinfo lists {counted(sum(counts), 'device')}"
+    return listed + (f": {', '.join(boards)}" if boards else "")
 
 
 def _collect_env_details(text: str) -> str:
@@ -395,7 +397,7 @@ def _kfd_not_supported(finding: Finding, text: str, seen: Facts, ids: set[str]) 
 
 def _kfd_node(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     added = re.findall(r"added device (\w+:\w+)", text)
-    finding.details = f"KFD added {len(added)} device(s): {', '.join(added)}"
+    finding.details = f"KFD added {counted(len(added), 'device')}: {', '.join(added)}"
     return True
 
 

@@ -22,6 +22,7 @@ from . import compat, compat_data, diagnose, logs, readiness, smi, wsl
 from .agents import topology
 from .rules import FAIL, INFO, OK, UNKNOWN, WARN, Check
 from .system import SystemReport, collect
+from .words import counted
 
 _MARK = {OK: "[ok]  ", INFO: "[info]", UNKNOWN: "[??]  ", WARN: "[warn]", FAIL: "[FAIL]"}
 __all__ = [
@@ -160,7 +161,8 @@ def _rocminfo_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check]:
     if ri.error:
         checks = [Check("rocminfo", INFO, f"{sysrep.rocminfo_source}: {ri.error}")]
     else:
-        summary = f"{sysrep.rocminfo_source}: {len(ri.agents)} agent(s), {len(ri.gpus)} GPU(s)"
+        found = f"{counted(len(ri.agents), 'agent')}, {counted(len(ri.gpus), 'GPU')}"
+        summary = f"{sysrep.rocminfo_source}: {found}"
         checks = [Check("rocminfo", OK, summary)]
     for n, gpu in enumerate(ri.gpus):
         label = f"GPU {gpu.marketing_name or gpu.name} ({gpu.gfx or 'unknown gfx'})"
@@ -240,8 +242,8 @@ def distributed_checks(sysrep: SystemReport) -> list[Check]:
         plan = "how many GPUs each rank could have was not collected"
     elif gpus:
         plan = (
-            f"torchrun --nproc-per-node {gpus} gives each rank one of the {gpus} visible "
-            f"GPU(s) with the nccl backend{rccl_words}"
+            f"torchrun --nproc-per-node {gpus} starts {counted(gpus, 'rank')}, one per "
+            f"visible GPU, with the nccl backend{rccl_words}"
         )
     else:
         plan = "no GPU visible: distributed runs use the gloo backend on the CPU"
@@ -273,7 +275,11 @@ def _tensorflow_checks(sysrep: SystemReport, rocm_ver: str | None) -> list[Check
     rocm_build = tf_info.details.get("built_with_rocm")
     gpus = tf_info.details.get("gpus")
     build = {True: "ROCm build", False: "not a ROCm build"}.get(rocm_build, "build not reported")
-    seen = "its GPUs were not listed" if gpus is None else f"sees {len(gpus)} GPU(s)"
+    seen = (
+        "its GPUs were not listed"
+        if gpus is None
+        else f"sees {counted(len(gpus), 'GPU', zero=True)}"
+    )
     if gpus is None and tf_info.details.get("gpu_error"):
         seen += f" ({tf_info.details['gpu_error']})"
     message = f"{_named('TensorFlow', tf_info)}, {build}; {seen}"

@@ -61,6 +61,7 @@ from .smi_read import (
     SmiReport,
     read,
 )
+from .words import counted
 
 MODES_BY_COUNT = {m.logical_per_gpu: m.name for m in MODES.values()}
 
@@ -186,8 +187,8 @@ def findings(report: SmiReport, rocminfo_gpus: int | None = None) -> list[Findin
         out.append(
             Finding(
                 "rocminfo-count",
-                f"rocminfo lists {rocminfo_gpus} GPU agent(s), "
-                f"smi {n} logical device(s): ROCm's runtime sees a subset "
+                f"rocminfo lists {counted(rocminfo_gpus, 'GPU agent')}, "
+                f"smi {counted(n, 'logical device')}: ROCm's runtime sees a subset "
                 "(HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES, a container given only "
                 "some /dev/dri render nodes), or the two outputs come from "
                 "different machines or partition modes",
@@ -214,14 +215,14 @@ def na_words(report: SmiReport) -> str:
         return ""
     if report.na_tool == "amd-smi partition":
         return (
-            f"{report.na_partitions} GPU(s) show the accelerator type as N/A in amd-smi "
+            f"{counted(report.na_partitions, 'GPU')} show the accelerator type as N/A in amd-smi "
             "partition's table: unknown, not missing. A known reporting bug: where amd-smi "
             "cannot read the accelerator partition profile (AMDSMI_STATUS_NOT_SUPPORTED) it "
             "prints N/A; AMD answered that an amdsmi change fixes it in a later release, "
             "together with the kernel driver packaged for it."
         )
     words = (
-        f"{report.na_partitions} device(s) show their partition mode as N/A in "
+        f"{counted(report.na_partitions, 'device')} show their partition mode as N/A in "
         f"{report.na_tool}'s output: unknown, not missing. This is a known reporting bug: "
         "amd-smi of ROCm 6.4.1 on MI300X in CPX/NPS4 shows the modes only for the first "
         "partition of each GPU (devices 0, 8, 16 ... 56) and N/A for the rest, because the "
@@ -272,24 +273,29 @@ def _explain(report: SmiReport) -> list[str]:
         return [_NOTHING]
     if not n and report.topology_bdfs:
         gpus = len(report.topology_bdfs)
-        return [f"{gpus} physical GPU(s) in the topology tables; no partition mode in the text"]
+        where = "in the topology tables; no partition mode in the text"
+        return [f"{counted(gpus, 'physical GPU')} {where}"]
     if not n:
         return [
-            f"{_pairs(report)} GPU pair(s) in rocm-smi --showtopo; no partition mode in the text"
+            f"{counted(_pairs(report), 'GPU pair')} in rocm-smi --showtopo; "
+            "no partition mode in the text"
         ]
     mode = compute[0] if len(compute) == 1 else None
     physical = len(lay.groups) or (len(report.topology_bdfs) or None)
     per_gpu = n // physical if physical and n % physical == 0 else None
     mem = f" (memory {', '.join(memory)})" if memory else ""
     if physical:
-        head = f"{physical} physical GPU(s) in {mode or '/'.join(compute) or 'an unknown'} mode"
+        named = mode or "/".join(compute) or "an unknown"
+        head = f"{counted(physical, 'physical GPU')} in {named} mode"
         out = [
-            f"{head}{mem}: {n} logical device(s)" + (f", {per_gpu} per GPU." if per_gpu else ".")
+            f"{head}{mem}: {counted(n, 'logical device')}"
+            + (f", {per_gpu} per GPU." if per_gpu else ".")
         ]
     else:
-        out = [f"{n} logical device(s) in {mode or '/'.join(compute) or 'an unknown'} mode{mem}."]
+        named = mode or "/".join(compute) or "an unknown"
+        out = [f"{counted(n, 'logical device')} in {named} mode{mem}."]
     out.append(
-        f"Every program sees {n} GPU(s): torch.cuda.device_count() is {n}, and "
+        f"Every program sees {counted(n, 'GPU')}: torch.cuda.device_count() is {n}, and "
         f"torchrun --nproc-per-node {n} starts one rank on each."
     )
     if per_gpu and per_gpu > 1:
@@ -336,7 +342,7 @@ def topo_words(report: SmiReport) -> str:
     if not report.xxxx_links:
         return ""
     return (
-        f"rocm-smi --showtopo printed {report.xxxx_links} GPU pair(s) as XXXX: the "
+        f"rocm-smi --showtopo printed {counted(report.xxxx_links, 'GPU pair')} as XXXX: the "
         "partitions of one GPU, a known rocm-smi bug (its 6.1.0 notes: --showtopo does not "
         "display correct information when the MI300 driver is in TPX mode), not a missing link."
     )

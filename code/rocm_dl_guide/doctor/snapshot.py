@@ -257,12 +257,20 @@ WHEEL_TARGETS = ("gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx1030", "g
 (pytorch/pytorch#132570): the build the example snapshots describe."""
 
 
-def rocm_pytorch(gpus: int = 1, arch: tuple[str, ...] = WHEEL_TARGETS) -> dict:
-    """The framework facts of PyTorch 2.5.1 for ROCm 6.2 seeing ``gpus`` GPUs."""
-    devices = [{"name": "AMD Radeon", "gfx": None, "memory_gib": 16.0}] * gpus
-    details = {"hip": "6.2.41133-dd7f95766", "cuda": None, "arch_list": list(arch)}
-    details.update(gpu_available=gpus > 0, devices=devices)
-    return {"name": "pytorch", "installed": True, "version": "2.5.1+rocm6.2", "details": details}
+def rocm_pytorch(
+    gpus: int = 1,
+    arch: tuple[str, ...] = WHEEL_TARGETS,
+    version: str = "2.5.1+rocm6.2",
+    devices: list[tuple[str, float]] | None = None,
+    hip: str = "6.2.41133-dd7f95766",
+) -> dict:
+    """The framework facts of a ROCm build of PyTorch (by default 2.5.1 for ROCm
+    6.2) seeing ``gpus`` GPUs, or the ``devices`` given as (name, GiB)."""
+    seen = devices if devices is not None else [("AMD Radeon", 16.0)] * gpus
+    listed = [{"name": name, "gfx": None, "memory_gib": gib} for name, gib in seen]
+    details = {"hip": hip, "cuda": None, "arch_list": list(arch)}
+    details.update(gpu_available=bool(listed), devices=listed)
+    return {"name": "pytorch", "installed": True, "version": version, "details": details}
 
 
 def cuda_pytorch() -> dict:
@@ -402,7 +410,7 @@ EXAMPLES = {
         },
     ),
     "cuda-wheel": (
-        "Radeon RX 7900 XTX, PyTorch from a plain `pip install torch`, user not in `render`",
+        "Radeon RX 7900 XTX, PyTorch from a plain pip install torch, user not in the render group",
         {
             "sample": "radeon",
             "torch": cuda_pytorch(),
@@ -421,3 +429,28 @@ def example(name: str) -> dict:
     if name not in EXAMPLES:
         raise ValueError(f"unknown example {name!r}: choose one of {', '.join(EXAMPLES)}")
     return compose(**EXAMPLES[name][1])
+
+
+INSTINCT_GPUS = (
+    ("AMD Instinct MI210", 64.0),
+    ("AMD Instinct MI50/MI60", 32.0),
+    ("AMD Instinct MI100", 32.0),
+    ("AMD Instinct MI210", 64.0),
+    ("AMD Instinct MI210", 64.0),
+)
+"""The GPUs of the ``mi-instinct`` rocminfo sample, in its order, with their memory."""
+
+
+def instinct_node() -> dict:
+    """A self-consistent GPU node: the saved ``mi-instinct`` rocminfo output (three
+    MI210, an MI100 and an MI50), ROCm 6.2.4, AMD's PyTorch 2.3 wheel for it seeing
+    the five GPUs, a render node per GPU open to the user, and the first kernel
+    passing on each GPU. Every fact in it describes that one machine."""
+    gpus = list(INSTINCT_GPUS)
+    return compose(
+        sample="mi-instinct",
+        torch=rocm_pytorch(version="2.3.0+rocm6.2.4", devices=gpus, hip="6.2.41134"),
+        rocm="6.2.4",
+        renders=len(gpus),
+        workload=[workload_result(i, name) for i, (name, _) in enumerate(gpus)],
+    )

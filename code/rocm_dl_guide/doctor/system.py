@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from . import agents, hostfacts, rocminfo, tools
 from .frameworks import FRAMEWORKS, FrameworkInfo, probe_all
 from .installed import KernelDriverInfo, RocmInfo, find_tool, kernel_driver, pci_gpus, rocm_version
+from .words import counted
 
 # The report ---------------------------------------------------------------
 
@@ -241,8 +242,11 @@ def gpu_inventory(sysrep: SystemReport | None = None) -> list[dict]:
 def gpu_inventory_summary(sysrep: SystemReport, rows: list[dict]) -> str:
     """One plain paragraph about :func:`gpu_inventory`'s rows."""
     if rows:
-        sources = sorted({r["seen by"] for r in rows})
-        return f"{len(rows)} GPU sighting(s), from: {', '.join(sources)}."
+        seen: dict[str, int] = {}
+        for r in rows:
+            seen[r["seen by"]] = seen.get(r["seen by"], 0) + 1
+        parts = [f"{who}: {counted(n, 'GPU')}" for who, n in sorted(seen.items())]
+        return "GPUs found by each view. " + "; ".join(parts) + "."
     torch_info = sysrep.frameworks.get("pytorch")
     if torch_info and torch_info.installed:
         torch_says = "PyTorch sees no GPU"
@@ -250,7 +254,7 @@ def gpu_inventory_summary(sysrep: SystemReport, rows: list[dict]) -> str:
         why = torch_info.error if torch_info else "not checked"
         torch_says = f"PyTorch could not be asked ({why})"
     return (
-        "No GPU found on this machine. The PCI bus shows no display controller or "
+        "No GPU was found on this machine. The PCI bus shows no display controller or "
         f"accelerator. ROCm: {sysrep.rocminfo.error or 'rocminfo lists no GPU agent.'} "
         f"{torch_says}. The examples in this build ran on the CPU."
     )

@@ -624,3 +624,17 @@ def test_the_run_record_carries_the_epoch_history_for_both_frameworks():
         "val_loss": 0.8,
         "val_accuracy": None,
     }
+
+
+def test_checkpoint_listing_hides_lock_files_and_never_shows_zero_megabytes(tmp_path):
+    from rocm_dl_guide.training.checkpoints import listing
+
+    (tmp_path / ".lock").write_bytes(b"")
+    (tmp_path / "last.pt.lock").write_bytes(b"")
+    (tmp_path / "best.pt").write_bytes(b"x" * 2_500_000)
+    (tmp_path / "note.txt").write_bytes(b"x" * 12)
+    (tmp_path / "sharded-epoch-1").mkdir()
+    (tmp_path / "sharded-epoch-1" / "0.distcp").write_bytes(b"x" * 3000)
+    shown = listing(tmp_path)
+    assert shown == [("best.pt", "2.5 MB"), ("note.txt", "12 B"), ("sharded-epoch-1/", "3.0 KB")]
+    assert not any("lock" in name or size.startswith("0.0") for name, size in shown)

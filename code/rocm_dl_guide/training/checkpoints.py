@@ -47,6 +47,23 @@ class CheckpointError(RuntimeError):
         super().__init__(f"{self.path}: {reason}")
 
 
+def listing(folder: str | os.PathLike) -> list[tuple[str, str]]:
+    """The files of a checkpoint folder a reader cares about, with their sizes in
+    words (``("best.pt", "87.5 MB")``): hidden files, lock files and temporary
+    files left out; a folder (a sharded checkpoint) sized by what it holds."""
+    out = []
+    for path in sorted(Path(folder).iterdir()):
+        if path.name.startswith(".") or path.name.endswith(files.LOCK_SUFFIX):
+            continue
+        size = (
+            sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            if path.is_dir()
+            else path.stat().st_size
+        )
+        out.append((path.name + ("/" if path.is_dir() else ""), files.human_bytes(size)))
+    return out
+
+
 def describe_checkpoint(path: str | os.PathLike) -> str | None:
     """``"epoch 3"`` (or ``"epoch 3, 120 batches into epoch 4"`` for a checkpoint
     taken inside an epoch) for the training checkpoint at ``path``; ``None`` when

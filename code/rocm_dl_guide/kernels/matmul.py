@@ -44,10 +44,24 @@ which has no bfloat16 (bfloat16 products come out wrong there, not on a GPU)."""
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr):  # fmt: skip
+def matmul_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     # Which tile of C: programs go down GROUP_M tile rows before the next column.
     pid = tl.program_id(0)
     tiles_m, tiles_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
@@ -94,10 +108,18 @@ def configs(eng: engine.Engine | None = None) -> list[triton.Config]:
     ROCm."""
     eng = eng or engine.describe()
     if eng.interpreted:
-        return [triton.Config({"BLOCK_M": b, "BLOCK_N": b, "BLOCK_K": 32, "GROUP_M": 4})
-                for b in (32, 64)]  # fmt: skip
-    tiles = [(256, 256, 64, 8), (128, 256, 64, 8), (256, 128, 64, 8),
-             (128, 128, 64, 4), (128, 128, 32, 8), (64, 128, 64, 4)]  # fmt: skip
+        return [
+            triton.Config({"BLOCK_M": b, "BLOCK_N": b, "BLOCK_K": 32, "GROUP_M": 4})
+            for b in (32, 64)
+        ]
+    tiles = [
+        (256, 256, 64, 8),
+        (128, 256, 64, 8),
+        (256, 128, 64, 8),
+        (128, 128, 64, 4),
+        (128, 128, 32, 8),
+        (64, 128, 64, 4),
+    ]
     stages = 2 if eng.hip else 3  # AMD's guide: 2 for a single GEMM
     found = []
     for bm, bn, bk, warps in tiles:
@@ -150,8 +172,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, **meta: int) -> torch.Tensor:
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
     kernel = matmul_kernel if meta else tuned_kernel
-    kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                 c.stride(0), c.stride(1), **meta)  # fmt: skip
+    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    kernel[grid](a, b, c, M, N, K, *strides, **meta)
     return c
 
 

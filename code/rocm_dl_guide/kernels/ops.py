@@ -37,8 +37,7 @@ REGISTER = torch.library.custom_op if engine.interpreted() else torch.library.tr
 
 
 @triton.jit
-def softmax_backward_kernel(dx_ptr, dy_ptr, y_ptr, row_stride, n_cols,
-                            BLOCK_SIZE: tl.constexpr):  # fmt: skip
+def softmax_backward_kernel(dx_ptr, dy_ptr, y_ptr, row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
     # dx = y * (dy - sum(y * dy)) along the row: the softmax's Jacobian applied to dy.
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)

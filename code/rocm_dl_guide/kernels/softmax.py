@@ -37,8 +37,9 @@ TOLERANCE = {torch.float32: 1e-6, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 
 
 @triton.jit
-def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols,
-                   BLOCK_SIZE: tl.constexpr):  # fmt: skip
+def softmax_kernel(
+    out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr
+):
     row = tl.program_id(0)  # one program per row
     cols = tl.arange(0, BLOCK_SIZE)  # BLOCK_SIZE: the row length rounded up to a power of 2
     mask = cols < n_cols
@@ -56,8 +57,9 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     block = triton.next_power_of_2(cols)
     num_warps = 4 if block <= 2048 else 8 if block <= 8192 else 16
-    softmax_kernel[(rows,)](out, x, x.stride(0), out.stride(0), cols,
-                            BLOCK_SIZE=block, num_warps=num_warps)  # fmt: skip
+    softmax_kernel[(rows,)](
+        out, x, x.stride(0), out.stride(0), cols, BLOCK_SIZE=block, num_warps=num_warps
+    )
     return out
 
 

@@ -32,7 +32,8 @@ def test_categories_come_from_the_weights_metadata():
 def test_smoke_profile_uses_random_weights_and_says_so():
     loaded = inception_pretrained.load_pretrained(SMOKE)
     assert not loaded.pretrained
-    assert loaded.note.startswith("RANDOM weights") and "smoke" in loaded.note
+    assert loaded.note.startswith("random weights") and "fixtures" in loaded.note
+    assert "mean nothing" in loaded.note and "=real" in loaded.note
     assert not loaded.model.training
 
 
@@ -407,6 +408,8 @@ def test_a_class_is_named_only_from_pretrained_weights():
     frame = pd.DataFrame(
         {"rank": [1], "category": ["carton"], "index": [478], "probability": [1.0]}
     )
-    assert "the name means nothing" in ip.top5_table(frame, pretrained=False).to_html()
+    html = ip.top5_table(frame, pretrained=False).to_html()
+    assert "carton (random weights: the name means nothing)" in html  # in the row itself
+    assert "from random weights" in html  # and the caption
     shown = ip.top5_table(frame, pretrained=True).to_html()
     assert "means nothing" not in shown and "100.00%" in shown and ">478<" not in shown

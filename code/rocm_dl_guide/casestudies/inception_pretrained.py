@@ -70,11 +70,14 @@ def class_name(index: int, pretrained: bool) -> str:
 
 def top5_table(frame, pretrained: bool):
     """A top-5 frame (``category``, ``probability``) as a page shows it; from
-    random weights its caption says that the names mean nothing."""
+    random weights every name carries :data:`RANDOM_CAVEAT`, as
+    :func:`class_name` writes it."""
     from rocm_dl_guide.core import tables
 
-    caption = "Top-5 classes" if pretrained else f"Top-5 classes ({RANDOM_CAVEAT})"
+    caption = "Top-5 classes" if pretrained else "Top-5 classes, from random weights"
     shown = frame[[c for c in ("rank", "category", "probability") if c in frame.columns]]
+    if not pretrained and "category" in shown.columns:
+        shown = shown.assign(category=[f"{name} ({RANDOM_CAVEAT})" for name in shown["category"]])
     return tables.show(shown, caption=caption, formats={"probability": "{:.2%}"})
 
 
@@ -130,9 +133,9 @@ def load_pretrained(profile: profiles.Profile, pretrained: bool | None = None) -
         note = f"pretrained weights {weights} (ImageNet-1k top-1 accuracy {acc}%)"
         return LoadedModel(model.eval(), True, note, cats)
     note = (
-        f"RANDOM weights ({profile.source_note()}), so no class they predict means "
-        "anything (the real weights need the real data source: "
-        f"{profiles.DATA_SOURCE_VAR}=real, with network)"
+        f"random weights from the {profile.data_source} data source: they time like trained "
+        f"ones, but the classes they predict mean nothing; {profiles.DATA_SOURCE_VAR}=real "
+        "loads the trained weights"
     )
     return LoadedModel(random_inception().eval(), False, note, cats)
 

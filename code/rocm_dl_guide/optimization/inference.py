@@ -65,10 +65,12 @@ def default_threads() -> int:
 
 
 def cpu_description() -> str:
-    """The CPU in words, with the cores inference may use: ``CPU (NAME, N cores)``."""
+    """The CPU in words, with the cores inference may use: ``CPU (NAME, N cores)``
+    (``1 core`` for one)."""
     from rocm_dl_guide.core.device import cpu_name
 
-    return f"CPU ({cpu_name()}, {default_threads()} cores)"
+    n = default_threads()
+    return f"CPU ({cpu_name()}, {n} core{'' if n == 1 else 's'})"
 
 
 def gpu_description() -> str:

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import guide_cli  # noqa: E402
-from rocm_dl_guide.core import profiles  # noqa: E402
+from rocm_dl_guide.core import profiles, tables  # noqa: E402
 from rocm_dl_guide.optimization import profiling  # noqa: E402
 
 
@@ -39,6 +39,31 @@ def test_training_profile_finds_the_steps_operators(training):
     assert (frame["self %"] > 0).all() and frame["self %"].sum() <= 100.0 + 1e-6
     assert (frame["total ms"] >= frame["self ms"] - 1e-9).all()
     assert training.steps == 2 and training.step_ms > 0
+
+
+def test_the_shown_table_has_short_names_and_one_format_per_column(training):
+    shown = training.table()
+    assert list(shown.columns) == list(training.frame.columns)
+    assert "SGD.step" in set(shown["operator"])  # not "Optimizer.step#SGD.step"
+    assert not any("#" in op for op in shown["operator"])
+    assert set(shown.columns) - {"operator"} <= set(profiling.FORMATS)
+    html = tables.show(shown, formats=profiling.FORMATS).to_html()
+    first = shown.iloc[0]
+    assert f">{first['self ms']:.2f}<" in html and f">{first['self %']:.1f}<" in html
+    assert training.top_note().startswith(profiling.short_name(str(training.frame.iloc[0, 0])))
+
+
+def test_short_names_and_notes_for_the_top_operator():
+    loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    assert profiling.short_name(loader) == "DataLoader: next batch"
+    assert profiling.short_name("Optimizer.step#SGD.step") == "SGD.step"
+    assert profiling.short_name("aten::detach") == "aten::detach"
+    note = profiling.operator_note("aten::detach", self_ms=4.08, calls=12)
+    assert note.startswith("aten::detach computes nothing") and "0.34 ms each" in note
+    assert "took 5 µs each" in profiling.operator_note("aten::view", self_ms=0.06, calls=12)
+    assert "loader" in profiling.operator_note(loader, 2.2, 1)
+    assert "convolutions" in profiling.operator_note("aten::mkldnn_convolution", 89.6, 54)
+    assert "optimizer" in profiling.operator_note("Optimizer.step#SGD.step", 0.2, 1)
 
 
 def test_trace_is_a_chrome_trace_in_the_folder_and_a_download(training):

@@ -111,6 +111,17 @@ class StepProfile:
             "top_operators": self.frame.to_dict(orient="records"),
         }
 
+    def table(self):
+        """:attr:`frame` as a page shows it: Python-level events by a short name
+        (:func:`short_name`), for :func:`rocm_dl_guide.core.tables.show` with
+        :data:`FORMATS`."""
+        return self.frame.assign(operator=self.frame["operator"].map(short_name))
+
+    def top_note(self) -> str:
+        """What the operator at the top of :attr:`frame` does (:func:`operator_note`)."""
+        row = self.frame.iloc[0]
+        return operator_note(str(row["operator"]), float(row["self ms"]), float(row["calls"]))
+
     def summary(self, rows: int = 10) -> str:
         shown = self.frame.head(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}")
         return (
@@ -132,6 +143,68 @@ class StepProfile:
             f"{len(data) / 1024:.0f} KiB)</a> and open it in "
             '<a href="https://ui.perfetto.dev">Perfetto</a>.'
         )
+
+
+FORMATS = {
+    "calls": "{:g}",
+    "self ms": "{:.2f}",
+    "self %": "{:.1f}",
+    "total ms": "{:.2f}",
+    "GPU self ms": "{:.2f}",
+}
+"""One format per column of :meth:`StepProfile.table`: the same digits on every row."""
+
+NO_ARITHMETIC = (
+    "aten::detach",
+    "aten::alias",
+    "aten::view",
+    "aten::_reshape_alias",
+    "aten::reshape",
+    "aten::as_strided",
+    "aten::t",
+    "aten::transpose",
+    "aten::expand",
+    "aten::select",
+    "aten::slice",
+    "aten::unsqueeze",
+    "aten::squeeze",
+    "aten::empty",
+    "aten::empty_strided",
+)
+"""Operators that compute nothing: each makes a new handle on a tensor that
+exists (a view, a tensor without autograd's history) or allocates an empty one."""
+
+
+def short_name(op: str) -> str:
+    """An operator's name as a table shows it. PyTorch names Python-level events
+    ``CALLER#CALLEE`` (``Optimizer.step#SGD.step``); the short name is the part
+    after ``#``, and the loader's ``__next__`` is ``DataLoader: next batch``."""
+    if "DataLoader" in op and op.endswith("__next__"):
+        return "DataLoader: next batch"
+    return op.rsplit("#", 1)[-1]
+
+
+def operator_note(op: str, self_ms: float, calls: float) -> str:
+    """Short sentences on what operator ``op`` does, for the one at the top of a
+    profile (``self_ms`` of self time per step over ``calls`` calls)."""
+    name = short_name(op)
+    if op in NO_ARITHMETIC:
+        each = self_ms / calls if calls else self_ms
+        took = f"{each:.2f} ms" if each >= 0.1 else f"{1000 * each:.0f} µs"
+        return (
+            f"{name} computes nothing: it only makes a new handle on a tensor that "
+            f"already exists, or an empty one. Yet its calls took {took} each here. "
+            "Such time is a pause that fell into a cheap call, such as the process "
+            "waiting for a CPU core that another process held. It says more about the "
+            "machine than about the step, so profile again before acting on it."
+        )
+    if "DataLoader" in op:
+        return f"{name} is the loader reading and transforming the next batch."
+    if "conv" in op:
+        return f"{name} is the convolutions' own arithmetic."
+    if "Optimizer" in op or op.endswith(".step"):
+        return f"{name} is the optimizer updating the weights."
+    return f"{name} is one of the step's computations, run {calls:g} times per step."
 
 
 def top_operators(events, steps: int, on_gpu: bool, limit: int = 12):

@@ -42,11 +42,14 @@ def test_trains_well_above_chance(run):
     assert run.epochs == 2  # the guide's two epochs (the smoke profile allows 3)
     assert [m.epoch for m in run.result.history] == [1, 2]
     # chance is 0.10. AMD's recipe (SGD, lr 0.001) starts slowly, and after two
-    # epochs the seed decides much: seeds 0-9 gave 0.67, 0.81, 0.34, 0.67, 0.72,
-    # 0.24, 0.58, 0.71, 0.49, 0.41 (2026-11-26, AVX512 EPYC), while the training
-    # loss fell for every one. So the seed is the page's own, 0, fixed by
-    # cifar10.train; a CPU's rounding moves its 0.67 little.
-    assert run.test_accuracy > 0.40, run.summary()
+    # epochs the seed decides much: on the fixture with every label right, seeds
+    # 0-9 gave 0.67, 0.81, 0.34, 0.67, 0.72, 0.24, 0.58, 0.71, 0.49, 0.41
+    # (2026-11-26, AVX512 EPYC), while the training loss fell for every one. So
+    # the seed is the page's own, 0, fixed by cifar10.train. The fixture now
+    # moves 15% of its labels (fixture_formats.LABEL_AGREEMENT), so that it
+    # reads like the real set (about half right after two epochs): seed 0 gave
+    # 0.47 (2026-11-28, Xeon with AVX-512).
+    assert run.test_accuracy > 0.25, run.summary()
     first, last = run.result.history[0], run.result.history[-1]
     assert last.train_loss < first.train_loss
     assert "fixture" in run.summary() and "chance 10%" in run.summary()

@@ -364,7 +364,7 @@ def test_relabel_moves_the_asked_fraction_to_other_classes() -> None:
     assert (moved == labels).sum() == (~changed).sum()  # a moved label is another class
 
 
-@pytest.mark.parametrize("name", ["fashion-mnist", "imdb"])
+@pytest.mark.parametrize("name", ["fashion-mnist", "imdb", "cifar10"])
 def test_the_fixtures_labels_agree_with_their_content_as_the_real_data_allows(name) -> None:
     """A stand-in cannot pass for a result (issue 56): regenerating a fixture's test
     split without the moved labels, the share of labels that agree is about the

@@ -45,3 +45,9 @@ def test_a_columns_own_format_wins_and_an_infinite_figure_is_an_error():
 )
 def test_readable(value, shown):
     assert tables.readable(value) == shown
+
+
+def test_text_cells_show_as_written_never_as_markup():
+    frame = pd.DataFrame({"change": ["< 0.01%", "<br /> kept"], "n": [1, 2]})
+    html = tables.show(frame).to_html()
+    assert "&lt; 0.01%" in html and "&lt;br /&gt; kept" in html and "<br />" not in html

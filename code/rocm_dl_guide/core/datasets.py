@@ -439,8 +439,17 @@ def labelled(line: str, prepared: PreparedData) -> str:
 
 def _fixture_note(spec: DatasetInfo, reason: str) -> str:
     return (
-        f"generated offline fixture in the upstream format (not the real {spec.title}; "
-        f"synthetic class patterns, far smaller): {reason}"
+        f"a generated fixture in the upstream format, not the real {spec.title} "
+        f"(synthetic class patterns, far fewer samples): {reason}"
+    )
+
+
+def _fixture_reason(profile: profiles.Profile) -> str:
+    """Why the fixture, in a few words: asked for, or the profile's default."""
+    if profile.data_source_explicit:
+        return f"asked for with {profiles.DATA_SOURCE_VAR}=fixtures or --data-source"
+    return (
+        f"the {profile.name} profile's default ({profiles.DATA_SOURCE_VAR}=real for the real one)"
     )
 
 
@@ -526,7 +535,7 @@ def prepare(name: str, profile: profiles.Profile, system_copies: bool = True) ->
                 f"fixture, because this machine has it ({DATA_SOURCE_HINT})",
             )
         if profile.use_fixtures:
-            return prepare_fixture(spec.name, profile.source_note())
+            return prepare_fixture(spec.name, _fixture_reason(profile))
         root = fetch(spec.name)
     marker = read_marker(root) or {}
     note = marker.get("note") or _real_note(spec, "cached")

@@ -45,7 +45,7 @@ def rng(seed: int, stream: str) -> np.random.Generator:
     return np.random.default_rng([int(seed), *key])
 
 
-LABEL_AGREEMENT = {"fashion-mnist": 0.88, "imdb": 0.86}
+LABEL_AGREEMENT = {"fashion-mnist": 0.88, "imdb": 0.86, "cifar10": 0.85}
 """The fraction of a fixture's samples whose label is the class their content
 was drawn from; the others carry another class, at random. A model that
 recognised every sample's content perfectly would score this on the fixture's
@@ -53,10 +53,14 @@ test split: the accuracy this page's model reaches on the real data set, so
 that a fixture's result cannot read as a better one. Fashion-MNIST: about 88%
 for TensorFlow's classification tutorial (``tf-tutorial-classification``);
 IMDB: about 86% for its text classification tutorial
-(``tf-tutorial-text-classification``). CIFAR-10 keeps every label: the
-reduced-precision and int8 pages measure agreement on a network trained on it,
-which must be sure of its answers; every accuracy from it says on its line
-that it comes from the fixture."""
+(``tf-tutorial-text-classification``). CIFAR-10 is the exception: the
+training chapter's network trains for only two epochs on 1,000 images, so a
+share of 85% leaves it about half right (0.47 for seed 0, 2026-11-28), as
+PyTorch's tutorial reports for two epochs on the real set
+(``pytorch-cifar10-tutorial``); 0.65 left it at 0.22. The reduced-precision
+pages' network, trained for longer, reaches about 85%. A moved label changes
+no image, so a network still answers by content, and those pages' agreement
+with fp32 (answers, not labels) keeps its meaning."""
 
 
 def moved(stream: np.random.Generator, n: int, agreement: float) -> np.ndarray:

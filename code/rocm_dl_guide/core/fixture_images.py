@@ -251,8 +251,13 @@ def write_cifar10(dest: Path, seed: int = 0, n_train: int = 1000, n_test: int = 
     out.mkdir(parents=True, exist_ok=True)
     templates = _cifar_templates(fixture_formats.rng(seed, "cifar10-templates"))
 
+    agreement = fixture_formats.LABEL_AGREEMENT.get("cifar10")
+
     def batch(label: str, labels: np.ndarray, rng: np.random.Generator, first: int) -> dict:
         data = _cifar_images(templates, labels, rng)
+        if agreement is not None:  # the content stays; some labels move
+            moved = fixture_formats.rng(seed, f"cifar10-{label}-labels")
+            labels = fixture_formats.relabel(labels, 10, agreement, moved)
         names = [
             f"fixture_{CIFAR10_CLASSES[c]}_s_{first + i:06d}.png".encode("ascii")
             for i, c in enumerate(labels)

@@ -55,7 +55,8 @@ def show(
         and frame[column].notna().any()
     }
     frame = frame.astype(object).where(frame.notna(), "")
-    styler = frame.style.hide(axis="index")
+    # Text is text: "<" in a cell ("< 0.01%", "<br />") shows as written.
+    styler = frame.style.format(escape="html").hide(axis="index")
     for column, urls in (links or {}).items():
         if column in frame.columns:
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from rocm_dl_guide.core import profiles
 from rocm_dl_guide.optimization.ort_int8 import PrecisionError
-from rocm_dl_guide.optimization.precision_results import LEAST_SURE_COLUMN
+from rocm_dl_guide.optimization.precision_results import LEAST_SURE_COLUMN, LOGIT_COLUMN
 
 
 class Predictor(Protocol):
@@ -54,6 +54,10 @@ class PredictionAgreement:
     """Top-1 agreement on the test images nearest the fp32 model's decision
     boundary (:func:`least_sure`): where a rounding error can change the answer."""
     boundary_images: int = 0
+    logit_change: float | None = None
+    """How far the engine's logits moved from the fp32 model's: per image, the
+    largest change of a logit as a share of the fp32 model's largest logit
+    (in magnitude); the median over the test images (:func:`logit_change`)."""
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -89,6 +93,17 @@ def least_sure(logits: np.ndarray, share: float = LEAST_SURE_SHARE) -> np.ndarra
     return np.argsort(top2[:, 1] - top2[:, 0], kind="stable")[:n]
 
 
+def logit_change(logits: np.ndarray, reference: np.ndarray) -> float:
+    """The median over images (rows) of the largest change of a logit from
+    ``reference``, as a share of the reference row's largest logit in magnitude:
+    how much a format's rounding moved the network's output, even where the top
+    class stayed."""
+    if logits.shape != reference.shape or reference.ndim != 2 or len(reference) == 0:
+        raise PrecisionError(f"logits of shape {logits.shape} against {reference.shape}")
+    scale = np.maximum(np.abs(reference).max(axis=1), np.finfo(np.float32).tiny)
+    return float(np.median(np.abs(logits - reference).max(axis=1) / scale))
+
+
 def prediction_agreement(
     engine_list: list[Predictor], images: np.ndarray, labels: np.ndarray, batch: int = 100
 ) -> list[PredictionAgreement]:
@@ -99,13 +114,12 @@ def prediction_agreement(
         raise PrecisionError("no engines to compare")
     if len(images) != len(labels) or len(images) == 0:
         raise PrecisionError(f"{len(images)} images for {len(labels)} labels")
-    preds, reference_logits = [], None
+    logits = []
     for engine in engine_list:
         out = [np.asarray(engine.run(images[i : i + batch])) for i in range(0, len(images), batch)]
-        if reference_logits is None:
-            reference_logits = np.concatenate(out)
-        preds.append(np.concatenate([o.argmax(1) for o in out]))
-    reference = preds[0]
+        logits.append(np.concatenate(out).astype(np.float32))
+    preds = [one.argmax(1) for one in logits]
+    reference, reference_logits = preds[0], logits[0]
     hard = least_sure(reference_logits)
     return [
         PredictionAgreement(
@@ -117,8 +131,9 @@ def prediction_agreement(
             key=e.key,
             boundary_agreement=float((p[hard] == reference[hard]).mean()),
             boundary_images=len(hard),
+            logit_change=logit_change(out, reference_logits),
         )
-        for e, p in zip(engine_list, preds, strict=True)
+        for e, p, out in zip(engine_list, preds, logits, strict=True)
     ]
 
 
@@ -174,10 +189,10 @@ def trained_cifar10(profile: profiles.Profile, epochs: int | None = None):
                 record = _train_and_keep(profile, n_epochs, path, key)
     model = cifar10.Net()
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    epochs = record["epochs"]
     note = (
-        f"the CIFAR-10 network of the training chapter, trained for {record['epochs']} "
-        f"epoch(s) (test accuracy {100 * record['test_accuracy']:.1f}%; "
-        f"data: {data.prepared.note})"
+        f"the CIFAR-10 network of the training chapter, trained for {epochs} "
+        f"epoch{'' if epochs == 1 else 's'} on {data.prepared.note}"
     )
     return model.eval(), data, note
 
@@ -259,18 +274,23 @@ def _train_and_keep(profile: profiles.Profile, epochs: int, path, key: dict) -> 
 
 def what_agreement_shows(profile: profiles.Profile, accuracy: float) -> str:
     """A sentence for the pages on what this build's agreement figures can show:
-    on the fixtures the network is right on nearly every generated test image,
-    clear-cut cases whose top class survives most rounding, so agreement over the
-    whole set is near 100% and says little, and the least-sure column is the one
-    to read; on real data, nothing to add ("")."""
+    a trained network is sure of most answers, which keep their top class
+    through any rounding, so agreement over the whole set is near 100% and the
+    least-sure and logit columns are the ones that tell formats apart; on the
+    fixtures, also why the accuracy is what it is (some labels are wrong on
+    purpose, and agreement compares answers, not labels)."""
+    text = (
+        f"The fp32 network is right on {accuracy:.1%} of the test images. It is sure of "
+        "most of its answers, and those keep their top class through any rounding, so "
+        "agreement over the whole set stays near 100%. The columns "
+        f'"{LEAST_SURE_COLUMN}" and "{LOGIT_COLUMN}" are where the formats differ.'
+    )
     if profile.data_source != "fixtures":
-        return ""
-    return (
-        f"On this build's generated CIFAR-10 fixture the network is right on "
-        f"{accuracy:.1%} of the test images. Most are clear-cut and keep their top class "
-        "through any rounding, so agreement over the whole set is near 100% here. The "
-        f'column "{LEAST_SURE_COLUMN}" counts only the images nearest the decision boundary, '
-        "where the formats can differ. With the real data source "
+        return text
+    return text + (
+        " On the generated stand-in for CIFAR-10, some test labels are wrong on purpose, "
+        "so that no accuracy reads better than the real data set's; agreement compares "
+        "answers with fp32's, not with labels. With the real data source "
         f"({profiles.DATA_SOURCE_VAR}=real) both are measured on the real test images."
     )
 

@@ -149,6 +149,29 @@ def instructions(precision: str, flags: Collection[str]) -> str:
     return "fp32 (AVX2 and FMA)" if ("avx2" in flags) else "fp32"
 
 
+MATRIX_SIZE = 512
+"""The side of the square matrices :func:`matrix_speed` multiplies."""
+
+
+def matrix_speed(size: int = MATRIX_SIZE, runs: tuple[int, int] = (3, 15)) -> dict[str, float]:
+    """Each format's speed at one ``size`` x ``size`` matrix product in PyTorch,
+    against fp32's (fp32 itself 1.0), timed side by side (``runs``: warm-up and
+    timed): what this CPU's kernels make of a format's arithmetic, apart from
+    the conversions and the other layers of a network."""
+    import torch
+
+    from rocm_dl_guide.optimization import bench
+
+    gen = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(size, size, generator=gen) for _ in range(2))
+    dtypes = {"fp32": torch.float32} | {p: getattr(torch, d) for p, d in AUTOCAST.items()}
+    pairs = {p: (a.to(d), b.to(d)) for p, d in dtypes.items()}
+    timings = bench.measure_side_by_side(
+        {p: (lambda x=x, y=y: torch.mm(x, y)) for p, (x, y) in pairs.items()}, *runs
+    )
+    return {p: timings["fp32"].median_ms / t.median_ms for p, t in timings.items()}
+
+
 # --------------------------------------------------------------------------- engines
 
 
@@ -413,6 +436,7 @@ def _speed_rows(found, batch, warmup, iterations, agreements, flags) -> list[dic
                 "agreement_interval": list(a.interval) if a else None,
                 "least_sure_agreement": a.boundary_agreement if a else None,
                 "least_sure_images": a.boundary_images if a else None,
+                "logit_change": a.logit_change if a else None,
                 "test_images": a.images if a else None,
                 "accuracy": a.accuracy if a else None,
                 "device": e.device,
@@ -541,6 +565,7 @@ def run(
             gpu = engines(*args, batch, threads, [e for e in include if e[0] == "MIGraphX"])
             rows += _speed_rows(on_cpu + gpu, batch, w, n, agreements, flags)
             bar.update(1)
+        matrix = matrix_speed()
     return precision_results.PrecisionBench(
         rows=rows,
         machine=inference.cpu_description(),
@@ -554,4 +579,6 @@ def run(
         warmup=warmups,
         iterations=iterations,
         skipped=not_run,
+        matrix_speed=matrix,
+        matrix_size=MATRIX_SIZE,
     )

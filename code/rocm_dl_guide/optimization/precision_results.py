@@ -19,6 +19,10 @@ LEAST_SURE_COLUMN = "agreement, least sure 10%"
 """The column of agreement on the test images the fp32 model is least sure of
 (:func:`rocm_dl_guide.optimization.agreement.least_sure`)."""
 
+LOGIT_COLUMN = "logit change (median)"
+"""The column of how far an engine's logits moved from fp32's
+(:func:`rocm_dl_guide.optimization.agreement.logit_change`)."""
+
 AGREEMENT_SLACK = 0.01
 """How much less top-1 agreement than the best int8 configuration's still counts
 as as good when :meth:`PrecisionBench.best_int8` picks the fastest."""
@@ -49,6 +53,11 @@ class PrecisionBench:
     iterations: dict[int, int]
     skipped: dict[str, str] = field(default_factory=dict)
     """``"backend precision"`` -> why it was not run on this machine."""
+    matrix_speed: dict[str, float] = field(default_factory=dict)
+    """Each format's speed at one square matrix product against fp32's
+    (:func:`rocm_dl_guide.optimization.precision.matrix_speed`), of side
+    :attr:`matrix_size`."""
+    matrix_size: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -61,7 +70,9 @@ class PrecisionBench:
         import pandas as pd
 
         table = pd.DataFrame(self.rows)
-        for column in ("agreement_interval", "least_sure_agreement", "emulated", "runs"):
+        for column in (
+            "agreement_interval", "least_sure_agreement", "logit_change", "emulated", "runs",
+        ):  # fmt: skip
             if column not in table:  # rows written before these were measured
                 table[column] = None
         return pd.DataFrame(
@@ -75,6 +86,7 @@ class PrecisionBench:
                 "top-1 agreement": table["top1_agreement"],
                 "95% interval": table["agreement_interval"].map(_interval_text),
                 LEAST_SURE_COLUMN: table["least_sure_agreement"],
+                LOGIT_COLUMN: table["logit_change"],
                 "accuracy": table["accuracy"],
                 "instructions": [_how(r) for r in self.rows],
             }
@@ -99,6 +111,7 @@ class PrecisionBench:
             shown[column] = shown[column].map(
                 lambda v, f=fmt: "" if v is None or v != v else f.format(v)
             )
+        shown[LOGIT_COLUMN] = shown[LOGIT_COLUMN].map(_small_percent)
         shown["batch"] = shown["batch"].map(str)
         missing = [
             {
@@ -117,7 +130,7 @@ class PrecisionBench:
     SPEED_COLUMNS = ("backend", "precision", "config", "batch", "ms (median)", "vs eager fp32")
     AGREEMENT_COLUMNS = (
         "backend", "precision", "config", "top-1 agreement", "95% interval",
-        LEAST_SURE_COLUMN, "accuracy",
+        LEAST_SURE_COLUMN, LOGIT_COLUMN, "accuracy",
     )  # fmt: skip
 
     def display_frames(self):
@@ -167,9 +180,10 @@ class PrecisionBench:
         return [r for r in self.rows if r["batch"] == batch and r.get("emulated")]
 
     def emulation_summary(self, batch: int = 1) -> str:
-        """A sentence on the 16-bit formats at ``batch`` as this CPU ran them:
+        """Sentences on the 16-bit formats at ``batch`` as this CPU ran them:
         emulated (converted in software) or with its own instructions, each one's
-        speed against eager fp32, and whether the emulated ones were slower."""
+        speed against eager fp32, and why a format with instructions can still be
+        slower: :attr:`matrix_speed`, a bare matrix product's speed per format."""
         rows = [
             r
             for r in self.rows
@@ -187,7 +201,7 @@ class PrecisionBench:
         text = "Against eager fp32 at batch " + f"{batch}, " + "; ".join(parts) + "."
         slow = [r for r in rows if r.get("emulated")]
         if not slow:
-            return text + " This CPU has instructions for each format that ran."
+            return f"{text} This CPU has instructions for each format that ran.{self._matrix(rows)}"
         if all(r["speedup_vs_eager_fp32"] < 1 for r in slow):
             return text + (
                 " Every emulated format was slower than fp32: without instructions for it, "
@@ -197,6 +211,36 @@ class PrecisionBench:
             f"{r['backend']} {r['precision']}" for r in slow if r["speedup_vs_eager_fp32"] >= 1
         )
         return text + f" Emulated, {faster} still ran at least as fast as fp32 here."
+
+    def _matrix(self, rows: list[dict[str, Any]]) -> str:
+        """Why formats with instructions ran as they did, from :attr:`matrix_speed`
+        ("" where it was not measured)."""
+        formats = [p for p in dict.fromkeys(r["precision"] for r in rows) if p in self.matrix_speed]
+        if not formats:
+            return ""
+        n = self.matrix_size
+        each = " and ".join(f"{self.matrix_speed[p]:.2f}x in {p}" for p in formats)
+        measured = f" A bare {n}x{n} matrix product ran at {each} here, against fp32."
+        slower = dict.fromkeys(
+            r["precision"]
+            for r in rows
+            if r["speedup_vs_eager_fp32"] < 1 and r["precision"] in formats
+        )
+        kernel = [p for p in slower if self.matrix_speed[p] < 1]
+        around = [p for p in slower if self.matrix_speed[p] >= 1]
+        if kernel:
+            these = "that format" if len(kernel) == 1 else "those formats"
+            measured += (
+                f" So PyTorch's {' and '.join(kernel)} matrix kernels are slower than its fp32 "
+                f"ones on this processor, and {these} cannot pay here."
+            )
+        if around:
+            measured += (
+                f" In {' and '.join(around)} the arithmetic is not what is slower: autocast "
+                "converts the weights and activations to and from fp32 around every matrix "
+                "product."
+            )
+        return measured
 
     @property
     def test_images(self) -> int | None:
@@ -344,41 +388,73 @@ page shows: the optimisation chapter's model, trained in float32 and with
 mixed precision (``make gpu-check``'s ``speed:inception-v3``)."""
 
 
+GPU_VARIANTS = (
+    ("fp32", "float32"),
+    ("bf16", "bf16 autocast"),
+    ("fp32+cl", "float32 channels-last"),
+    ("bf16+cl", "bf16 autocast channels-last"),
+)
+"""The training variants of the GPU record's Inception v3 rows, in words."""
+
+
+def _amd(name: str) -> bool:
+    return any(word in name for word in ("AMD", "Instinct", "Radeon"))
+
+
 def gpu_record_sentence(record: dict[str, Any] | None) -> str:
     """What the last GPU verification record (``rocm_dl_guide.selfcheck.record``'s
-    ``latest_record()``, ``None`` for none) says about the 16-bit formats: it keeps
-    training figures, not inference ones, so the sentence gives mixed-precision
-    training of Inception v3 against float32, each format's images per second and
-    ratio, and whether they were faster or slower there."""
+    ``latest_record()``, ``None`` for none) says about the 16-bit formats. It keeps
+    training figures, not inference ones: Inception v3 trained in float32 and with
+    bf16 autocast, each in the default and the channels-last memory layout, at the
+    batch size of its fastest setting. The sentence names the device (and says
+    where it is not an AMD GPU), gives each variant's images per second and ratio
+    to float32, and what bf16 gained in each layout."""
     if record is None:
         return (
             "No GPU verification record has been written yet, so no GPU figures for "
             "the 16-bit formats can be shown here."
         )
     figs = (record.get("figures") or {}).get(GPU_RECORD_MODEL) or {}
-    base = figs.get("float32_img_per_s")
-    ran = {
-        name: figs.get(f"amp-{dtype}_img_per_s")
-        for name, dtype in (("bf16", "bfloat16"), ("fp16", "float16"))
-    }
-    ran = {k: v for k, v in ran.items() if isinstance(v, (int, float)) and v > 0}
     device = (record.get("device") or {}).get("name") or "a GPU"
-    if not isinstance(base, (int, float)) or base <= 0 or not ran:
+    batch = (figs.get("best") or {}).get("batch")
+    rate = {
+        variant: value
+        for b, variant, value, *_ in figs.get("rows") or []
+        if b == batch and isinstance(value, (int, float)) and value > 0
+    }
+    if "fp32" not in rate or not ({"bf16", "bf16+cl"} & rate.keys()):
         return f"The last GPU record ({device}) has no 16-bit figures for Inception v3."
-    ratios = {k: v / base for k, v in ran.items()}
-    parts = " and ".join(f"{k} at {ratios[k]:.2f}x ({ran[k]:,.0f} images/s)" for k in ran)
-    if all(r < 1 for r in ratios.values()):
-        verdict = "slower than float32 there, not faster"
-    elif all(r > 1 for r in ratios.values()):
-        verdict = "faster than float32 there"
-    else:
-        verdict = "neither uniformly faster nor slower than float32 there"
-    return (
-        f"The last GPU record, from make gpu-check on {device} ({record.get('date')}), "
-        "keeps no inference figures per format. What it keeps for the 16-bit formats is "
-        "training: Inception v3 trained with mixed precision ran "
-        f"{parts} against float32's {base:,.0f} images/s, so {verdict}."
+    base = rate["fp32"]
+    parts = "; ".join(
+        f"{words} {rate[v]:,.0f}" + ("" if v == "fp32" else f" ({rate[v] / base:.2f}x)")
+        for v, words in GPU_VARIANTS
+        if v in rate
     )
+    gains = [
+        f"{rate[b16] / rate[b32]:.2f}x in the {layout} layout"
+        for b32, b16, layout in (
+            ("fp32", "bf16", "default"),
+            ("fp32+cl", "bf16+cl", "channels-last"),
+        )
+        if b32 in rate and b16 in rate
+    ]
+    amd = "" if _amd(device) else " No AMD GPU has been measured for this page yet."
+    return (
+        f"The last GPU record was made by make gpu-check on the {device} ({record.get('date')})."
+        f"{amd} It keeps training figures, not inference ones. Training Inception v3 at "
+        f"batch {batch} there, in images per second: {parts}. Over float32, bf16 gained "
+        + " and ".join(gains)
+        + "."
+    )
+
+
+def _small_percent(value) -> str:
+    """A share as a percentage with two decimals, ``< 0.01%`` below that, ``""`` for none."""
+    if value is None or value != value:
+        return ""
+    if value == 0:
+        return "0%"
+    return "< 0.01%" if value < 0.0001 else f"{value:.2%}"
 
 
 def _how(row: dict[str, Any]) -> str:

@@ -113,3 +113,18 @@ def test_an_unknown_precision_is_one_clear_error(trained):
     ):
         with pytest.raises(ValueError, match=message):
             call()
+
+
+def test_the_results_table_heads_its_columns_in_words_with_units():
+    """The page's table: the precisions that ran, under heads a reader can read
+    (perplexity's change in percent, the share of fp32's tokens in percent)."""
+    ran = quant.QuantRow("int8-weight-only", 30.0, 5.1, 158.1, 0.05, None, 2.1, 0.875)
+    skipped = quant.QuantRow("fp8", None, None, None, None, "no FP8 matrix cores")
+    shown = quant.results([ran, skipped])
+    assert len(shown) == 1 and list(shown[0]) == list(quant.TABLE_COLUMNS.values())
+    heads = list(shown[0])
+    assert not any("_" in h for h in heads)
+    assert "perplexity vs fp32 (%)" in heads and "model (MB)" in heads
+    assert shown[0]["tokens as fp32's (%)"] == 87.5
+    assert shown[0]["perplexity vs fp32 (%)"] == 0.05
+    assert set(quant.TABLE_FORMATS) <= set(heads)

@@ -258,6 +258,41 @@ class QuantRow:
         return asdict(self)
 
 
+TABLE_COLUMNS = {
+    "precision": "precision",
+    "tokens_per_s": "tokens/s",
+    "size_mb": "model (MB)",
+    "linear_mb": "linear layers (MB)",
+    "perplexity": "perplexity",
+    "perplexity_change": "perplexity vs fp32 (%)",
+    "same_tokens": "tokens as fp32's (%)",
+}
+""":class:`QuantRow`'s measured fields as the page's table heads them, with units."""
+TABLE_FORMATS = {
+    "tokens/s": "{:,.1f}",
+    "model (MB)": "{:.2f}",
+    "linear layers (MB)": "{:.2f}",
+    "perplexity": "{:.2f}",
+    "perplexity vs fp32 (%)": "{:+.3f}",
+    "tokens as fp32's (%)": "{:.0f}",
+}
+"""How the page's table prints each figure column (:func:`rocm_dl_guide.core.tables.show`)."""
+
+
+def results(rows: list[QuantRow]) -> list[dict[str, Any]]:
+    """The precisions that ran, as the page shows them: under :data:`TABLE_COLUMNS`'
+    heads, the share of fp32's tokens in percent. A skipped precision has no
+    figures (:func:`supported` says why)."""
+    shown = []
+    for r in rows:
+        if r.skipped is not None:
+            continue
+        values = r.to_dict()
+        values["same_tokens"] = 100 * values["same_tokens"]
+        shown.append({head: values[k] for k, head in TABLE_COLUMNS.items()})
+    return shown
+
+
 def method(precision: str, device: torch.device | str) -> str:
     """What makes ``precision``: torchao's configuration's name, or the cast."""
     cfg = config(precision, device)

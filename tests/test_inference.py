@@ -254,7 +254,7 @@ def test_export_reads_names_and_dynamic_batch_from_the_file(prepared):
     assert isinstance(again.input_shape[0], str)  # symbolic batch axis
     assert again.output_shape[1:] == [1000]
     assert onnx_model.opset == onnx_files.OPSET
-    assert onnx_model.weights_note.startswith("RANDOM weights")
+    assert onnx_model.weights_note.startswith("random weights")
     counts = onnx_model.op_counts()
     assert counts["Conv"] == 94
     assert not list(onnx_model.path.parent.glob(".*.tmp"))
@@ -277,6 +277,13 @@ def test_batches_of_eight_work_through_the_dynamic_axis(no_migraphx, prepared):
     np.testing.assert_allclose(
         out, np.repeat(out[:1], 8, axis=0), rtol=0, atol=1e-3 * abs(out).max()
     )
+
+
+def test_cpu_description_counts_cores_in_words(monkeypatch):
+    monkeypatch.setattr(inference, "default_threads", lambda: 1)
+    assert inference.cpu_description().endswith(", 1 core)")
+    monkeypatch.setattr(inference, "default_threads", lambda: 2)
+    assert inference.cpu_description().endswith(", 2 cores)")
 
 
 def test_max_rel_error_is_relative_to_the_largest_logit():
@@ -535,6 +542,24 @@ def test_cpp_example_is_not_built_without_migraphx_and_says_why(tmp_path, monkey
     assert not (tmp_path / "build").exists()
 
 
+def test_cpp_style_output_prints_what_the_program_prints(no_migraphx, prepared, photo, tmp_path):
+    files = {"model": prepared.onnx.path, "input": tmp_path / "input.bin"}
+    files["expected"] = tmp_path / "expected.bin"
+    photo.astype("<f4").tofile(files["input"])
+    expected = inference.torch_logits(prepared.model, photo, "cpu")
+    expected.astype("<f4").tofile(files["expected"])
+    lines = cpp_example.cpp_style_output(files).splitlines()
+    assert lines[0] == f"Input parameter '{prepared.onnx.input_name}': 1 x 3 x 299 x 299"
+    assert lines[1] == "Output: 1 x 1000; top classes:"
+    assert lines[2].startswith(f"  1. class {int(expected.argmax()):4d}  p = ")
+    assert [line[:5] for line in lines[2:7]] == [f"  {r}. " for r in range(1, 6)]
+    assert lines[7].startswith("Max relative error against the reference: ")
+    assert float(lines[7].split(": ")[1].split()[0]) <= cpp_example.CPP_TOLERANCE
+    cpp = (ROOT / "code" / "cpp" / "inception_inference.cpp").read_text()
+    declared = cpp.split("constexpr double tolerance = ", 1)[1].split(";", 1)[0]
+    assert float(declared) == cpp_example.CPP_TOLERANCE
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler")
 def test_cpp_example_compiles_against_the_api_signatures(tmp_path):
     include = tmp_path / "include" / "migraphx"
@@ -767,3 +792,24 @@ def test_the_sweep_table_shows_its_figures_rounded_and_the_speedup_as_a_factor()
     html = tables.show(frame, formats=bench.SWEEP_FORMATS).to_html()
     for text in (">41.2<", ">5.2<", ">194.0<", ">1.46x<", ">8<"):
         assert text in html, text
+
+
+def test_rounded_shortens_floats_for_reading_and_keeps_the_rest():
+    record = {
+        "eager_ms": 205.92814799965709,
+        "max_rel_error": 5.278789679102376e-07,
+        "within_tolerance": True,
+        "batch": 1,
+        "versions": {"PyTorch": "2.14.1"},
+        "runs": [2.0063096193512866],
+    }
+    shown = bench.rounded(record)
+    assert shown == {
+        "eager_ms": 205.9,
+        "max_rel_error": 5.279e-07,
+        "within_tolerance": True,
+        "batch": 1,
+        "versions": {"PyTorch": "2.14.1"},
+        "runs": [2.006],
+    }
+    assert record["eager_ms"] == 205.92814799965709  # the record itself is untouched

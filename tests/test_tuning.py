@@ -140,3 +140,21 @@ def test_bench_conv_missing_baseline_is_one_line():
     assert proc.stderr.startswith("bench: ") and "cannot read the baseline" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_int8_recorded_says_whether_this_cpu_has_a_choice(tmp_path):
+    from rocm_dl_guide.core import device
+    from rocm_dl_guide.optimization import ort_int8
+
+    record = tmp_path / "int8-choice.json"
+    assert not tuning.int8_recorded(record)  # no file yet
+    best = {
+        "config": ort_int8.U8S8.to_dict(),
+        "ms": 47.3,
+        "speedup_vs_eager_fp32": 4.2,
+        "top1_agreement": 1.0,
+    }
+    ort_int8.record_choice(best, device.cpu_flags(), "this machine", {}, record)
+    assert tuning.int8_recorded(record)
+    config, why = ort_int8.chosen_int8(record)
+    assert config == ort_int8.U8S8 and "measured on this CPU" in why

@@ -66,6 +66,19 @@ def iterations_for(batch: int, profile: profiles.Profile) -> tuple[int, int]:
     return 1, 3
 
 
+def rounded(value: Any, digits: int = 4) -> Any:
+    """``value`` with every float in it (in dicts and lists too) rounded to
+    ``digits`` significant digits, for printing a record: ``205.92814799965709``
+    becomes ``205.9``, ``5.278789679102376e-07`` becomes ``5.279e-07``."""
+    if isinstance(value, bool) or not isinstance(value, float):
+        if isinstance(value, dict):
+            return {k: rounded(v, digits) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [rounded(v, digits) for v in value]
+        return value
+    return float(f"{value:.{digits}g}")
+
+
 @contextlib.contextmanager
 def torch_threads(n: int) -> Iterator[None]:
     """Run PyTorch's CPU operators on ``n`` threads inside the block."""
@@ -143,6 +156,11 @@ class InferenceBench:
             for key in ("untuned_ms", "tuned_ms", "tuning_speedup", "tuning_method"):
                 data.pop(key)
         return data
+
+    def display_dict(self, digits: int = 4) -> dict[str, Any]:
+        """:meth:`to_dict` for reading: every float to ``digits`` significant
+        digits (:func:`rounded`). ``to_dict`` keeps full precision."""
+        return rounded(self.to_dict(), digits)
 
     def summary(self) -> str:
         lines = [

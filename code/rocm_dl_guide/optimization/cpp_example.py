@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from rocm_dl_guide.core import profiles
 from rocm_dl_guide.core.files import atomic_write
 from rocm_dl_guide.optimization import backends, inference, onnx_files
@@ -97,3 +99,31 @@ def run_cpp_example(
     cmd = [str(exe), str(files["model"]), str(files["input"]), str(files["expected"])]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     return CppRun(True, (proc.stdout + proc.stderr).strip(), proc.returncode)
+
+
+CPP_TOLERANCE = 1e-3
+"""The C++ example's tolerance (``tolerance`` in ``inception_inference.cpp``)."""
+
+
+def cpp_style_output(files: dict[str, Path], backend: str | None = None) -> str:
+    """What the C++ example prints for ``files`` from ``Input parameter`` on,
+    computed in Python with ``backend`` (default: auto) on the same input file
+    and compared with the same reference file, in the program's own format.
+    The latency line is left out: a time from another engine would mislead."""
+    model = inference.compile_model(files["model"], backend)
+    x = np.fromfile(files["input"], dtype="<f4").reshape(1, 3, 299, 299)
+    logits = np.asarray(model.run(x), dtype=np.float64)
+    expected = np.fromfile(files["expected"], dtype="<f4")
+    probs = np.exp(logits[0] - logits[0].max())
+    probs /= probs.sum()
+    lines = [
+        f"Input parameter '{model.input_name}': {' x '.join(str(n) for n in x.shape)}",
+        f"Output: {' x '.join(str(n) for n in logits.shape)}; top classes:",
+    ]
+    for rank, k in enumerate(np.argsort(-logits[0], kind="stable")[:5], 1):
+        lines.append(f"  {rank}. class {k:4d}  p = {probs[k]:.4f}")
+    rel = inference.max_rel_error(logits[0], expected)
+    lines.append(
+        f"Max relative error against the reference: {rel:.2e} (tolerance {CPP_TOLERANCE:.2e})"
+    )
+    return "\n".join(lines)

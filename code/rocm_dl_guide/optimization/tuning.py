@@ -328,3 +328,13 @@ def tunableop_comparison(
         results_file=results_file,
         results=results,
     )
+
+
+def int8_recorded(path: str | os.PathLike | None = None) -> bool:
+    """Whether ``bench precision`` (the int8 page) has recorded an int8 setting
+    for this CPU yet, in the record that
+    :func:`~rocm_dl_guide.optimization.ort_int8.chosen_int8` reads."""
+    from rocm_dl_guide.optimization import ort_int8
+
+    path = Path(path) if path else ort_int8.choice_file()
+    return ort_int8.machine_key() in ort_int8._read_choices(path)

@@ -231,7 +231,9 @@ def test_only_a_passed_gpu_run_writes_the_record(tmp_path):
     record = latest_record(path)
     assert record["device"]["name"] == "AMD Instinct MI300X" and record["commit"]
     text = stamp("mnist-pytorch", path=path)
-    assert "2026-11-23 10:00 UTC, on an AMD Instinct MI300X (ROCm/HIP 7.0, gfx942)" in text
+    assert (
+        "passed on 2026-11-23 10:00 UTC, on an AMD Instinct MI300X (ROCm/HIP 7.0, gfx942)" in text
+    )
     assert "No AMD GPU" not in text  # an AMD record needs no warning
     assert "amp+channels_last 2,500 img/s" in text and "amp speedup 2.50x" in text
 
@@ -291,11 +293,13 @@ def test_a_record_from_another_vendor_names_it_and_says_no_amd_gpu_was_measured(
     assert "No AMD GPU has been measured yet" in text
     assert (
         "Inception v3 on the NVIDIA H200: fastest setting was bf16 autocast with channels-last "
-        "at batch 256, at 2,417 images/s; 8.4% of the GPU's peak 16-bit matrix throughput; "
+        "at batch 256, at 2,417 images/s; 8.4% of the peak 16-bit matrix throughput of the GPU; "
         "the GPU busy 98.4% of the time; autocast 2.02 times as fast as float32 at that batch; "
         "fed by the real data loader (DataLoader), 48% of the rate on batches already on the GPU."
     ) in text
     assert "bf16+cl" not in text and "img/s" not in text
+    spans = text.split("`")[2::2]  # what follows each code span
+    assert "'" not in text and all(after.startswith(" ") for after in spans)  # same rendered
     assert where(latest_record(path)) == "on an NVIDIA H200 (no AMD GPU has been measured yet)"
     report.device = {"type": "cuda", "name": "AMD Instinct MI300X", "runtime": "ROCm/HIP 7.0"}
     assert where(latest_record(write_record(report, path))) == "on an AMD Instinct MI300X"

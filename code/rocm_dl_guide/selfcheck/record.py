@@ -118,15 +118,17 @@ def stamp(example: str | None = None, path: str | os.PathLike = RECORD_FILE) -> 
     arch = f", {dev['arch']}" if dev.get("arch") else ""
     commit = (record.get("commit") or "")[:10]
     ver = record.get("versions", {})
+    # Plain words around the code spans, and no apostrophes: the text reads the
+    # same in the source and on the page (Sphinx makes quotes curly).
     text = (
-        f"**Last verified on a GPU:** {record['date']}, on {device_words(dev)} "
-        f"({dev.get('runtime')}{arch}), PyTorch {ver.get('PyTorch')}, "
-        f"commit `{commit or 'unknown'}`, by `make gpu-check`."
+        f"**Last verified on a GPU:** `make gpu-check` passed on {record['date']}, on "
+        f"{device_words(dev)} ({dev.get('runtime')}{arch}), with PyTorch {ver.get('PyTorch')} "
+        f"at commit `{commit or 'unknown'}` of this guide."
     )
     if not is_amd(dev):
         text += (
             " No AMD GPU has been measured yet: these figures come from NVIDIA hardware,"
-            " through PyTorch's `cuda` API, which ROCm provides too."
+            " through the `cuda` API that PyTorch also provides on ROCm."
         )
     figs = record.get("figures", {}).get(example) if example else None
     if figs:

@@ -177,7 +177,7 @@ def _sweep_line(figs: dict[str, Any]) -> str:
         f"fastest setting was {_variant_words(best['variant'])} at batch {best['batch']}, "
         f"at {rate:,.0f} {unit}/s"
     ]
-    parts += _share(best.get("fraction_of_peak"), "of the GPU's peak 16-bit matrix throughput")
+    parts += _share(best.get("fraction_of_peak"), "of the peak 16-bit matrix throughput of the GPU")
     if isinstance(best.get("busy_fraction"), (int, float)):
         parts.append(f"the GPU busy {100 * best['busy_fraction']:.1f}% of the time")
     amp = figs.get("amp_speedup_at_best_batch")

@@ -183,7 +183,15 @@ READER_JS = r"""() => {
     .filter(s => !s.closest('strong, b, h1, h2, h3, h4, th') &&
                  parseInt(getComputedStyle(s).fontWeight, 10) >= 600)
     .map(s => s.innerText.slice(0, 60));
-  return {outputs, unscrolled, unfigured, boldGlue, text: col.innerText};
+  const tickedGlue = Array.from(col.querySelectorAll('span.pasted-text'))
+    .filter(s => s.innerText.includes('`'))
+    .map(s => s.innerText.slice(0, 60));
+  const splitCells = Array.from(col.querySelectorAll('.cell_output td'))
+    .filter(td => { const s = getComputedStyle(td);
+                    return s.overflowWrap === 'anywhere' || s.wordBreak === 'break-all'; })
+    .map(td => td.innerText.slice(0, 40));
+  return {outputs, unscrolled, unfigured, boldGlue, tickedGlue, splitCells,
+          text: col.innerText};
 }"""
 """What a reader sees of a page: its cell outputs' text, the elements wider
 than the content column that do not scroll inside it (or, for a table, scroll
@@ -204,8 +212,10 @@ def test_page_reads_like_a_guide(site, browser, page):
     """A reader's view of every page: no raw TeX, no visible ``glue(...)`` call,
     no log line, warning, traceback, home path or NaN in an output, nothing
     wider than the column unless it scrolls inside it (a table with a shadow
-    at the edge), every image in a numbered figure with a caption, and glued
-    text in the weight of the sentence around it (issue 56)."""
+    at the edge), every image in a numbered figure with a caption, glued
+    text in the weight of the sentence around it and without Markdown's
+    backticks, and table cells that wrap at spaces, never inside a command or
+    a name (issue 56)."""
     import re
 
     visit = Visit(browser, f"{site}/{page}.html")
@@ -226,6 +236,8 @@ def test_page_reads_like_a_guide(site, browser, page):
         problems += [f"wider than the column: {w}" for w in seen["unscrolled"]]
         problems += [f"not a numbered figure: {img}" for img in seen["unfigured"]]
         problems += [f"glued text set in bold: {t!r}" for t in seen["boldGlue"]]
+        problems += [f"Markdown backticks in glued text: {t!r}" for t in seen["tickedGlue"]]
+        problems += [f"a table cell breaks inside words: {t!r}" for t in seen["splitCells"][:3]]
         assert not problems, f"{page}:\n" + "\n".join(problems)
     finally:
         visit.close()

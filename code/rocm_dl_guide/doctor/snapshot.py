@@ -444,8 +444,9 @@ INSTINCT_GPUS = (
 def instinct_node() -> dict:
     """A self-consistent GPU node: the saved ``mi-instinct`` rocminfo output (three
     MI210, an MI100 and an MI50), ROCm 6.2.4, a PyTorch 2.3 built for it (a version
-    AMD's matrix lists for 6.2.4) seeing the five GPUs, a render node per GPU open to the user, and the first kernel
-    passing on each GPU. Every fact in it describes that one machine."""
+    AMD's matrix lists for 6.2.4) seeing the five GPUs, a render node per GPU open
+    to the user, and the first kernel passing on each GPU. Every fact in it
+    describes that one machine."""
     gpus = list(INSTINCT_GPUS)
     return compose(
         sample="mi-instinct",

@@ -385,7 +385,7 @@ def test_data_source_is_independent_of_the_profile(monkeypatch: pytest.MonkeyPat
     assert prof.use_fixtures and not prof.pretrained and prof.data_source_explicit
     prepared = datasets.prepare("mnist", profile=prof)
     assert prepared.kind == "fixture" and "not the real MNIST" in prepared.note
-    assert "data source fixtures" in prepared.note and "asked for" in prepared.note
+    assert "asked for with ROCM_DL_GUIDE_DATA_SOURCE=fixtures" in prepared.note
     assert (prepared.root / "MNIST" / "raw" / "train-images-idx3-ubyte").is_file()
     # and the other way round: the smoke profile's sizes on the real data (no network here)
     monkeypatch.setenv(profiles.DATA_SOURCE_VAR, "real")

@@ -87,8 +87,9 @@ def test_model_beats_chance_by_far(run):
     # chance is 0.5. On the fixture of version 3, seeds 42 (the default), 43, 44
     # gave 0.92, 0.78, 0.90 (2026-11-26, AVX512 EPYC). Since version 4 its labels
     # agree with the reviews' words for 86% only (the real data's figure): seed
-    # 42 gave 0.706 (2026-11-28, Xeon). Over 500 test reviews, a model at chance
-    # passes 0.6 with odds of about one in 10,000.
+    # 42 gave 0.706 (2026-11-28, Xeon), and 0.822 with thirty passes per epoch
+    # (imdb.FIXTURE_REPEATS) instead of ten. Over 500 test reviews, a model at
+    # chance passes 0.6 with odds of about one in 10,000.
     assert run.test_accuracy > 0.6, run.summary()
     history = run.result.history
     assert list(history["epoch"]) == [1, 2, 3]
@@ -105,6 +106,18 @@ def test_model_beats_chance_by_far(run):
     line = run.summary()
     assert "\n" not in line and line.startswith("Keras IMDB sentiment: test accuracy")
     assert len(run.plot().axes) == 2
+
+
+def test_the_predictions_note_holds_for_the_figures():
+    ordered = imdb.predictions_note([0.54, 0.52, 0.50, 0.56, 0.49], real=False)
+    assert "ranks every sentence in order" in ordered and "near one half" in ordered
+    assert "fixture" in ordered
+    apart = imdb.predictions_note([0.9, 0.5, 0.1, 0.95, 0.05], real=True)
+    assert "in order" in apart and "near one half" not in apart and "fixture" not in apart
+    wrong = imdb.predictions_note([0.2, 0.5, 0.9, 0.3, 0.7], real=True)
+    assert "does not rank all of them in order" in wrong
+    with pytest.raises(ValueError):
+        imdb.predictions_note([0.5], real=True)
 
 
 def test_exported_model_reads_raw_strings(run):

@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rocm_dl_guide.core import datasets, files, loaders, profiles
+from rocm_dl_guide.core.messages import count
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -269,7 +270,7 @@ class CifarRun:
         saved = f"; weights saved to {files.shown(self.weights)}" if self.weights else ""
         return (
             f"CIFAR-10 CNN: test accuracy {100 * self.test_accuracy:.1f}% (chance 10%) after "
-            f"{self.epochs} epoch(s) on {self.device}; profile {self.profile}; "
+            f"{count(self.epochs, 'epoch')} on {self.device}; profile {self.profile}; "
             f"data: {self.data.prepared.note}{saved}"
         )
 

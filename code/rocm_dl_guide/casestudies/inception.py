@@ -34,6 +34,7 @@ from rocm_dl_guide.casestudies.tiny_imagenet import (
 )
 from rocm_dl_guide.core import datasets, files, profiles
 from rocm_dl_guide.core.device import fused_optimizer_supported as fused_supported
+from rocm_dl_guide.core.messages import count
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -287,7 +288,8 @@ class InceptionRun:
         saved = f"; weights saved to {files.shown(self.weights)}" if self.weights else ""
         return (
             f"Inception v3 on tiny-imagenet-200 ({len(self.data.classes)} classes, "
-            f"{self.data.image_size}px): {val} after {self.epochs} epoch(s) on {self.device}; "
+            f"{self.data.image_size}px): {val} after {count(self.epochs, 'epoch')} "
+            f"on {self.device}; "
             f"profile {self.profile}; start: {self.start}, {self.how()}; "
             f"data: {self.data.prepared.note}{saved}"
         )

@@ -17,7 +17,7 @@ from rocm_dl_guide.core import fixture_formats
 _POSITIVE = (
     "wonderful brilliant excellent superb moving delightful masterful charming gripping "
     "beautiful touching hilarious memorable outstanding enjoyable stunning clever warm "
-    "heartfelt fantastic"
+    "heartfelt fantastic great"
 ).split()
 _NEGATIVE = (
     "terrible awful boring dreadful dull tedious clumsy wooden pointless forgettable "

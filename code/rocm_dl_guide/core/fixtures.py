@@ -37,7 +37,7 @@ from pathlib import Path
 
 from rocm_dl_guide.core import fixture_formats, fixture_images, fixture_text
 
-FIXTURE_VERSION = 6
+FIXTURE_VERSION = 7
 """Bumped whenever a writer's output changes; cached fixtures of another version are rebuilt."""
 
 WRITERS: dict[str, Callable[..., Path]] = {

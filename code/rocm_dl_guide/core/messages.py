@@ -45,3 +45,9 @@ def quiet_torchao_notices() -> None:
     and PyTorch's own int8)."""
     for logger, fragment in TORCHAO_NOTICES:
         quiet_log_notice(logger, fragment)
+
+
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` and ``word`` in the right number: ``1 epoch``, ``3 epochs``,
+    ``2 replicas``; ``plural`` where adding "s" is wrong."""
+    return f"{n:,} {word if n == 1 else (plural or word + 's')}"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rocm_dl_guide.core import files
 from rocm_dl_guide.core.datasets import PreparedData, cache_dir
+from rocm_dl_guide.core.messages import count
 
 
 @dataclass
@@ -35,7 +36,7 @@ class ClassifierRun:
     def summary(self) -> str:
         return (
             f"{self.framework} {self.dataset}: test accuracy {100 * self.test_accuracy:.1f}% "
-            f"(loss {self.test_loss:.3f}) after {self.epochs} epoch(s) on {self.device}; "
+            f"(loss {self.test_loss:.3f}) after {count(self.epochs, 'epoch')} on {self.device}; "
             f"profile {self.profile}; data: {self.data.note}"
         )
 

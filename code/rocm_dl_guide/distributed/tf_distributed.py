@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from rocm_dl_guide.casestudies import fashion_mnist
 from rocm_dl_guide.core import datasets, profiles
 from rocm_dl_guide.core import ports as ports_mod  # (``ports`` is a local name below)
+from rocm_dl_guide.core.messages import count
 from rocm_dl_guide.distributed import tf_tasks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,13 +129,14 @@ class TfDistributedRun:
         return len({w.weights_sha256 for w in self.worker_reports}) == 1
 
     def summary(self) -> str:
-        where = f"{self.workers} worker(s), {self.replicas} replica(s) on {', '.join(self.devices)}"
+        replicas = count(self.replicas, "replica")
+        where = f"{count(self.workers, 'worker')}, {replicas} on {', '.join(self.devices)}"
         same = ""
         if self.workers > 1:
             same = "; weights identical" if self.weights_identical else "; weights DIFFER"
         return (
             f"{self.strategy} ({self.method}) Fashion-MNIST: test accuracy "
-            f"{100 * self.test_accuracy:.1f}% after {self.epochs} epoch(s), {where}, "
+            f"{100 * self.test_accuracy:.1f}% after {count(self.epochs, 'epoch')}, {where}, "
             f"{self.seconds:.1f} s training ({self.wall_seconds:.1f} s in all){same}; "
             f"profile {self.profile}; data: {self.data.note}"
         )

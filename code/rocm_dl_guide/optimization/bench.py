@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rocm_dl_guide.core import plots, profiles
+from rocm_dl_guide.core.messages import count
 from rocm_dl_guide.core.provenance import library_versions
 from rocm_dl_guide.core.timing import Timing, measure, measure_side_by_side  # noqa: F401 - re-exported
 from rocm_dl_guide.optimization import backends, inference, onnx_files
@@ -168,7 +169,7 @@ class InferenceBench:
             f"{self.eager_device}, {backends.BACKEND_TITLES[self.backend]} ({self.provider}) "
             f"{self.compiled_ms:.1f} ms on {self.device}: {self.speedup:.2f}x",
             f"medians of {self.iterations} runs after {self.warmup} warm-up runs, "
-            f"{self.threads} CPU thread(s); max relative error {self.max_rel_error:.1e} "
+            f"{count(self.threads, 'CPU thread')}; max relative error {self.max_rel_error:.1e} "
             f"(tolerance {self.tolerance:.0e}); profile {self.profile}",
         ]
         if self.untuned_ms is not None:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from rocm_dl_guide.core.files import atomic_path
-from rocm_dl_guide.core.messages import one_line
+from rocm_dl_guide.core.messages import count, one_line
 from rocm_dl_guide.optimization import backends, onnx_files
 
 MIGRAPHX_EP = "MIGraphXExecutionProvider"
@@ -241,7 +241,7 @@ def _compile_ort(
         input_name=inp.name,
         input_shape=[d if isinstance(d, int) else str(d) for d in inp.shape],
         output_name=out.name,
-        settings=f"graph optimisations {level}, {n_threads} intra-op thread(s)",
+        settings=f"graph optimisations {level}, {count(n_threads, 'intra-op thread')}",
         source=path,
         compile_seconds=seconds,
         providers=used,
@@ -419,7 +419,7 @@ def load_compiled(
     compiled = _compile_ort(path, optimize=False, tuned=False, threads=threads)
     compiled.settings = (
         f"loaded a saved optimised model, no optimisation at load, "
-        f"{threads or default_threads()} intra-op thread(s)"
+        f"{count(threads or default_threads(), 'intra-op thread')}"
     )
     return compiled
 

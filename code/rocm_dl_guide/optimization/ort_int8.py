@@ -121,7 +121,9 @@ def machine_key(flags: Collection[str] | None = None) -> str:
     return f"{device.cpu_name()} [{' '.join(f for f in CPU_FLAGS if f in flags) or 'no flags'}]"
 
 
-def _read_choices(path: Path) -> dict[str, Any]:
+def read_choices(path: Path) -> dict[str, Any]:
+    """The int8 choices recorded at ``path``, by machine (``{}`` where there is no
+    file yet); :class:`PrecisionError` for a file that is not a JSON object."""
     if not path.is_file():
         return {}
     try:
@@ -147,7 +149,7 @@ def record_choice(
     for the CPU with ``cpu_flags`` (:func:`machine_key`), beside the other CPUs'
     (atomically); returns the file."""
     path = Path(path) if path else choice_file()
-    choices = _read_choices(path)
+    choices = read_choices(path)
     choices[machine_key(cpu_flags)] = {
         "config": best["config"],
         "ms": best["ms"],
@@ -167,7 +169,7 @@ def chosen_int8(path: str | os.PathLike | None = None) -> tuple[Int8Config, str]
     """The int8 setting for this CPU and why: the one ``bench precision``
     measured best here, if it recorded one, else :data:`DEFAULT_INT8`."""
     path = Path(path) if path else choice_file()
-    entry = _read_choices(path).get(machine_key())
+    entry = read_choices(path).get(machine_key())
     if entry is None:
         return DEFAULT_INT8, (
             f"{DEFAULT_INT8.name}: ONNX Runtime's default types (no int8 setting measured on "

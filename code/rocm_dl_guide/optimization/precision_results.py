@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rocm_dl_guide.core.messages import count
+
 REFERENCE = ("PyTorch eager", "fp32")
 """The engine every speed-up (``speedup_vs_eager_fp32``) and every agreement is
 measured against."""
@@ -374,7 +376,8 @@ class PrecisionBench:
                 + (_how(r) if r.get("emulated") else "")
             )
         lines += [
-            f"speed: {self.speed_model}; medians on {self.machine}, {self.threads} thread(s)",
+            f"speed: {self.speed_model}; medians on {self.machine}, "
+            f"{count(self.threads, 'thread')}",
             f"agreement and accuracy: {self.agreement_note}",
             "CPU flags: " + (", ".join(self.cpu_flags) or "none"),
         ]
@@ -464,8 +467,8 @@ def _how(row: dict[str, Any]) -> str:
     if not row.get("emulated"):
         return how
     warmup, timed = row.get("runs") or (None, None)
-    after = f"after {warmup} warm-up run(s)" if warmup else "no warm-up"
-    runs = f"; {timed} timed run(s), {after}" if timed else ""
+    after = f"after {count(warmup, 'warm-up run')}" if warmup else "no warm-up"
+    runs = f"; {count(timed, 'timed run')}, {after}" if timed else ""
     return f"emulated: {how}{runs}"
 
 

@@ -337,4 +337,4 @@ def int8_recorded(path: str | os.PathLike | None = None) -> bool:
     from rocm_dl_guide.optimization import ort_int8
 
     path = Path(path) if path else ort_int8.choice_file()
-    return ort_int8.machine_key() in ort_int8._read_choices(path)
+    return ort_int8.machine_key() in ort_int8.read_choices(path)

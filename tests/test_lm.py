@@ -216,3 +216,18 @@ def test_tiny_lm_under_fsdp_resumes_from_its_sharded_checkpoint(fsdp_epoch):
     running = sum(t["loss_sum"] for t in tallies) / sum(t["samples"] for t in tallies)
     # An untrained model's loss is about ln(4096) = 8.3, far above epoch 1's mean.
     assert running < first.record["final_loss"], (running, first.record["final_loss"])
+
+
+def test_the_size_table_has_readable_headers_for_every_column():
+    """Every column of the size facts and the settings has a header in words, with
+    its unit, and a format under that header (never a snake_case key on the page)."""
+    shape = model.SIZES["smoke"]
+    with torch.device("meta"):
+        m = model.build(shape, pretrain.VOCAB_SIZE, 0)
+    facts = model.size_facts(m, shape) | pretrain.settings(profiles.get("smoke"))
+    assert set(pretrain.SIZE_COLUMNS) <= set(facts)
+    headers = list(pretrain.SIZE_COLUMNS.values())
+    assert not any("_" in h for h in headers)
+    assert "weights (MiB)" in headers and "training state (MiB)" in headers
+    assert set(pretrain.SIZE_FORMATS) <= set(headers)
+    assert pretrain.SIZE_FORMATS["weights (MiB)"].format(facts["weights_mib"]) == "8.1"

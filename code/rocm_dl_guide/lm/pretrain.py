@@ -73,6 +73,27 @@ def settings(profile: profiles.Profile) -> dict[str, Any]:
     }
 
 
+SIZE_COLUMNS = {
+    "layers": "layers",
+    "width": "width",
+    "heads": "heads",
+    "context": "context (tokens)",
+    "parameters": "parameters",
+    "weights_mib": "weights (MiB)",
+    "training_state_mib": "training state (MiB)",
+    "batch": "batch (sequences)",
+    "tokens_per_step": "tokens per step",
+    "peak_lr": "peak learning rate",
+    "epochs": "epochs",
+}
+"""The columns of a profile's size (:func:`rocm_dl_guide.lm.model.size_facts`) and
+:func:`settings`, with the headers a page shows them under: the training state is
+the weights, their gradients and AdamW's two moments, in float32."""
+SIZE_FORMATS = {"parameters": "{:,}", "weights (MiB)": "{:,.1f}",
+                "training state (MiB)": "{:,.1f}", "tokens per step": "{:,}",
+                "peak learning rate": "{:g}"}  # fmt: skip
+"""How a page prints the figures of :data:`SIZE_COLUMNS`."""
+
 SAMPLE_PROMPTS = ("The ", "A list ", "An exception ")
 WEIGHTS_NAME = "tiny_lm.pt"
 """The trained weights, next to the run's checkpoints."""

@@ -159,9 +159,13 @@ def test_pages_with_math_load_mathjax(build, page):
     html = (HTML / f"{page}.html").read_text(encoding="utf-8")
     has_math = 'class="math notranslate nohighlight"' in html
     assert has_math == (page in MATH_PAGES), f"{page}: math {has_math}"
-    loads = "mathjax@3/es5/tex-mml-chtml.js" in html
+    # From the site itself (guide_build.mathjax_local), so that math renders offline.
+    loads = "_static/mathjax/tex-mml-chtml.js" in html
+    assert "cdn.jsdelivr.net" not in html, f"{page}: loads a script from a CDN"
     holds_math = any(page in toc_ancestors(p) for p in MATH_PAGES)
     assert loads == (has_math or holds_math), f"{page}: math {has_math}, MathJax script {loads}"
+    fonts = HTML / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2"
+    assert (HTML / "_static" / "mathjax" / "tex-mml-chtml.js").is_file() and any(fonts.iterdir())
 
 
 @pytest.mark.parametrize("page", [p for p in toc_files() if is_executable(p)])

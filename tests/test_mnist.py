@@ -71,7 +71,7 @@ def test_cli_train_and_resume(tmp_path):
         str(ckpt),
     )
     assert again.returncode == 0, again.stderr
-    assert "after 2 epoch(s)" in again.stdout
+    assert "after 2 epochs" in again.stdout
 
 
 def test_cli_train_rejects_bad_input():

@@ -21,6 +21,8 @@ One module per feature; :func:`setup` wires them:
   registers its configuration twice).
 - :mod:`guide_build.page_times`: **page times**. ``_build/page-times.json``,
   every page's execution time slowest first, and the five slowest in the log.
+- :mod:`guide_build.mathjax_local`: **MathJax from the site**, not a CDN, so
+  that math renders offline.
 
 The features share only :mod:`guide_build.envdata` (per-page data kept in the
 Sphinx environment) and the reading of pages in :mod:`guide_build.imports`.
@@ -28,9 +30,27 @@ Sphinx environment) and the reading of pages in :mod:`guide_build.imports`.
 
 from __future__ import annotations
 
-from . import gpu_stamp, inputs, notebooks, page_scripts, page_times, parallel, provenance_table
+from . import (
+    gpu_stamp,
+    inputs,
+    mathjax_local,
+    notebooks,
+    page_scripts,
+    page_times,
+    parallel,
+    provenance_table,
+)
 
-FEATURES = (inputs, notebooks, gpu_stamp, provenance_table, parallel, page_scripts, page_times)
+FEATURES = (
+    inputs,
+    notebooks,
+    gpu_stamp,
+    provenance_table,
+    parallel,
+    page_scripts,
+    page_times,
+    mathjax_local,
+)
 
 
 def setup(app):

@@ -57,6 +57,10 @@ def test_provenance_names_profile_device_and_versions(monkeypatch):
     assert note.device.startswith("CPU") or note.device.startswith("GPU")
     assert note.versions["PyTorch"] and f"PyTorch {note.versions['PyTorch']}" in text
     assert "Python" in note.versions and "rocm_dl_guide" in note.versions
+    # Only the libraries the page's outputs come from: no TensorFlow on a PyTorch page.
+    assert "TensorFlow" not in note.versions and "Keras" not in note.versions
+    plain = provenance.collect(profiles.current(), framework="none")
+    assert set(plain.versions) == {"Python", "rocm_dl_guide"}
 
 
 def test_progress_bars_only_where_someone_watches(monkeypatch):

@@ -83,6 +83,15 @@ def library_versions(names: Iterable[str] | None = None) -> dict[str, str]:
     return versions
 
 
+FRAMEWORK_LIBRARIES: dict[str, tuple[str, ...]] = {
+    "pytorch": ("PyTorch", "torchvision", "ONNX Runtime", "ONNX"),
+    "tensorflow": ("TensorFlow", "Keras"),
+}
+"""The libraries a page's note names besides Python and ``rocm_dl_guide``, by the
+page's framework (none for ``"none"``): those its outputs come from, not every
+library installed."""
+
+
 def _tensorflow_device() -> str:
     from rocm_dl_guide.core.device import import_tensorflow
 
@@ -164,7 +173,7 @@ def collect(
         device = str(describe())
     else:
         device = f"CPU ({cpu_name()})"
-    versions = library_versions()
+    versions = library_versions(FRAMEWORK_LIBRARIES.get(framework, ()))
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return Provenance(
         profile=profile.name,

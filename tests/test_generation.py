@@ -253,3 +253,17 @@ def test_the_cpu_curves_come_from_the_same_generations_and_ignore_time_off_the_c
     steps = [b - a for a, b in zip(clock.times, clock.times[1:], strict=False)]
     cpu_steps = [b - a for a, b in zip(clock.cpu_times, clock.cpu_times[1:], strict=False)]
     assert min(steps) >= 0.05 and max(cpu_steps) < 0.04
+
+
+def test_generation_tables_show_readable_headers_with_units():
+    row = generation.GenRow(
+        kv_cache=True, cache="dynamic", compiled=False, batch=4, new_tokens=64,
+        tokens_per_s=1234.5, prefill_ms=3.21, ms=51.8,
+    )  # fmt: skip
+    fields = ["batch", "new_tokens", "tokens_per_s", "prefill_ms", "ms"]
+    shown = generation.table([row], fields)
+    assert list(shown.columns) == ["batch (sequences)", "new tokens", "tokens/s",
+                                   "first token (ms)", "whole generation (ms)"]  # fmt: skip
+    assert set(generation.TABLE_FORMATS) <= set(shown.columns)
+    assert shown.iloc[0]["tokens/s"] == 1234.5
+    assert not any("_" in c for c in generation.COLUMNS.values())

@@ -62,8 +62,29 @@ class GenRow:
         return asdict(self)
 
 
-TABLE_FORMATS = {"tokens_per_s": "{:,.0f}", "prefill_ms": "{:,.1f}", "ms": "{:,.1f}"}
+COLUMNS = {
+    "batch": "batch (sequences)",
+    "cache": "KV cache",
+    "compiled": "compiled",
+    "new_tokens": "new tokens",
+    "tokens_per_s": "tokens/s",
+    "prefill_ms": "first token (ms)",
+    "ms": "whole generation (ms)",
+}
+""":class:`GenRow`'s fields with the headers a page shows them under."""
+
+TABLE_FORMATS = {"tokens/s": "{:,.0f}", "first token (ms)": "{:,.1f}",
+                 "whole generation (ms)": "{:,.1f}"}  # fmt: skip
 """How the page's tables print each figure column (:func:`rocm_dl_guide.core.tables.show`)."""
+
+
+def table(rows: list[GenRow], fields: list[str]):
+    """``rows`` as a page shows them: the ``fields`` of :class:`GenRow`, in that
+    order, under the headers of :data:`COLUMNS` (a pandas DataFrame)."""
+    import pandas as pd
+
+    frame = pd.DataFrame([r.to_dict() for r in rows])[fields]
+    return frame.rename(columns=COLUMNS)
 
 
 def load(profile: profiles.Profile, path: str | os.PathLike | None = None):

@@ -213,7 +213,8 @@ class Sweep:
     def summary(self) -> str:
         """The rows as a fixed-width table, then the notes."""
         key = self.rate_key
-        head = f"{'batch':>6} {'variant':<24} {key:>14} {'step ms':>9} {'TFLOP/s':>8} " \
+        rate = f"{self.unit}/s"
+        head = f"{'batch':>6} {'variant':<24} {rate:>14} {'step ms':>9} {'TFLOP/s':>8} " \
                f"{'of peak':>8} {'busy':>6} {'peak MiB':>9}"  # fmt: skip
         lines = [f"bench training {self.workload} on {self.device}", head]
 

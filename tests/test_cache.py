@@ -395,7 +395,19 @@ def test_a_page_run_next_to_another_says_so_in_its_note_and_the_table(monkeypatc
     shared = provenance.collect(profiles.current(), "none")
     assert "ran it next to another page, with 1 of the 2 CPU threads" in shared.markdown()
     info = provenance_table.provenance_from_record(shared.record())
-    assert info["device"].endswith("(1 of 2 CPU threads: ran next to another page)")
+    assert info["device"].endswith("(1 of 2 threads, beside another page)")
+
+
+def test_the_build_summary_names_a_small_group_of_pages():
+    """The home page's sentence names the page that ran on real data, not just a count."""
+    record = {"profile": "smoke", "device": "CPU (x)", "data_source": "fixtures"}
+    pages = {f"book/p{i}": dict(record) for i in range(5)}
+    pages["book/fm"] = record | {"data_source": "real"}
+    text = provenance_table.build_summary(pages, {"book/fm": "Fashion-MNIST"})
+    assert "5 with the smoke profile on generated fixtures" in text
+    assert "; 1, Fashion-MNIST, with the smoke profile on real data" in text
+    alone = provenance_table.build_summary({"book/p0": record})
+    assert alone.startswith("This build: the one executed page ran with the smoke profile on")
 
 
 def test_parallel_build_jobs_and_thread_shares():

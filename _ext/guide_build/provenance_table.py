@@ -55,7 +55,7 @@ def provenance_from_record(record: Any) -> dict[str, Any]:
     device = " ".join(str(record["device"]).split())
     mine, _, total = str(record.get("build_threads") or "").partition("/")
     if mine and total:
-        device += f" ({mine} of {total} CPU threads: ran next to another page)"
+        device += f" ({mine} of {total} threads, beside another page)"
     return {
         "profile": str(record["profile"]),
         "data_source": str(record.get("data_source") or ""),
@@ -265,23 +265,40 @@ DATA_WORDS = {
 }
 
 
-def build_summary(provenance: dict[str, dict[str, Any]]) -> str:
+NAMED = 3
+"""A group of at most this many pages, beside a larger one, is named in
+:func:`build_summary` (which page ran on real data, say)."""
+
+
+def build_summary(
+    provenance: dict[str, dict[str, Any]], titles: dict[str, str] | None = None
+) -> str:
     """One sentence on what this build's executed pages ran with: profile, data
     source and device, from their provenance records (so the home page cannot
-    say "real data" of a build on fixtures)."""
-    from collections import Counter
+    say "real data" of a build on fixtures). A small group beside a larger one
+    names its pages, by their ``titles`` (docname -> title) where given."""
+    from collections import Counter, defaultdict
 
     if not provenance:
         return "This build executed no page."
-    kinds = Counter((p["profile"], p.get("data_source", "")) for p in provenance.values())
+    titles = titles or {}
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for docname, p in provenance.items():
+        groups[(p["profile"], p.get("data_source", ""))].append(docname)
+    kinds = Counter({key: len(docs) for key, docs in groups.items()})
     devices = sorted({p.get("base_device") or p["device"] for p in provenance.values()})
-    parts = [
-        f"{n} with the {profile} profile {DATA_WORDS.get(source, '(data source not recorded)')}"
-        for (profile, source), n in sorted(kinds.items(), key=lambda kv: -kv[1])
-    ]
+    parts = []
+    for (profile, source), n in sorted(kinds.items(), key=lambda kv: -kv[1]):
+        words = DATA_WORDS.get(source, "(data source not recorded)")
+        count = str(n)
+        if len(kinds) > 1 and n <= NAMED and n < max(kinds.values()):
+            count += ", " + ", ".join(titles.get(d, d) for d in sorted(groups[(profile, source)]))
+            count += ","
+        parts.append(f"{count} with the {profile} profile {words}")
     pages = len(provenance)
     if len(parts) == 1:
-        ran = f"all {pages} executed pages ran " + parts[0].split(" ", 1)[1]
+        every = "the one executed page" if pages == 1 else f"all {pages} executed pages"
+        ran = f"{every} ran " + parts[0].split(" ", 1)[1]
     else:
         ran = f"of its {pages} executed pages, " + "; ".join(parts)
     return f"This build: {ran}, on {' and '.join(devices)}."
@@ -300,7 +317,8 @@ class BuildSummaryDirective(SphinxDirective):
 
 def _on_doctree_resolved(app, doctree, docname: str) -> None:
     for node in list(doctree.findall(build_summary_node)):
-        summary = build_summary(getattr(app.env, ATTR, {}))
+        titles = {d: t.astext() for d, t in app.env.titles.items()}
+        summary = build_summary(getattr(app.env, ATTR, {}), titles)
         node.replace_self(nodes.paragraph(text=summary, classes=["guide-build-summary"]))
     for node in list(doctree.findall(provenance_table)):
         rows = provenance_rows(app)

@@ -333,7 +333,8 @@ def rebuilt_loader(
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     with warnings.catch_warnings():
-        # torchdata 0.11 calls torch.set_vital, which PyTorch 2.14 deprecates: noise
+        # torchdata 0.11 calls torch.set_vital, deprecated in PyTorch 2.14; the warning
+        # is about torchdata's code, not yours, so it is silenced here.
         warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
         return StatefulDataLoader(
             dataset if dataset is not None else loader.dataset,

@@ -258,7 +258,9 @@ def test_outputs_name_no_machine_and_print_numbers_for_reading(build, page):
         for column in zip(*(r for r in table if len(r) == len(table[0])), strict=True):
             figures = [c for c in column if re.fullmatch(r"-?[\d,]+(\.\d+)?", c)]
             floats = [c for c in figures if "." in c]
-            assert not (len(floats) > 1 and all(FLOAT_INTEGER.fullmatch(c) for c in floats)), (
+            # Three or more: two measured figures at one decimal can both end in .0
+            # by chance (the generation page's 4.0 and 10.0 ms, 2026-11-28).
+            assert not (len(floats) > 2 and all(FLOAT_INTEGER.fullmatch(c) for c in floats)), (
                 f"{page}: whole numbers printed as floats: {floats[:4]}"
             )
 

@@ -153,7 +153,7 @@ MATRIX_SIZE = 512
 """The side of the square matrices :func:`matrix_speed` multiplies."""
 
 
-def matrix_speed(size: int = MATRIX_SIZE, runs: tuple[int, int] = (3, 15)) -> dict[str, float]:
+def matrix_speed(size: int = MATRIX_SIZE, runs: tuple[int, int] = (5, 31)) -> dict[str, float]:
     """Each format's speed at one ``size`` x ``size`` matrix product in PyTorch,
     against fp32's (fp32 itself 1.0), timed side by side (``runs``: warm-up and
     timed): what this CPU's kernels make of a format's arithmetic, apart from

@@ -281,9 +281,25 @@ def test_batches_of_eight_work_through_the_dynamic_axis(no_migraphx, prepared):
 
 def test_cpu_description_counts_cores_in_words(monkeypatch):
     monkeypatch.setattr(inference, "default_threads", lambda: 1)
+    monkeypatch.setattr(inference, "usable_cores", lambda: 1)
     assert inference.cpu_description().endswith(", 1 core)")
     monkeypatch.setattr(inference, "default_threads", lambda: 2)
+    monkeypatch.setattr(inference, "usable_cores", lambda: 2)
     assert inference.cpu_description().endswith(", 2 cores)")
+    monkeypatch.setattr(inference, "default_threads", lambda: 1)
+    assert inference.cpu_description().endswith(", 1 of 2 cores)")
+
+
+def test_inference_takes_no_more_threads_than_the_build_gives_it(monkeypatch):
+    monkeypatch.setattr(inference, "usable_cores", lambda: 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert inference.default_threads() == 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert inference.default_threads() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")  # never more than the cores
+    assert inference.default_threads() == 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "many")
+    assert inference.default_threads() == 2
 
 
 def test_max_rel_error_is_relative_to_the_largest_logit():

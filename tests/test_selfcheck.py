@@ -298,6 +298,11 @@ def test_a_record_from_another_vendor_names_it_and_says_no_amd_gpu_was_measured(
         "fed by the real data loader (DataLoader), 48% of the rate on batches already on the GPU."
     ) in text
     assert "bf16+cl" not in text and "img/s" not in text
+    # The loader's share names its own batch and rate, where the record has them:
+    # 48% of 1,204 images/s at batch 64, not of the fastest setting's 2,417.
+    sweep["end_to_end"][0] |= {"batch": 64, "model_img_per_s": 1204.4}
+    again = stamp("inception-v3", path=write_record(report, tmp_path / "again.json"))
+    assert "(DataLoader) at batch 64, 48% of the rate on batches already on the GPU (1,204" in again
     spans = text.split("`")[2::2]  # what follows each code span
     assert "'" not in text and all(after.startswith(" ") for after in spans)  # same rendered
     assert where(latest_record(path)) == "on an NVIDIA H200 (no AMD GPU has been measured yet)"

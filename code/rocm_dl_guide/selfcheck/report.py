@@ -184,9 +184,12 @@ def _sweep_line(figs: dict[str, Any]) -> str:
     if isinstance(amp, (int, float)):
         parts.append(f"autocast {amp:.2f} times as fast as float32 at that batch")
     for e2e in figs.get("end_to_end") or []:
+        where = f" at batch {e2e['batch']}" if e2e.get("batch") else ""
+        model = e2e.get("model_img_per_s")
+        of = f" ({model:,.0f} images/s)" if isinstance(model, (int, float)) else ""
         parts.append(
-            f"fed by the real data loader ({e2e['loader'].split(',')[0]}), "
-            f"{100 * e2e['fraction']:.0f}% of the rate on batches already on the GPU"
+            f"fed by the real data loader ({e2e['loader'].split(',')[0]}){where}, "
+            f"{100 * e2e['fraction']:.0f}% of the rate on batches already on the GPU{of}"
         )
     return "; ".join(parts)
 

@@ -406,6 +406,8 @@ def test_the_build_summary_names_a_small_group_of_pages():
     text = provenance_table.build_summary(pages, {"book/fm": "Fashion-MNIST"})
     assert "5 with the smoke profile on generated fixtures" in text
     assert "; 1, Fashion-MNIST, with the smoke profile on real data" in text
+    pages["book/pt"] = record | {"device": "CPU (x, 2 cores)"}
+    assert provenance_table.build_summary(pages).endswith(", on CPU (x).")  # one machine
     alone = provenance_table.build_summary({"book/p0": record})
     assert alone.startswith("This build: the one executed page ran with the smoke profile on")
 

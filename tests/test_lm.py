@@ -231,3 +231,18 @@ def test_the_size_table_has_readable_headers_for_every_column():
     assert "weights (MiB)" in headers and "training state (MiB)" in headers
     assert set(pretrain.SIZE_FORMATS) <= set(headers)
     assert pretrain.SIZE_FORMATS["weights (MiB)"].format(facts["weights_mib"]) == "8.1"
+
+
+def test_the_size_table_reads_down_the_page_with_each_figure_formatted():
+    import pandas as pd
+
+    from rocm_dl_guide.lm import pretrain
+
+    row = {c: 1 for c in pretrain.SIZE_COLUMNS} | {"parameters": 2_100_000, "peak_lr": 0.003}
+    sizes = pd.DataFrame([{"profile": "smoke"} | row, {"profile": "gpu"} | row])
+    table = pretrain.size_table(sizes)
+    assert list(table.columns) == ["setting", "smoke", "gpu"]
+    assert list(table["setting"]) == list(pretrain.SIZE_COLUMNS.values())
+    shown = dict(zip(table["setting"], table["smoke"], strict=True))
+    assert shown["parameters"] == "2,100,000" and shown["peak learning rate"] == "0.003"
+    assert shown["layers"] == "1"  # an integer stays one

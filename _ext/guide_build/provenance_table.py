@@ -17,6 +17,7 @@ page, it reads the home page again too: its table changes.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -286,7 +287,13 @@ def build_summary(
     for docname, p in provenance.items():
         groups[(p["profile"], p.get("data_source", ""))].append(docname)
     kinds = Counter({key: len(docs) for key, docs in groups.items()})
-    devices = sorted({p.get("base_device") or p["device"] for p in provenance.values()})
+    # One machine once: "CPU (X)" and "CPU (X, 2 cores)" are the same CPU.
+    devices = sorted(
+        {
+            re.sub(r", \d+ cores?\)$", ")", p.get("base_device") or p["device"])
+            for p in provenance.values()
+        }
+    )
     parts = []
     for (profile, source), n in sorted(kinds.items(), key=lambda kv: -kv[1]):
         words = DATA_WORDS.get(source, "(data source not recorded)")

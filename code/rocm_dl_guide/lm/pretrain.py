@@ -94,6 +94,24 @@ SIZE_FORMATS = {"parameters": "{:,}", "weights (MiB)": "{:,.1f}",
                 "peak learning rate": "{:g}"}  # fmt: skip
 """How a page prints the figures of :data:`SIZE_COLUMNS`."""
 
+
+def size_table(sizes):
+    """``sizes`` (one row per profile, a ``profile`` column and those of
+    :data:`SIZE_COLUMNS`) as a page shows it: one row per setting, under its
+    header, and one column per profile, each figure formatted
+    (:data:`SIZE_FORMATS`). Eleven settings fit down a page, not across it."""
+    import pandas as pd
+
+    shown = sizes.set_index("profile")[list(SIZE_COLUMNS)].rename(columns=SIZE_COLUMNS)
+    shown = shown.astype(object)  # a row of ints and floats stays ints and floats
+    return pd.DataFrame(
+        {
+            profile: [SIZE_FORMATS.get(c, "{}").format(v) for c, v in row.items()]
+            for profile, row in shown.iterrows()
+        },
+        index=pd.Index(shown.columns, name="setting"),
+    ).reset_index()
+
 SAMPLE_PROMPTS = ("The ", "A list ", "An exception ")
 WEIGHTS_NAME = "tiny_lm.pt"
 """The trained weights, next to the run's checkpoints."""

@@ -249,9 +249,9 @@ class PrecisionBench:
             )
         if around:
             measured += (
-                f" In {' and '.join(around)} the arithmetic is not slower: autocast "
-                "converts the weights and activations to and from fp32 around every matrix "
-                "product."
+                f" In {' and '.join(around)} the matrix product was at least as fast as "
+                "in fp32, so the time went around it: autocast converts the weights and "
+                "activations to and from fp32 around every matrix product."
             )
         return measured
 

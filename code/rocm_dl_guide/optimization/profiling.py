@@ -94,7 +94,9 @@ class StepProfile:
     trace: Path
     """The Chrome trace (JSON) in the run folder."""
     step_ms: float
-    """Wall time of one recorded step (median), as the profiler saw it."""
+    """Wall time of one recorded step, the mean over the recorded steps: the
+    table's figures are per-step means too, so their shares add up to it (a
+    median hid a slow first batch that the table's loader row counted)."""
     note: str
     """Where the data and weights came from."""
 
@@ -360,6 +362,6 @@ def profile_step(
         steps=steps,
         frame=frame,
         trace=trace,
-        step_ms=statistics.median(times),
+        step_ms=statistics.fmean(times),
         note=note,
     )

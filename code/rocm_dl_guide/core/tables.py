@@ -85,3 +85,17 @@ def show(
         # scrolling sideways (_static/guide.css).
         styler = styler.set_table_attributes('class="guide-prose-table"')
     return styler
+
+
+def rounded(value, digits: int = 4):
+    """``value`` with every float in it (in dicts and lists too) rounded to
+    ``digits`` significant digits, for printing a record: ``205.92814799965709``
+    becomes ``205.9``, ``5.278789679102376e-07`` becomes ``5.279e-07``. The file
+    a record is written to keeps every digit; this is for reading."""
+    if isinstance(value, bool) or not isinstance(value, float):
+        if isinstance(value, dict):
+            return {k: rounded(v, digits) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [rounded(v, digits) for v in value]
+        return value
+    return float(f"{value:.{digits}g}")

@@ -112,6 +112,7 @@ def size_table(sizes):
         index=pd.Index(shown.columns, name="setting"),
     ).reset_index()
 
+
 SAMPLE_PROMPTS = ("The ", "A list ", "An exception ")
 WEIGHTS_NAME = "tiny_lm.pt"
 """The trained weights, next to the run's checkpoints."""

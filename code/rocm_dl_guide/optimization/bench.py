@@ -32,6 +32,7 @@ import numpy as np
 from rocm_dl_guide.core import plots, profiles
 from rocm_dl_guide.core.messages import count
 from rocm_dl_guide.core.provenance import library_versions
+from rocm_dl_guide.core.tables import rounded
 from rocm_dl_guide.core.timing import Timing, measure, measure_side_by_side  # noqa: F401 - re-exported
 from rocm_dl_guide.optimization import backends, inference, onnx_files
 
@@ -65,19 +66,6 @@ def iterations_for(batch: int, profile: profiles.Profile) -> tuple[int, int]:
     if batch <= 8:
         return 1, 4
     return 1, 3
-
-
-def rounded(value: Any, digits: int = 4) -> Any:
-    """``value`` with every float in it (in dicts and lists too) rounded to
-    ``digits`` significant digits, for printing a record: ``205.92814799965709``
-    becomes ``205.9``, ``5.278789679102376e-07`` becomes ``5.279e-07``."""
-    if isinstance(value, bool) or not isinstance(value, float):
-        if isinstance(value, dict):
-            return {k: rounded(v, digits) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [rounded(v, digits) for v in value]
-        return value
-    return float(f"{value:.{digits}g}")
 
 
 @contextlib.contextmanager

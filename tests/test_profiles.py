@@ -61,9 +61,6 @@ def test_provenance_names_profile_device_and_versions(monkeypatch):
     assert "TensorFlow" not in note.versions and "Keras" not in note.versions
     plain = provenance.collect(profiles.current(), framework="none")
     assert set(plain.versions) == {"Python", "rocm_dl_guide"}
-    # The language-model chapter's corpus is Python's own documentation: real text.
-    text = provenance.collect(profiles.current(), framework="none", data="python-docs")
-    assert text.data_source == "real" and plain.data_source == "fixtures"
 
 
 def test_progress_bars_only_where_someone_watches(monkeypatch):

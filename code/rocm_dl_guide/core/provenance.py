@@ -185,15 +185,7 @@ def collect(
     )
 
 
-SHIPPED_DATA = frozenset({"python-docs"})
-"""Real data that ships with Python itself, used on every data source: the
-language-model chapter's offline corpus (:mod:`rocm_dl_guide.lm.corpus`, the
-text of ``pydoc_data.topics``). A page on it says "real data"."""
-
-
 def _data_source(profile: profiles.Profile, data: str | None) -> str:
-    if data in SHIPPED_DATA:
-        return "real"
     if data and profile.use_fixtures and not profile.data_source_explicit:
         from rocm_dl_guide.core import datasets
 

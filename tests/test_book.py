@@ -285,6 +285,10 @@ def test_the_site_states_each_fact_once(build):
         assert not re.search(r"\bthe guide\b", text, re.IGNORECASE), (
             f"{page}: says 'the guide': {re.search(r'.{60}the guide.{60}', text, re.I)}"
         )
+        # A command's options print as typed: "--record", never an en dash
+        # (smartquotes_action "qe" in _config.yml keeps "--" as two hyphens).
+        dashed = re.search(r"(?:^|\s)\u2013[a-z][\w-]*", text)
+        assert not dashed, f"{page}: an option printed with an en dash: {dashed.group()!r}"
         # MIGraphX is part of ROCm in the legacy stream only; the Core SDK ships it apart.
         for sentence in re.findall(r"[^.]*MIGraphX is part of ROCm[^.]*\.", text):
             assert "legacy" in sentence, f"{page}: {sentence}"

@@ -47,7 +47,10 @@ def quiet_torchao_notices() -> None:
         quiet_log_notice(logger, fragment)
 
 
-def count(n: int, word: str, plural: str | None = None) -> str:
+def count(n: int, word: str, plural: str | None = None, zero: bool = False) -> str:
     """``n`` and ``word`` in the right number: ``1 epoch``, ``3 epochs``,
-    ``2 replicas``; ``plural`` where adding "s" is wrong."""
+    ``2 replicas``; ``plural`` where adding "s" is wrong; with ``zero``, none is
+    ``no GPU``."""
+    if zero and n == 0:
+        return f"no {word}"
     return f"{n:,} {word if n == 1 else (plural or word + 's')}"

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
+from rocm_dl_guide.core.messages import count as counted
 
-def counted(n: int, noun: str, plural: str | None = None, zero: bool = False) -> str:
-    """``n`` and ``noun``, the noun in the plural unless ``n`` is one:
-    ``counted(1, "GPU")`` is ``1 GPU``, ``counted(3, "GPU")`` is ``3 GPUs``;
-    with ``zero``, none is ``no GPU``."""
-    if zero and n == 0:
-        return f"no {noun}"
-    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+__all__ = ["counted", "listing"]
+"""``counted`` is the package's one counter (:func:`rocm_dl_guide.core.messages.count`):
+``counted(1, "GPU")`` is ``1 GPU``, ``counted(3, "GPU")`` is ``3 GPUs``, and with
+``zero=True`` none is ``no GPU``."""
 
 
 def listing(items: list, noun: str, plural: str | None = None) -> str:

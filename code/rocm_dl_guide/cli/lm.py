@@ -20,6 +20,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from rocm_dl_guide.lm import generation, hub
 
     prof = run_profile("generate", args.profile)
+    if args.draft or args.prompt_lookup:
+        return _speculative(args, prof)
     try:
         model, tokenizer, source = generation.load(prof, args.model)
         done = generation.complete(
@@ -51,6 +53,50 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _speculative(args: argparse.Namespace, prof) -> int:
+    """``generate --draft`` or ``--prompt-lookup``: speculative decoding against
+    plain greedy decoding of the same model, side by side."""
+    from rocm_dl_guide.lm import generation, hub, speculative
+
+    if args.draft and args.prompt_lookup:
+        return fail("generate", "give --draft or --prompt-lookup, not both")
+    if args.temperature:
+        return fail(
+            "generate", "speculative decoding is compared greedily: leave out --temperature"
+        )
+    try:
+        model, tokenizer, source = generation.load(prof, args.model)
+        draft = None
+        if args.draft == "smoke":
+            draft, draft_tokenizer, _ = speculative.draft_model(prof, model.device)
+        elif args.draft:
+            draft, draft_tokenizer = speculative.load_draft(args.draft, model.device)
+        if draft is not None:
+            speculative.check_tokenizers(tokenizer, draft_tokenizer)
+        method = "draft model" if draft is not None else "prompt lookup"
+        gamma = args.draft_tokens if draft is not None else args.prompt_lookup
+        done = speculative.versus_greedy(
+            model, tokenizer, args.prompt, args.max_new_tokens, method, gamma, draft
+        )
+    except (hub.HubUnavailableError, OSError, RuntimeError, ValueError) as exc:
+        return fail("generate", exc)
+    done.update(source=str(source), draft=args.draft)
+    if args.json:
+        print(json.dumps(done))
+        return 0
+    print(f"{done['prompt']}{done['text']}")
+    alpha = done["acceptance_rate"]
+    print(
+        f"{method}, {done['gamma']} tokens guessed a round: {done['tokens_per_s']:.1f} tokens/s "
+        f"against {done['greedy_tokens_per_s']:.1f} greedy ({done['speedup']:.2f}x), "
+        f"acceptance rate {'n/a' if alpha is None else f'{alpha:.0%}'}, "
+        f"{'the same tokens as' if done['identical'] else 'OTHER TOKENS THAN'} greedy decoding; "
+        f"model {source}",
+        file=sys.stderr,
+    )
+    return 0 if done["identical"] else 1
+
+
 def _add_generate(sub) -> None:
     from rocm_dl_guide.lm import CACHES
 
@@ -79,6 +125,26 @@ def _add_generate(sub) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
     p.add_argument("--model", help=MODEL_HELP)
+    p.add_argument(
+        "--draft",
+        metavar="{smoke|PATH}",
+        help="speculative decoding with a draft model, timed against greedy decoding: smoke "
+        "(a one-layer draft trained on the chapter's corpus, trained first if missing) or a "
+        "transformers model folder with the same tokenizer as the model",
+    )
+    p.add_argument(
+        "--draft-tokens",
+        type=positive_int,
+        default=4,
+        help="tokens the draft guesses per round (default 4)",
+    )
+    p.add_argument(
+        "--prompt-lookup",
+        type=positive_int,
+        metavar="N",
+        help="speculative decoding by prompt lookup, guessing up to N tokens a round, "
+        "timed against greedy decoding",
+    )
     add_profile_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_generate)

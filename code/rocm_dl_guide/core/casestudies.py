@@ -131,6 +131,14 @@ LORA_DATA = MappingProxyType(
         f"from the Hugging Face Hub, {_PINNED}",
     }
 )
+POSTTRAIN_DATA = MappingProxyType(
+    {
+        "fixtures": "data: passages of Python's own documentation (pydoc_data.topics) and "
+        "tiny-lm, fine-tuned on them with LoRA here",
+        "real": "data: passages of Python's own documentation and SmolLM2-135M from the "
+        f"Hugging Face Hub ({_PINNED}), fine-tuned on them with LoRA here",
+    }
+)
 """The language-model case studies' data, by data source."""
 
 _ALL_PYTORCH_FLAGS = frozenset({"amp", "channels_last", "fsdp", "nproc"})
@@ -222,6 +230,24 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 # four passes over the 392 training passages (about 30 s on two CPU cores)
                 epoch_caps={"smoke": 4},
                 data_notes=LORA_DATA,
+            ),
+            CaseStudy(
+                name="dpo",
+                summary="DPO (TRL) from the LoRA model: prefer the right topic to the wrong one",
+                framework="pytorch",
+                module="lm.dpo",
+                train="train",
+                page="book/language-models/dpo",
+                data_notes=POSTTRAIN_DATA,
+            ),
+            CaseStudy(
+                name="grpo",
+                summary="GRPO (TRL) from the LoRA model, rewarded by code for the right topic",
+                framework="pytorch",
+                module="lm.grpo",
+                train="train",
+                page="book/language-models/grpo",
+                data_notes=POSTTRAIN_DATA,
             ),
         )
     }

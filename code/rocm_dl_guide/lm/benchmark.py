@@ -1,6 +1,6 @@
 """``bench llm``: the chapter's inference measurements in one run, as one record.
 
-Four lists, each measured by the module that the chapter's pages use, on the
+Five lists, each measured by the module that the chapter's pages use, on the
 chapter's model (:func:`rocm_dl_guide.lm.generation.load`): ``attention``
 (:mod:`~rocm_dl_guide.lm.attention`), ``generation`` (the KV cache against
 recomputation, the static cache compiled and not, batches:
@@ -20,7 +20,7 @@ from typing import Any
 from rocm_dl_guide.core import device as devices
 from rocm_dl_guide.core import profiles, provenance
 
-PARTS = ("attention", "generation", "quantization", "serving")
+PARTS = ("attention", "generation", "speculative", "quantization", "serving")
 """The lists of the record, in the order they are measured. (PyTorch is imported
 inside the functions: the command line lists these without importing it.)"""
 LIBRARIES = ("transformers", "torchao", "peft", "openai", "fastapi", "uvicorn")
@@ -93,6 +93,22 @@ def generation_rows(profile: profiles.Profile, model=None, tokenizer=None) -> li
     return [r.to_dict() for r in rows]
 
 
+def speculative_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
+    """Greedy decoding of the chapter's model against speculative decoding, the
+    speculative page's sweep on its prompts: the draft model (one layer, trained
+    for the model's tokenizer) and prompt lookup at each number of guesses. Each
+    draft-model row also holds ``cost_ratio``, the draft's step over the model's."""
+    from rocm_dl_guide.lm import generation, speculative
+
+    model, tokenizer, _ = generation.load(profile)
+    draft, _, _ = speculative.draft_model(profile, model.device, tokenizer)
+    prompts = speculative.prompt_ids(tokenizer, model.device)
+    new_tokens = speculative.NEW_TOKENS.get(profile.name, speculative.NEW_TOKENS["gpu"])
+    rows = speculative.compare(model, prompts, new_tokens, speculative.sweep(), draft)
+    c = speculative.cost_ratio(model, draft, prompts[0], new_tokens)
+    return [{**r.to_dict(), "cost_ratio": c if r.method == "draft model" else None} for r in rows]
+
+
 def quantization_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
     from rocm_dl_guide.lm import quantization
 
@@ -120,6 +136,7 @@ def serving_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
 MEASURE: dict[str, Callable[[profiles.Profile], list[dict[str, Any]]]] = {
     "attention": attention_rows,
     "generation": generation_rows,
+    "speculative": speculative_rows,
     "quantization": quantization_rows,
     "serving": serving_rows,
 }

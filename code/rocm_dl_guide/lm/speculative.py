@@ -25,6 +25,7 @@ is Leviathan et al.'s formula for comparison.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import statistics
@@ -37,7 +38,9 @@ import torch
 
 from rocm_dl_guide.core import profiles
 from rocm_dl_guide.core.messages import quiet_log_notice
+from rocm_dl_guide.lm import corpus as corpora
 from rocm_dl_guide.lm import model as models
+from rocm_dl_guide.lm import pretrain
 
 # Assisted generation calls the draft's own ``generate`` with the target's
 # settings and length rules, and ``transformers`` then warns about its own
@@ -66,6 +69,14 @@ target step, and 8 guesses a round took longer than the rest of its sweep."""
 NEW_TOKENS = {"smoke": 48, "gpu": 128}
 """New tokens per generation, per profile (``full`` takes ``gpu``'s)."""
 METHODS = ("greedy", "draft model", "prompt lookup")
+PROMPTS = (corpora.PROMPT, pretrain.SAMPLE_PROMPTS[1])
+"""The texts the page, ``bench llm`` and the selfcheck continue: the chapter's
+prompt and one of the pretraining page's sample prompts."""
+
+
+def prompt_ids(tokenizer: Any, device: Any = None) -> list[torch.Tensor]:
+    """:data:`PROMPTS` as token ids, one ``(1, length)`` tensor each."""
+    return [torch.tensor([tokenizer.encode(t).ids], device=device) for t in PROMPTS]
 
 
 def check_tokenizers(target_tokenizer: Any, draft_tokenizer: Any) -> None:
@@ -369,33 +380,37 @@ def draft_folder(profile: profiles.Profile) -> Path:
     return runs_dir("speculative") / DRAFT_FOLDER.format(profile=profile.name)
 
 
-def _recipe() -> dict[str, Any]:
-    return {"size": asdict(DRAFT_SIZE), **DRAFT_RECIPE}
+def _recipe(tokenizer: Any) -> dict[str, Any]:
+    vocabulary = json.dumps(tokenizer.get_vocab(), sort_keys=True).encode()
+    digest = hashlib.sha256(vocabulary).hexdigest()[:16]
+    return {"size": asdict(DRAFT_SIZE), **DRAFT_RECIPE, "vocabulary": digest}
 
 
-def _current(folder: Path) -> bool:
+def _current(folder: Path, tokenizer: Any) -> bool:
     marker = folder / RECIPE_FILE
-    return marker.is_file() and json.loads(marker.read_text()) == _recipe()
+    return marker.is_file() and json.loads(marker.read_text()) == _recipe(tokenizer)
 
 
-def draft_model(profile: profiles.Profile, device: Any = None):
-    """The draft for ``profile``'s tiny-lm and its tokenizer, ``(model, tokenizer,
-    seconds)``: loaded from :func:`draft_folder`, or trained first (``seconds``: the
-    training time, 0 when it was loaded). One process trains at a time; others
-    wait for it and load its folder."""
+def draft_model(profile: profiles.Profile, device: Any = None, tokenizer: Any = None):
+    """The draft for a target with ``tokenizer`` (default: tiny-lm's, the corpus's
+    own) and its tokenizer, ``(model, tokenizer, seconds)``: loaded from
+    :func:`draft_folder`, or trained first on ``profile``'s corpus (``seconds``:
+    the training time, 0 when it was loaded). One process trains at a time;
+    others wait for it and load its folder."""
     from rocm_dl_guide.core import files
-    from rocm_dl_guide.lm import lora, pretrain
+    from rocm_dl_guide.lm import lora
 
     folder = draft_folder(profile)
+    tokenizer = tokenizer or pretrain.load(profile).tokenizer
     seconds = 0.0
     with files.build_lock(folder, what="the speculative-decoding draft"):
-        if not _current(folder):
+        if not _current(folder, tokenizer):
             start = time.perf_counter()
-            lm, tokenizer = train_draft(profile)
+            lm, tokenizer = train_draft(profile, tokenizer)
             seconds = time.perf_counter() - start
             with files.staged_directory(folder, "export") as staged:
                 pretrain.export(lm, tokenizer, staged)
-                (staged / RECIPE_FILE).write_text(json.dumps(_recipe()))
+                (staged / RECIPE_FILE).write_text(json.dumps(_recipe(tokenizer)))
     lm, tokenizer = lora.from_folder(folder)
     return _placed(lm.decoder(), device), tokenizer, seconds
 
@@ -416,32 +431,44 @@ def _placed(decoder: Any, device: Any) -> Any:
     return decoder.to(dev, attention.default_dtype(dev)).eval()
 
 
-def train_draft(profile: profiles.Profile):
-    """Train a decoder of :data:`DRAFT_SIZE` on ``profile``'s corpus with the
-    target's tokenizer (:data:`DRAFT_RECIPE`); returns ``(lm, tokenizer)``."""
-    from rocm_dl_guide.core import device as devices
-    from rocm_dl_guide.lm import pretrain
+def train_draft(profile: profiles.Profile, tokenizer: Any = None):
+    """Train a decoder of :data:`DRAFT_SIZE` on ``profile``'s corpus, tokenized by
+    the target's ``tokenizer`` (default: the corpus's own, tiny-lm's), with
+    :data:`DRAFT_RECIPE`; returns ``(lm, tokenizer)``."""
+    from torch.utils.data import DataLoader
 
-    data = pretrain.load(profile, batch_size=DRAFT_RECIPE["batch"], seed=DRAFT_RECIPE["seed"])
+    from rocm_dl_guide.core import device as devices
+
+    data = pretrain.load(profile)
+    tokenizer = tokenizer or data.tokenizer
+    tokens = corpora.encode_documents(tokenizer, data.corpus.train)
+    loader = DataLoader(
+        pretrain.TokenBlocks(tokens, DRAFT_SIZE.context),
+        batch_size=DRAFT_RECIPE["batch"],
+        shuffle=True,
+        generator=torch.Generator().manual_seed(DRAFT_RECIPE["seed"]),
+    )
+    vocab = tokenizer.get_vocab_size()
+    eos = tokenizer.token_to_id(corpora.END_OF_TEXT) or 0
     dev = devices.pick()
-    lm = models.build(DRAFT_SIZE, data.vocab_size, data.eos_id, seed=DRAFT_RECIPE["seed"]).to(dev)
+    lm = models.build(DRAFT_SIZE, vocab, eos, seed=DRAFT_RECIPE["seed"]).to(dev)
     optimizer = models.optimizer(
         lm.parameters(),
         lr=DRAFT_RECIPE["lr"],
         betas=pretrain.RECIPE["betas"],
         weight_decay=pretrain.RECIPE["weight_decay"],
     )
-    steps = DRAFT_RECIPE["epochs"] * len(data.train_loader)
+    steps = DRAFT_RECIPE["epochs"] * len(loader)
     schedule = pretrain.cosine_schedule(optimizer, steps, DRAFT_RECIPE["warmup_steps"])
     lm.train()
     for _ in range(DRAFT_RECIPE["epochs"]):
-        for inputs, targets in data.train_loader:
+        for inputs, targets in loader:
             loss = models.next_token_loss(lm(inputs.to(dev)), targets.to(dev))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             schedule.step()
-    return lm.eval(), data.tokenizer
+    return lm.eval(), tokenizer
 
 
 # --------------------------------------------------------------------------- on a GPU

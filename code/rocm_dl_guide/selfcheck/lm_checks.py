@@ -2,7 +2,7 @@
 
 ``tiny-lm`` pretraining under bfloat16 autocast, LoRA and QLoRA on the decoder it
 trained, FSDP over the local GPUs, the attention kernels against the math
-reference, and generation with the KV cache.
+reference, generation with the KV cache, and speculative decoding.
 """
 
 from __future__ import annotations
@@ -221,5 +221,46 @@ def check_lm_generate(ctx: Setup) -> Outcome:
         figures={
             "kv_speedup_256": round(speedup, 2),
             "compiled_tokens_per_s": compiled.tokens_per_s,
+        },
+    )
+
+
+def check_lm_speculative(ctx: Setup) -> Outcome:
+    """Speculative decoding on the decoder ``lm:bf16`` trained (or the cached
+    ``tiny-lm``): the draft model (trained for its tokenizer on first use) and
+    prompt lookup at each number of guesses, timed against greedy decoding
+    (:func:`rocm_dl_guide.lm.speculative.compare`). Every generation must write
+    greedy decoding's tokens; tokens/s, the acceptance rate and the speed-up are
+    figures, not pass marks (they depend on the model's size, see the page)."""
+    from rocm_dl_guide.lm import generation, pretrain, speculative
+
+    weights = _lm_folder(ctx) / pretrain.WEIGHTS_NAME
+    model, tokenizer, _ = generation.load(ctx.profile, weights if weights.is_file() else None)
+    draft, _, _ = speculative.draft_model(ctx.profile, ctx.device, tokenizer)
+    prompts = speculative.prompt_ids(tokenizer, ctx.device)
+    new_tokens = speculative.NEW_TOKENS.get(ctx.profile.name, speculative.NEW_TOKENS["gpu"])
+    rows = speculative.compare(model, prompts, new_tokens, speculative.sweep(), draft)
+    changed = [f"{r.method} γ={r.gamma}" for r in rows if not r.identical]
+    if changed:
+        raise AssertionError(f"speculative decoding changed the greedy tokens: {changed}")
+    c = speculative.cost_ratio(model, draft, prompts[0], new_tokens)
+    greedy, best = rows[0], speculative.best(rows)
+    drafted = max((r for r in rows if r.method == "draft model"), key=lambda r: r.speedup)
+    return Outcome(
+        "lm:speculative",
+        "pass",
+        f"greedy tokens kept by every configuration; greedy {greedy.tokens_per_s:,.0f} tokens/s, "
+        f"best {best.method} γ={best.gamma} {best.tokens_per_s:,.0f} tokens/s "
+        f"({best.speedup:.2f}x, α {best.acceptance_rate:.0%}); draft model best "
+        f"{drafted.speedup:.2f}x at γ={drafted.gamma} (α {drafted.acceptance_rate:.0%}, c {c:.2f})",
+        figures={
+            "tokens_per_s": round(best.tokens_per_s, 1),
+            "greedy_tokens_per_s": round(greedy.tokens_per_s, 1),
+            "speedup": round(best.speedup, 2),
+            "acceptance_rate": round(best.acceptance_rate or 0.0, 3),
+            "best": f"{best.method} γ={best.gamma}",
+            "draft_speedup": round(drafted.speedup, 2),
+            "draft_acceptance_rate": round(drafted.acceptance_rate or 0.0, 3),
+            "cost_ratio": round(c, 3),
         },
     )

@@ -45,6 +45,7 @@ _CHECKS: tuple[tuple[str, Callable[[Setup], Outcome | list[Outcome]]], ...] = (
     ("lm:fsdp", lambda ctx: lm_checks.check_lm_fsdp(ctx)),
     ("lm:attention", lambda ctx: lm_checks.check_lm_attention(ctx)),
     ("lm:generate", lambda ctx: lm_checks.check_lm_generate(ctx)),
+    ("lm:speculative", lambda ctx: lm_checks.check_lm_speculative(ctx)),
     *((n, partial(kernel_checks.check_kernel, name=n)) for n in kernel_checks.NAMES),
 )
 CHECK_NAMES = tuple(name for name, _ in _CHECKS)

@@ -237,13 +237,15 @@ def _add_llm(bench_sub) -> None:
 
     p = bench_sub.add_parser(
         "llm",
-        help="the language-model chapter's inference figures: attention kernels, KV cache, "
-        "quantization, serving",
+        help="the language-model chapter's figures: attention kernels, KV cache, speculative "
+        "decoding, quantization, serving, DPO and GRPO",
         description="Measures, on the chapter's model: SDPA kernels against sequence length "
         "(attention), generation with and without the KV cache, the static cache eager and "
         "compiled, batches (generation), tokens/s, size and perplexity per precision "
-        "(quantization), and a server's time to first token and throughput at growing "
-        "concurrency (serving). Compiling the static cache takes a minute on a CPU. With "
+        "(quantization), a server's time to first token and throughput at growing "
+        "concurrency (serving), greedy against speculative decoding (speculative), and the "
+        "post-training runs' speed and held-out measures (dpo, grpo). Compiling the static "
+        "cache takes a minute on a CPU. With "
         "--json the last line is one JSON object with a list per part, the machine and "
         "the versions.",
     )

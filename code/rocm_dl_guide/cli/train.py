@@ -27,6 +27,7 @@ _CASE_STUDY_FLAGS = {
     "--channels-last": "channels_last",
     "--fsdp": "fsdp",
     "--qlora": "qlora",
+    "--model": "model",
 }
 
 
@@ -41,6 +42,7 @@ def _flags_used(args: argparse.Namespace) -> list[str]:
         "--channels-last": args.channels_last,
         "--fsdp": args.fsdp,
         "--qlora": args.qlora,
+        "--model": args.model is not None,
     }
     return [flag for flag, value in values.items() if value]
 
@@ -69,6 +71,8 @@ def _train_kwargs(study: CaseStudy, args: argparse.Namespace, profile) -> dict:
     for name in ("amp", "channels_last", "fsdp", "qlora"):
         if getattr(args, name):
             kwargs[name] = True
+    if args.model is not None:
+        kwargs["base"] = args.model
     return kwargs
 
 
@@ -256,6 +260,12 @@ def register(sub) -> None:
         "--qlora",
         action="store_true",
         help="lora: hold the frozen base model in 4 bits (bitsandbytes NF4), as QLoRA does",
+    )
+    p.add_argument(
+        "--model",
+        metavar="FOLDER",
+        help="dpo, grpo: the transformers model folder to start from (default: the lora "
+        "example's model, its adapter merged; fine-tuned first if missing)",
     )
     p.add_argument(
         "--json",

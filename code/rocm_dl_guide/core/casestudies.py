@@ -23,9 +23,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-FLAGS = ("amp", "channels_last", "fsdp", "nproc", "qlora")
+FLAGS = ("amp", "channels_last", "fsdp", "nproc", "qlora", "model")
 """The training flags a case study may support (``--amp``, ``--channels-last``,
-``--fsdp``, ``--nproc``, ``--qlora``)."""
+``--fsdp``, ``--nproc``, ``--qlora``, ``--model``)."""
 FRAMEWORKS = ("pytorch", "tensorflow")
 
 
@@ -238,6 +238,7 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 module="lm.dpo",
                 train="train",
                 page="book/language-models/dpo",
+                flags=frozenset({"model"}),
                 data_notes=POSTTRAIN_DATA,
             ),
             CaseStudy(
@@ -247,6 +248,7 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 module="lm.grpo",
                 train="train",
                 page="book/language-models/grpo",
+                flags=frozenset({"model"}),
                 data_notes=POSTTRAIN_DATA,
             ),
         )

@@ -1,14 +1,17 @@
-"""``bench llm``: the chapter's inference measurements in one run, as one record.
+"""``bench llm``: the chapter's measurements in one run, as one record.
 
-Five lists, each measured by the module that the chapter's pages use, on the
+Seven lists, each measured by the module that the chapter's pages use, on the
 chapter's model (:func:`rocm_dl_guide.lm.generation.load`): ``attention``
 (:mod:`~rocm_dl_guide.lm.attention`), ``generation`` (the KV cache against
 recomputation, the static cache compiled and not, batches:
-:mod:`~rocm_dl_guide.lm.generation`), ``quantization``
-(:mod:`~rocm_dl_guide.lm.quantization`) and ``serving``
-(:mod:`~rocm_dl_guide.lm.serving`), with the machine and the versions they
-ran on. Every figure is a median after a warm-up; nothing here is timed by a
-test.
+:mod:`~rocm_dl_guide.lm.generation`), ``speculative``
+(:mod:`~rocm_dl_guide.lm.speculative`), ``quantization``
+(:mod:`~rocm_dl_guide.lm.quantization`), ``serving``
+(:mod:`~rocm_dl_guide.lm.serving`), and the post-training runs ``dpo`` and
+``grpo`` (:mod:`~rocm_dl_guide.lm.dpo`, :mod:`~rocm_dl_guide.lm.grpo`: their
+speed and held-out measures), with the machine and the versions they ran on.
+Every timing is a median after a warm-up, except the post-training runs', which
+time one run; nothing here is timed by a test.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ from typing import Any
 from rocm_dl_guide.core import device as devices
 from rocm_dl_guide.core import profiles, provenance
 
-PARTS = ("attention", "generation", "speculative", "quantization", "serving")
+PARTS = ("attention", "generation", "speculative", "quantization", "serving", "dpo", "grpo")
 """The lists of the record, in the order they are measured. (PyTorch is imported
 inside the functions: the command line lists these without importing it.)"""
-LIBRARIES = ("transformers", "torchao", "peft", "openai", "fastapi", "uvicorn")
+LIBRARIES = ("transformers", "torchao", "peft", "trl", "openai", "fastapi", "uvicorn")
 """Versions recorded beside PyTorch's."""
 FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8")
 """CPU flags that change these figures (vector width, bfloat16 and int8 products)."""
@@ -133,12 +136,58 @@ def serving_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
     return [r.to_dict() for r in rows]
 
 
+def dpo_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
+    """The DPO page's run (:data:`~rocm_dl_guide.lm.dpo.RECIPE`, from the LoRA model):
+    its speed in pairs per second, and the held-out measures before and after."""
+    from rocm_dl_guide.lm import dpo
+
+    run = dpo.train(profile, progress=False)
+    return [
+        {
+            "method": "DPO",
+            "beta": run.beta,
+            "pairs": run.train_size * run.epochs,
+            "seconds": run.seconds,
+            "pairs_per_s": run.train_size * run.epochs / run.seconds,
+            "preference_accuracy_before": run.before.preference_accuracy,
+            "preference_accuracy_after": run.after.preference_accuracy,
+            "exact_match_before": run.before.exact_match,
+            "exact_match_after": run.after.exact_match,
+        }
+    ]
+
+
+def grpo_rows(profile: profiles.Profile) -> list[dict[str, Any]]:
+    """The GRPO page's run (:data:`~rocm_dl_guide.lm.grpo.RECIPE`, from the LoRA
+    model): its speed in sampled and scored completions per second, the mean
+    reward of its first and last ten steps, the last KL and held-out exact match."""
+    from rocm_dl_guide.lm import grpo
+
+    run = grpo.train(profile, progress=False)
+    completions = run.steps * grpo.RECIPE["group_size"] * grpo.RECIPE["prompts_per_step"]
+    return [
+        {
+            "method": "GRPO",
+            "steps": run.steps,
+            "seconds": run.seconds,
+            "completions_per_s": completions / run.seconds,
+            "reward_first": run.window("reward", True),
+            "reward_last": run.window("reward", False),
+            "kl_last": run.kl_last,
+            "exact_match_before": run.exact_match_before,
+            "exact_match_after": run.exact_match_after,
+        }
+    ]
+
+
 MEASURE: dict[str, Callable[[profiles.Profile], list[dict[str, Any]]]] = {
     "attention": attention_rows,
     "generation": generation_rows,
     "speculative": speculative_rows,
     "quantization": quantization_rows,
     "serving": serving_rows,
+    "dpo": dpo_rows,
+    "grpo": grpo_rows,
 }
 
 

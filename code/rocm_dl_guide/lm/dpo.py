@@ -18,6 +18,7 @@ log-probability margin between them, and the task's exact match.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,3 +296,23 @@ def sweep_table(runs: list[DPORun]):
             "change from the reference (nats)": [r.after.margin - r.before.margin for r in runs],
         }
     )
+
+
+def plot(run: DPORun, window: int = 8):
+    """The trainer's loss and its reward accuracy on the training batches, by step
+    (thin: each step; thick: the mean of the last ``window`` steps)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    log = pd.DataFrame(run.history).set_index("step")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), constrained_layout=True)
+    panels = (("loss", "DPO loss"), ("rewards/accuracies", "chosen rewarded above rejected"))
+    for ax, (key, title) in zip(axes, panels, strict=True):
+        ax.plot(log.index, log[key], color="C0", alpha=0.35, linewidth=1)
+        ax.plot(log.index, log[key].rolling(window, min_periods=1).mean(), color="C0")
+        ax.set_xlabel("step")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].axhline(math.log(2), color="grey", linestyle="--", linewidth=1)
+    axes[1].yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
+    return fig

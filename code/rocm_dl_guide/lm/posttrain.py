@@ -69,11 +69,25 @@ def start_folder(profile: profiles.Profile, base: str | Path | None = None) -> P
         source = _source(profile, adapter)
         marker = target / SOURCE_FILE
         if not (marker.is_file() and json.loads(marker.read_text()) == source):
-            lm, tokenizer, base_path = lora.base_model(profile)
-            merged = lora.merged(lora.load_adapter(lm, adapter))
-            with files.staged_directory(target, "merge") as staged:
-                save_model(merged, tokenizer, base_path, staged)
-                (staged / SOURCE_FILE).write_text(json.dumps(source))
+            merge_adapter(profile, adapter, target, source=source)
+    return target
+
+
+def merge_adapter(
+    profile: profiles.Profile,
+    adapter: Path,
+    target: Path,
+    base: str | Path | None = None,
+    source: dict[str, Any] | None = None,
+) -> Path:
+    """The LoRA ``adapter`` merged into its base model (:func:`lora.base_model` of
+    ``base``), saved as the model folder ``target`` in one step (complete or absent)."""
+    lm, tokenizer, base_path = lora.base_model(profile, base)
+    merged = lora.merged(lora.load_adapter(lm, adapter))
+    with files.staged_directory(target, "merge") as staged:
+        save_model(merged, tokenizer, base_path, staged)
+        if source is not None:
+            (staged / SOURCE_FILE).write_text(json.dumps(source))
     return target
 
 

@@ -8,6 +8,7 @@ reference, generation with the KV cache, and speculative decoding.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from rocm_dl_guide.selfcheck.checks import Setup, on_gpu_detail, on_local_gpus, peak_mib
@@ -126,6 +127,44 @@ def check_lm_lora(ctx: Setup) -> Outcome:
         f"{on_gpu_detail(ctx, run.result)}; exact match {run.accuracy_before:.0%} -> "
         f"{run.accuracy:.0%} after 1 epoch; adapter {run.adapter_bytes / 1024:.0f} KiB",
         figures={"tokens_per_s": round(run.tokens_per_s, 1), "accuracy": run.accuracy},
+    )
+
+
+def check_lm_grpo(ctx: Setup) -> Outcome:
+    """GRPO (TRL) from the LoRA model of ``lm:lora`` (one epoch is trained here if it
+    has not run), :data:`~rocm_dl_guide.lm.grpo.RECIPE`'s steps: the reward and the KL
+    by step, held-out exact match before and after, completions per second."""
+    from rocm_dl_guide.lm import grpo, lora, posttrain, pretrain
+
+    adapter = ctx.out_dir / "checkpoints" / "lora" / lora.ADAPTER_DIR
+    if not (adapter / "adapter_config.json").is_file():
+        _one_lora_epoch(ctx, "lora", amp=True)
+    weights = _lm_folder(ctx) / pretrain.WEIGHTS_NAME
+    start = posttrain.merge_adapter(
+        ctx.profile,
+        adapter,
+        ctx.out_dir / "checkpoints" / "grpo-start",
+        base=weights if weights.is_file() else None,
+    )
+    run = grpo.train(ctx.profile, base=start, progress=False)
+    where = SimpleNamespace(device=str(next(run.model.parameters()).device))
+    completions = run.steps * grpo.RECIPE["group_size"] * grpo.RECIPE["prompts_per_step"]
+    first, last = run.window("reward", True), run.window("reward", False)
+    return Outcome(
+        "lm:grpo",
+        "pass",
+        f"{run.steps} steps {on_gpu_detail(ctx, where)}: mean reward {first:.2f} -> {last:.2f}, "
+        f"KL {run.kl_last:.3f}, held-out exact match {run.exact_match_before:.0%} -> "
+        f"{run.exact_match_after:.0%}; {completions / run.seconds:,.0f} completions/s",
+        figures={
+            "completions_per_s": round(completions / run.seconds, 1),
+            "reward_first": round(first, 3),
+            "reward_last": round(last, 3),
+            "kl_last": round(run.kl_last, 4),
+            "exact_match_before": run.exact_match_before,
+            "exact_match_after": run.exact_match_after,
+            "peak_memory_mib": peak_mib(ctx.device),
+        },
     )
 
 

@@ -42,6 +42,7 @@ _CHECKS: tuple[tuple[str, Callable[[Setup], Outcome | list[Outcome]]], ...] = (
     ("lm:mfu", lambda ctx: lm_checks.check_lm_mfu(ctx)),
     ("lm:lora", lambda ctx: lm_checks.check_lm_lora(ctx)),
     ("lm:qlora", lambda ctx: lm_checks.check_lm_qlora(ctx)),
+    ("lm:grpo", lambda ctx: lm_checks.check_lm_grpo(ctx)),
     ("lm:fsdp", lambda ctx: lm_checks.check_lm_fsdp(ctx)),
     ("lm:attention", lambda ctx: lm_checks.check_lm_attention(ctx)),
     ("lm:generate", lambda ctx: lm_checks.check_lm_generate(ctx)),

@@ -105,7 +105,10 @@ def _add_generate(sub) -> None:
         help="continue a prompt with the language-model chapter's model",
         description="Generation with transformers' generate, greedy unless --temperature: "
         "exactly --max-new-tokens tokens after the prompt. Prints the text, then the speed "
-        "on stderr.",
+        "on stderr. With --draft or --prompt-lookup: speculative decoding (transformers' "
+        "assisted generation), timed against greedy decoding of the same model; --json's "
+        "record then holds identical (the same tokens as greedy decoding), speedup, "
+        "acceptance_rate and tokens_per_s.",
     )
     p.add_argument("--prompt", required=True, help="the text to continue")
     p.add_argument(

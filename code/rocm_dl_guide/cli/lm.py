@@ -139,6 +139,7 @@ def _add_generate(sub) -> None:
         "--draft-tokens",
         type=positive_int,
         default=4,
+        metavar="N",
         help="tokens the draft guesses per round (default 4)",
     )
     p.add_argument(

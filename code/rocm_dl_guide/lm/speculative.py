@@ -93,7 +93,7 @@ def check_tokenizers(target_tokenizer: Any, draft_tokenizer: Any) -> None:
         f"{len(target):,}; {differ:,} of the target's tokens have another id or none): "
         "assisted generation passes the draft's token ids to the target unchanged, so "
         "the two must share one tokenizer. Train the draft on the target's tokenizer "
-        "(`--draft smoke` does, for the chapter's tiny-lm)"
+        "(`--draft smoke` trains one for the model's own tokenizer)"
     )
 
 

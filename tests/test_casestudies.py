@@ -56,7 +56,7 @@ def test_selfcheck_and_recipes_read_the_registry():
     # selfcheck trains every PyTorch case study but the language models, which have
     # checks of their own (lm:bf16, lm:mfu, lm:lora, ...); tiny-lm has a workload
     # for bench training and lm:mfu
-    lms = {"tiny-lm", "lora"}
+    lms = {"tiny-lm", "lora", "dpo", "grpo"}
     assert set(report.EXAMPLES) == set(casestudies.names(framework="pytorch")) - lms
     assert set(report.EXAMPLES) == {cs.name for cs in STUDIES if cs.workload} - {"tiny-lm"}
     assert all(f"train:{name}" in runner.CHECK_NAMES for name in report.EXAMPLES)

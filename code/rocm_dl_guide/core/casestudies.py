@@ -239,6 +239,9 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 train="train",
                 page="book/language-models/dpo",
                 flags=frozenset({"model"}),
+                # its page shows its RECIPE; the training chapter's table is for
+                # the examples that train from scratch or fine-tune with the loop
+                recipe_attr=None,
                 data_notes=POSTTRAIN_DATA,
             ),
             CaseStudy(
@@ -249,6 +252,9 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 train="train",
                 page="book/language-models/grpo",
                 flags=frozenset({"model"}),
+                # its page shows its RECIPE; the training chapter's table is for
+                # the examples that train from scratch or fine-tune with the loop
+                recipe_attr=None,
                 data_notes=POSTTRAIN_DATA,
             ),
         )

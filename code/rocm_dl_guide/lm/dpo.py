@@ -34,16 +34,22 @@ RECIPE = {
     "beta": 0.5,
     "reference": "the starting model, frozen",
     "optimizer": "AdamW",
-    "lr": 3e-4,
+    "lr": 6e-4,
     "schedule": "linear decay to 0",
     "batch_size": 8,
     "epochs": 1,
+    "pairs": "every other training passage",
 }
 """DPO's settings, the same on every profile. The whole model is trained (TRL
 refuses a LoRA adapter on the output layer, which this small model needs; see
-the LoRA page). β and the learning rate were chosen by trying a few side by side
-on two CPU cores against held-out exact match (β 0.02, 0.1 and 0.5 at 1e-4 and
-3e-4): β 0.5 at 3e-4 did best, β 0.02 moved the model furthest and did worst."""
+the LoRA page). The training passages slide over the text 8 words at a time, so
+neighbours share 24 of their 32 words: DPO takes every other one
+(:data:`PAIR_STRIDE`), which halves its time. β and the learning rate were
+chosen by trying a few side by side on two CPU cores against held-out exact
+match: with every passage, β 0.5 at 3e-4 did best of β 0.02, 0.1 and 0.5 at
+1e-4 and 3e-4; with every other passage, 3e-4 gained 2 to 3 passages of 43
+and 6e-4 gained 4 to 7 at β 0.05, 0.5 and 2."""
+PAIR_STRIDE = 2
 SWEEP_BETAS = (0.05, 0.5, 2.0)
 """The β values :func:`beta_sweep` compares."""
 
@@ -177,6 +183,42 @@ def measure(lm: Any, tokenizer: Any, items: list[topic_task.Example], rejected: 
     )
 
 
+@dataclass
+class Prepared:
+    """What every run from one starting model shares: the model folder, its
+    tokenizer, the training pairs, and the held-out passages with their rejected
+    words and the starting model's measures on them."""
+
+    start: Path
+    tokenizer: Any
+    train_rows: list[dict[str, str]]
+    test_items: list[topic_task.Example]
+    test_rejected: list[str]
+    before: Measures
+    reference: PairScores
+    """The starting model's (the reference's) scores of the held-out pairs."""
+
+
+def prepare(
+    profile: profiles.Profile,
+    base: str | Path | None = None,
+    train_items: list[topic_task.Example] | None = None,
+) -> Prepared:
+    """The pairs and the starting model's measures, once for any number of runs
+    (:func:`posttrain.start_folder` of ``base``; ``train_items``: every
+    :data:`PAIR_STRIDE`-th training passage of the topic task unless given)."""
+    from rocm_dl_guide.core import device as devices
+
+    start = posttrain.start_folder(profile, base)
+    reference, tokenizer = posttrain.load(start, devices.pick())
+    all_train, test_items = topic_task.examples()
+    items = all_train[::PAIR_STRIDE] if train_items is None else train_items
+    train_rows, _ = pairs(reference, tokenizer, items)
+    _, test_rejected = pairs(reference, tokenizer, test_items)
+    before, scores = measure(reference, tokenizer, test_items, test_rejected)
+    return Prepared(start, tokenizer, train_rows, test_items, test_rejected, before, scores)
+
+
 def train(
     profile: profiles.Profile,
     epochs: int | None = None,
@@ -188,12 +230,14 @@ def train(
     base: str | Path | None = None,
     seed: int = 0,
     train_items: list[topic_task.Example] | None = None,
+    prepared: Prepared | None = None,
 ) -> DPORun:
     """DPO from :func:`~rocm_dl_guide.lm.posttrain.start_folder` (``base``, else the
     LoRA model) on the topic task's training pairs (``train_items``, by default
-    all of them); measured on the held-out ones before and after. With
-    ``checkpoint_dir`` the trainer checkpoints in its ``trainer`` folder and
-    ``resume`` continues from the last checkpoint there."""
+    every :data:`PAIR_STRIDE`-th), measured on the held-out ones before and after; ``prepared``
+    (:func:`prepare`) instead of ``base`` and ``train_items`` skips scoring the
+    pairs again. With ``checkpoint_dir`` the trainer checkpoints in its
+    ``trainer`` folder and ``resume`` continues from the last checkpoint there."""
     import time
 
     from rocm_dl_guide.core import device as devices
@@ -201,35 +245,27 @@ def train(
     n_epochs = profile.epochs(RECIPE["epochs"], epochs, example="dpo")
     beta = RECIPE["beta"] if beta is None else beta
     dev = devices.pick()
-    start = posttrain.start_folder(profile, base)
-    reference, tokenizer = posttrain.load(start, dev)
-    all_train, test_items = topic_task.examples()
-    train_items = all_train if train_items is None else train_items
-    train_rows, _ = pairs(reference, tokenizer, train_items)
-    _, test_rejected = pairs(reference, tokenizer, test_items)
-    before, ref_scores = measure(reference, tokenizer, test_items, test_rejected)
-    del reference
+    data = prepared or prepare(profile, base, train_items)
     with posttrain.output_folder(checkpoint_dir) as output:
         settings = posttrain.trainer_settings(dev, output, seed, checkpoint_every, checkpoint_dir)
         with posttrain.quiet():
-            trainer = dpo_trainer(start, train_rows, beta, n_epochs, settings)
+            trainer = dpo_trainer(data.start, data.train_rows, beta, n_epochs, settings)
         began = time.perf_counter()
         resumed = posttrain.fit(trainer, checkpoint_dir, resume, progress)
         seconds = time.perf_counter() - began
     policy = _as_causal_lm(trainer.model).eval()
-    after, scores = measure(policy, tokenizer, test_items, test_rejected)
-    reward = beta * ((scores.margin - ref_scores.margin).mean().item())
+    after, scores = measure(policy, data.tokenizer, data.test_items, data.test_rejected)
     return DPORun(
         model=policy,
-        tokenizer=tokenizer,
-        before=before,
+        tokenizer=data.tokenizer,
+        before=data.before,
         after=after,
-        reward_margin=reward,
+        reward_margin=beta * (scores.margin - data.reference.margin).mean().item(),
         beta=beta,
         history=[h for h in trainer.state.log_history if "loss" in h],
-        train_size=len(train_rows),
-        test_size=len(test_items),
-        start=start,
+        train_size=len(data.train_rows),
+        test_size=len(data.test_items),
+        start=data.start,
         resumed_from_step=resumed,
         device=str(devices.describe()),
         profile=profile.name,
@@ -272,15 +308,10 @@ def _as_causal_lm(hf: Any) -> Any:
 
 
 def beta_sweep(
-    profile: profiles.Profile,
-    betas: tuple[float, ...] = SWEEP_BETAS,
-    base: str | Path | None = None,
-    train_items: list[topic_task.Example] | None = None,
+    profile: profiles.Profile, prepared: Prepared, betas: tuple[float, ...] = SWEEP_BETAS
 ) -> list[DPORun]:
-    """One DPO run per β, the rest of the recipe unchanged."""
-    return [
-        train(profile, beta=b, base=base, progress=False, train_items=train_items) for b in betas
-    ]
+    """One DPO run per β from the same ``prepared`` start, the rest of the recipe unchanged."""
+    return [train(profile, beta=b, prepared=prepared, progress=False) for b in betas]
 
 
 def sweep_table(runs: list[DPORun]):

@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import math
+import os
 import shutil
 import tempfile
 import warnings
@@ -261,6 +262,8 @@ def quiet() -> Iterator[None]:
     import transformers
 
     datasets.disable_progress_bars()
+    bars = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"  # TRL's bar over the reference's log-probabilities
     level = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
     trl_logger = logging.getLogger("trl")
@@ -274,39 +277,54 @@ def quiet() -> Iterator[None]:
     finally:
         transformers.logging.set_verbosity(level)
         trl_logger.setLevel(trl_level)
+        if bars is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = bars
 
 
 def answer_scores(
     lm: models.CausalLM, tokenizer: Any, items: list[topic_task.Example], batch: int = 64
 ) -> torch.Tensor:
     """The log-probability of each topic's answer word after each item's prompt:
-    ``(len(items), len(words()))``, summed over the word's tokens (one token in
-    tiny-lm's vocabulary). Prompt and word are scored in one pass, right-padded
+    ``(len(items), len(words()))``, summed over the word's tokens. Where every
+    word is one token (tiny-lm's vocabulary), one pass over the prompt scores
+    all of them; else each prompt and word are scored in one pass, right-padded
     (the attention is causal, so padding changes nothing before it)."""
+    answers = [topic_task.answer_ids(tokenizer, w) for w in words()]
+    prompts = [tokenizer.encode(topic_task.PROMPT.format(passage=ex.passage)).ids for ex in items]
+    if all(len(a) == 1 for a in answers):
+        rows = [(p, len(p), []) for p in prompts]  # the last position predicts every word
+        firsts = torch.tensor([a[0] for a in answers])
+        logp = _score_rows(lm, tokenizer, rows, batch, lambda lp, start, _: lp[:, start - 1])
+        return torch.stack(logp)[:, firsts]
+    rows = [(p + a, len(p), a) for p in prompts for a in answers]
+
+    def word(lp: torch.Tensor, start: int, answer: list[int]) -> torch.Tensor:
+        positions = torch.arange(start - 1, start - 1 + len(answer))
+        return lp[torch.tensor(answer), positions].sum()
+
+    scores = _score_rows(lm, tokenizer, rows, batch, word)
+    return torch.stack(scores).view(len(items), len(answers))
+
+
+def _score_rows(lm, tokenizer, rows, batch, pick) -> list[torch.Tensor]:
+    """``pick(log_probs, start, answer)`` of each row ``(ids, start, answer)``,
+    the rows run ``batch`` at a time, right-padded with the end-of-text token."""
     from rocm_dl_guide.lm import corpus as corpora
 
-    answers = words()
     pad = tokenizer.token_to_id(corpora.END_OF_TEXT) or 0
-    rows = []  # (ids, first answer position, answer ids)
-    for ex in items:
-        prompt = tokenizer.encode(topic_task.PROMPT.format(passage=ex.passage)).ids
-        for word in answers:
-            answer = topic_task.answer_ids(tokenizer, word)
-            rows.append((prompt + answer, len(prompt), answer))
     device = next(lm.parameters()).device
-    scores = []
+    out = []
     lm.eval()
     with torch.no_grad():
         for i in range(0, len(rows), batch):
             chunk = rows[i : i + batch]
             width = max(len(r[0]) for r in chunk)
             ids = torch.tensor([r[0] + [pad] * (width - len(r[0])) for r in chunk], device=device)
-            logp = lm(ids).float().log_softmax(dim=1)  # (batch, vocab, time)
-            for j, (_, start, answer) in enumerate(chunk):
-                positions = torch.arange(start - 1, start - 1 + len(answer), device=device)
-                targets = torch.tensor(answer, device=device)
-                scores.append(logp[j, targets, positions].sum().item())
-    return torch.tensor(scores).view(len(items), len(answers))
+            logp = lm(ids).float().log_softmax(dim=1).cpu()  # (batch, vocab, time)
+            out += [pick(logp[j], start, answer) for j, (_, start, answer) in enumerate(chunk)]
+    return out
 
 
 def words() -> list[str]:

@@ -131,6 +131,7 @@ MATH_PAGES = (
     "book/language-models/lora",
     "book/language-models/attention",
     "book/language-models/generation",
+    "book/language-models/speculative",
     "book/language-models/quantization",
     "book/kernels/softmax",
     "book/kernels/matmul",

@@ -79,6 +79,30 @@ def test_dpo_pairs_reject_the_likeliest_wrong_topic(start):
     assert scores[0, 0].item() == pytest.approx(logp[first].item(), abs=1e-4)
 
 
+def test_answers_of_several_tokens_are_scored_token_by_token(start, monkeypatch):
+    """SmolLM2's vocabulary may split an answer word: its score is then the sum of
+    its tokens' log-probabilities, each after the prompt and the tokens before it."""
+    model, tokenizer = posttrain.load(start)
+    _, test = topic_task.examples()
+    one_token = posttrain.answer_scores(model, tokenizer, test[:3])
+    original = topic_task.answer_ids
+    split = {"format": [17, 42]}  # two arbitrary tokens for one of the words
+    monkeypatch.setattr(
+        topic_task, "answer_ids", lambda tok, word: split.get(word) or original(tok, word)
+    )
+    scores = posttrain.answer_scores(model, tokenizer, test[:3])
+    words = posttrain.words()
+    k = words.index("format")
+    others = [i for i in range(len(words)) if i != k]
+    assert torch.allclose(scores[:, others], one_token[:, others], atol=1e-4)
+    for row, ex in enumerate(test[:3]):
+        prompt = tokenizer.encode(topic_task.PROMPT.format(passage=ex.passage)).ids
+        with torch.no_grad():
+            logp = model(torch.tensor([prompt + [17]]))[0].log_softmax(0)
+        expected = logp[17, len(prompt) - 1] + logp[42, len(prompt)]
+        assert scores[row, k].item() == pytest.approx(expected.item(), abs=1e-4)
+
+
 @pytest.mark.timeout(TIMEOUT)
 def test_dpo_widens_the_held_out_margin_and_records_it(start, some_pairs):
     run = dpo.train(SMOKE, base=start, train_items=some_pairs, progress=False)

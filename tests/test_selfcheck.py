@@ -397,7 +397,7 @@ def test_wheelhouse_serves_every_python_offline(tmp_path):
 def test_the_language_model_checks_are_listed_and_fsdp_needs_two_gpus(tmp_path, monkeypatch):
     from rocm_dl_guide.lm import qlora
 
-    assert {"lm:bf16", "lm:lora", "lm:qlora", "lm:fsdp"} <= set(CHECK_NAMES)
+    assert {"lm:bf16", "lm:lora", "lm:qlora", "lm:fsdp", "lm:grpo"} <= set(CHECK_NAMES)
     report = run(False, tmp_path, steps=1, only=["lm:fsdp"], log=lambda _l: None)
     (check,) = report.checks
     assert check.status == "skip" and "two or more" in check.detail
@@ -405,6 +405,13 @@ def test_the_language_model_checks_are_listed_and_fsdp_needs_two_gpus(tmp_path, 
     report = run(False, tmp_path, steps=1, only=["lm:qlora"], log=lambda _l: None)
     (check,) = report.checks
     assert (check.status, check.detail) == ("skip", "no 4-bit kernels")
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "trl" else found(n))
+    report = run(False, tmp_path, steps=1, only=["lm:grpo"], log=lambda _l: None)
+    (check,) = report.checks
+    assert check.status == "skip" and "TRL and datasets are not installed" in check.detail
 
 
 def test_the_real_loaders_are_measured_against_the_step(tmp_path):

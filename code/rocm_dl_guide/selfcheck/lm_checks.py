@@ -134,6 +134,15 @@ def check_lm_grpo(ctx: Setup) -> Outcome:
     """GRPO (TRL) from the LoRA model of ``lm:lora`` (one epoch is trained here if it
     has not run), :data:`~rocm_dl_guide.lm.grpo.RECIPE`'s steps: the reward and the KL
     by step, held-out exact match before and after, completions per second."""
+    import importlib.util
+
+    if importlib.util.find_spec("trl") is None or importlib.util.find_spec("datasets") is None:
+        return Outcome(
+            "lm:grpo",
+            "skip",
+            "TRL and datasets are not installed (requirements-gpu-check.txt leaves them out: "
+            "datasets needs pyarrow, a 55 MB wheel); pip install trl to run it",
+        )
     from rocm_dl_guide.lm import grpo, lora, posttrain, pretrain
 
     adapter = ctx.out_dir / "checkpoints" / "lora" / lora.ADAPTER_DIR

@@ -239,3 +239,19 @@ def test_train_dpo_json_from_a_model_folder(start, tmp_path):
     assert (tmp_path / posttrain.TRAINER_FOLDER).is_dir()
     refused = guide_cli("train", "lora", "--model", str(start), timeout=30)
     assert refused.returncode == 2 and "lora does not support --model" in refused.stderr
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_bench_llm_measures_both_runs(start, monkeypatch):
+    from rocm_dl_guide.lm import benchmark
+
+    assert {"dpo", "grpo"} <= set(benchmark.PARTS)
+    monkeypatch.setattr(posttrain, "start_folder", lambda profile, base=None: start)
+    monkeypatch.setattr(dpo, "PAIR_STRIDE", 40)  # 10 pairs
+    monkeypatch.setitem(grpo.RECIPE, "steps", 2)
+    (row,) = benchmark.MEASURE["dpo"](SMOKE)
+    assert row["method"] == "DPO" and row["pairs"] == 10 and row["pairs_per_s"] > 0
+    assert 0 <= row["exact_match_before"] <= 1 and 0 <= row["preference_accuracy_after"] <= 1
+    (row,) = benchmark.MEASURE["grpo"](SMOKE)
+    assert row["method"] == "GRPO" and row["steps"] == 2 and row["completions_per_s"] > 0
+    assert row["kl_last"] >= 0 and 0 <= row["reward_last"] <= 1 + grpo.FORMAT_REWARD

@@ -21,6 +21,9 @@ weights):
 - DDP over every local GPU when there are several (``nccl``, RCCL on ROCm);
 - ``torch.profiler`` on two training steps, with the GPU's kernel times, and
   PyTorch's TunableOp tuning one GEMM and writing its results file;
+- the language-model chapter (``lm:*``): pretraining under autocast, LoRA and
+  QLoRA, GRPO with TRL (where TRL is installed), FSDP, the attention kernels,
+  generation and speculative decoding;
 - the kernels chapter's Triton kernels compiled for the GPU (``kernels:*``):
   each checked against PyTorch and timed, with the chapter's targets as figures.
 

@@ -253,7 +253,7 @@ def train(
         began = time.perf_counter()
         resumed = posttrain.fit(trainer, checkpoint_dir, resume, progress)
         seconds = time.perf_counter() - began
-    policy = _as_causal_lm(trainer.model).eval()
+    policy = posttrain.causal_lm(trainer.model).eval()
     after, scores = measure(policy, data.tokenizer, data.test_items, data.test_rejected)
     return DPORun(
         model=policy,
@@ -299,12 +299,6 @@ def dpo_trainer(start: Path, rows: list[dict[str, str]], beta: float, epochs: in
         train_dataset=Dataset.from_list(rows),
         processing_class=posttrain.trl_tokenizer(start),
     )
-
-
-def _as_causal_lm(hf: Any) -> Any:
-    from rocm_dl_guide.lm import model as models
-
-    return models.CausalLM(hf)
 
 
 def beta_sweep(

@@ -192,17 +192,11 @@ def held_out_callback(tokenizer: Any, items: list[topic_task.Example], every: in
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
             if state.global_step % every == 0 or state.global_step == state.max_steps:
-                lm = _as_causal_lm(model)
+                lm = posttrain.causal_lm(model)
                 self.scores[state.global_step] = topic_task.exact_match(lm, tokenizer, items)
             return control
 
     return HeldOut()
-
-
-def _as_causal_lm(hf: Any) -> Any:
-    from rocm_dl_guide.lm import model as models
-
-    return models.CausalLM(hf)
 
 
 def dataset(items: list[topic_task.Example]):
@@ -252,7 +246,7 @@ def train(
         began = time.perf_counter()
         resumed = posttrain.fit(trainer, checkpoint_dir, resume, progress)
         seconds = time.perf_counter() - began
-    final = _as_causal_lm(trainer.model).eval()
+    final = posttrain.causal_lm(trainer.model).eval()
     after = topic_task.exact_match(final, tokenizer, test_items)
     return GRPORun(
         model=final,

@@ -125,6 +125,11 @@ def load(folder: Path, device: torch.device | None = None) -> tuple[models.Causa
     return lm.to(device or "cpu").eval(), tokenizer
 
 
+def causal_lm(hf: Any) -> models.CausalLM:
+    """A trainer's ``transformers`` model as the topic task measures it (no copy)."""
+    return models.CausalLM(hf)
+
+
 def trl_tokenizer(folder: Path) -> Any:
     """The folder's tokenizer as TRL takes it, its end-of-text token as padding."""
     from transformers import AutoTokenizer

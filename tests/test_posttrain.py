@@ -105,7 +105,9 @@ def test_answers_of_several_tokens_are_scored_token_by_token(start, monkeypatch)
 
 @pytest.mark.timeout(TIMEOUT)
 def test_dpo_widens_the_held_out_margin_and_records_it(start, some_pairs):
-    run = dpo.train(SMOKE, base=start, train_items=some_pairs, progress=False)
+    run = dpo.train(
+        SMOKE, base=start, train_items=some_pairs, progress=False, losses=dpo.SWEEP_LOSSES
+    )
     assert run.train_size == len(some_pairs) and run.test_size > 40
     assert run.after.margin > run.before.margin
     assert run.reward_margin > 0

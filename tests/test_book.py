@@ -129,6 +129,8 @@ def test_page_rendered(build, page):
 
 MATH_PAGES = (
     "book/language-models/lora",
+    "book/language-models/dpo",
+    "book/language-models/grpo",
     "book/language-models/attention",
     "book/language-models/generation",
     "book/language-models/speculative",

@@ -46,6 +46,8 @@ class Finding:
     """Other lines of the log that belong to it."""
     fix: str = ""
     """The fix for what this log shows (the rule's own where empty)."""
+    premises: list[str] = field(default_factory=list)
+    """The facts of the text the fix rests on, as the report prints them ("seen: ...")."""
 
     @property
     def advice(self) -> str:
@@ -64,10 +66,16 @@ class Facts:
     pasted: bool = False
     """Whether the groups came from pasted id, groups, getent or adduser output (not
     only from rocminfo's "is member of" line)."""
-    container: bool = False
+    container_seen: str = ""
+    """What in the text shows a container (a ``docker run`` line, a container's
+    prompt, ``/.dockerenv``); empty where nothing does."""
     gfx: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     wsl: bool = False
+
+    @property
+    def container(self) -> bool:
+        return bool(self.container_seen)
 
     @property
     def groups(self) -> set[str] | None:
@@ -89,7 +97,16 @@ _ENV = re.compile(
     r"^(?:export )?(HSA_OVERRIDE_GFX_VERSION|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|"
     r"CUDA_VISIBLE_DEVICES|HSA_ENABLE_DXG_DETECTION)=\"?([^\s\"#]+)"
 )
-_CONTAINER = re.compile(r"\bdocker (run|exec)\b|\bpodman (run|exec)\b|--device=/dev/kfd")
+_CONTAINER = re.compile(
+    r"\b(?:docker|podman|nerdctl) (?:run|exec|compose)\b[^\n]*|--device[= ]/dev/kfd[^\n]*|"
+    r"/\.dockerenv|/run/\.containerenv|\b(?:apptainer|singularity) (?:exec|run|shell)\b[^\n]*|"
+    r"\b(?:toolbox|distrobox) enter\b[^\n]*|\bkubectl exec\b[^\n]*|"
+    r"^\s*root@[0-9a-f]{12}:[^\n]*|\binside (?:a|the|my) (?:docker |podman |lxc )?container\b",
+    re.MULTILINE | re.IGNORECASE,
+)
+"""What shows a container in pasted text: its runtime's command, a device flag, the
+runtimes' marker files, a Docker container's prompt (``root@`` and a 12-digit
+hexadecimal host name), or the reader saying so."""
 
 
 def facts(text: str) -> Facts:
@@ -123,7 +140,8 @@ def facts(text: str) -> Facts:
         for g in _GFX.findall(line):
             if f"gfx{g}" not in found.gfx:
                 found.gfx.append(f"gfx{g}")
-    found.container = bool(_CONTAINER.search(text))
+    if m := _CONTAINER.search(text):
+        found.container_seen = m.group(0).strip()[:80]
     found.wsl = "WSL environment detected" in text
     return found
 
@@ -359,6 +377,13 @@ def _no_binary(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
 
 def _kfd_permission(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     finding.details, finding.fix = _permission_fix(seen)
+    if seen.groups is not None:
+        finding.premises.append(f"groups: {', '.join(sorted(seen.groups))}")
+    elif seen.not_member:
+        finding.premises.append(f"not in: {', '.join(sorted(seen.not_member))} (rocminfo)")
+    else:
+        finding.premises.append("the text shows no groups: run id -nG")
+    finding.premises += where_it_runs(seen)
     return True
 
 
@@ -536,9 +561,51 @@ def _miopen_user_db(finding: Finding, text: str, seen: Facts, ids: set[str]) -> 
     return True
 
 
+def where_it_runs(seen: Facts) -> list[str]:
+    """The premises a kernel-driver fix rests on: a container, WSL, or neither shown."""
+    if seen.container:
+        return [f"a container (the text shows: {seen.container_seen})"]
+    if seen.wsl:
+        return ["WSL 2 (rocminfo says so)"]
+    return []
+
+
+_HOST_DRIVER = (
+    "in a container the kernel driver is the host's, never the image's: check it on the "
+    "host (lsmod | grep amdgpu; dmesg | grep -i -e amdgpu -e kfd) and pass the devices in "
+    "(docker run --device=/dev/kfd --device=/dev/dri --group-add video --group-add render)"
+)
+"""The container's side of every kernel-driver fix."""
+
+
+def driver_fix(seen: Facts, host_fix: str) -> tuple[str, list[str]]:
+    """(fix, premises) for a finding whose host fix is about the kernel driver: only the
+    container's side where the text shows a container; both sides, each named, where it
+    shows neither a container nor a host."""
+    premises = where_it_runs(seen)
+    if seen.container:
+        return _HOST_DRIVER, premises
+    return f"on a host: {host_fix}; {_HOST_DRIVER}", premises
+
+
 def _driver_not_loaded(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     """Under WSL no Linux kernel driver belongs there: the WSL finding says what does."""
-    return not seen.wsl
+    if seen.wsl:
+        return False
+    finding.fix, finding.premises = driver_fix(seen, finding.rule.fix)
+    return True
+
+
+def _where_premises(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """A finding whose fix names both sides already: the premises only."""
+    finding.premises = where_it_runs(seen)
+    return True
+
+
+def _kernel_driver(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """A kernel-driver finding: its fix split by where the program runs."""
+    finding.fix, finding.premises = driver_fix(seen, finding.rule.fix)
+    return True
 
 
 _DETAILS = {
@@ -563,6 +630,8 @@ _DETAILS = {
     "miopen-kdb": _miopen_kdb,
     "miopen-user-db": _miopen_user_db,
     "driver-not-loaded": _driver_not_loaded,
+    "kernel-userspace": _kernel_driver,
+    "kfd-invalid-argument": _where_premises,
 }
 """Rule id -> what fills a finding of it from the text (False drops the finding)."""
 

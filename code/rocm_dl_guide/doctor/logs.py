@@ -453,6 +453,8 @@ def to_text(findings: list[Finding], source: str, checks: dict[str, str] | None 
         if f.details:
             out.append(f"    here: {f.details}")
         out.append(f"    fix: {f.advice}")
+        if f.premises:
+            out.append(f"    seen: {'; '.join(f.premises)}")
         for cid in f.rule.explained_by:
             if checks and cid in checks:
                 out.append(f"    check {cid}: {checks[cid]}")
@@ -473,6 +475,7 @@ def to_dict(findings: list[Finding], source: str) -> dict:
                 "causes": f.rule.causes,
                 "details": f.details,
                 "fix": f.advice,
+                "premises": list(f.premises),
                 "sources": list(f.rule.sources),
                 "explained_by": list(f.rule.explained_by),
             }

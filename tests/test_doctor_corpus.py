@@ -30,8 +30,18 @@ from rocm_dl_guide import doctor
 from rocm_dl_guide.doctor import snapshot
 
 CORPUS = Path(__file__).parent / "data" / "doctor" / "corpus"
-CASES: list[dict] = json.loads((CORPUS / "cases.json").read_text(encoding="utf-8"))["cases"]
+
+
+def load_cases(folder: Path) -> list[dict]:
+    """The cases of the corpus in ``folder`` (its ``cases.json``), each with the folder
+    it lives in."""
+    cases = json.loads((folder / "cases.json").read_text(encoding="utf-8"))["cases"]
+    return [{**case, "folder": str(folder)} for case in cases]
+
+
+CASES: list[dict] = load_cases(CORPUS)
 CLASSES = ("overrides", "error-text", "partitions", "groups", "WSL", "fixes")
+CLASSES += ("containers", "unsupported")
 KINDS = ("error-text", "rocminfo", "smi", "smi-error", "collect_env", "clinfo", "groups")
 KINDS += ("amd-log", "dmesg")
 
@@ -59,7 +69,7 @@ def unknown_machine() -> dict:
 def report_for(case: dict) -> tuple[doctor.DoctorReport, str]:
     """doctor's report on ``case``: its text as ``--log``, and a tool's output also
     where doctor reads that tool (rocminfo, amd-smi/rocm-smi)."""
-    text = (CORPUS / case["file"]).read_text(encoding="utf-8")
+    text = (Path(case.get("folder", CORPUS)) / case["file"]).read_text(encoding="utf-8")
     data = unknown_machine()
     data["log"] = {"source": case["file"], "text": text}
     if case["kind"] == "rocminfo":
@@ -101,7 +111,9 @@ def shares(cases: list[dict] = CASES) -> dict[str, tuple[int, int]]:
     return {c: tuple(out[c]) for c in CLASSES if c in out}
 
 
-def shares_text(cases: list[dict] = CASES) -> str:
+def shares_text(cases: list[dict] = CASES, per_case: bool = False) -> str:
+    """The shares per class, all of them, and the cases that got forbidden advice;
+    with ``per_case``, each case's missed and forbidden items too."""
     rows = shares(cases)
     lines = [f"{len(cases)} cases"]
     for c, (met, total) in rows.items():
@@ -109,6 +121,13 @@ def shares_text(cases: list[dict] = CASES) -> str:
     met = sum(m for m, _ in rows.values())
     total = sum(t for _, t in rows.values())
     lines.append(f"  {'all':<11} {met:>3}/{total:<3} {100 * met / total:5.1f}%")
+    wrong = {c["file"]: forbidden_given(c) for c in cases}
+    lines.append(f"  wrong advice: {sum(1 for w in wrong.values() if w)} cases")
+    if per_case:
+        for case in cases:
+            missed = [item for item, ok in expected_met(case) if not ok]
+            if missed or wrong[case["file"]]:
+                lines.append(f"  {case['file']}: missed {missed}, forbidden {wrong[case['file']]}")
     return "\n".join(lines)
 
 
@@ -154,4 +173,7 @@ def test_no_verdict_denies_a_gpu_nobody_looked_for():
 
 
 if __name__ == "__main__":  # the share of expected findings met, per class
-    sys.exit(print(shares_text()))
+    # python tests/test_doctor_corpus.py [FOLDER] [-v]: another corpus (the blind one)
+    args = [a for a in sys.argv[1:] if a != "-v"]
+    chosen = load_cases(Path(args[0])) if args else CASES
+    sys.exit(print(shares_text(chosen, per_case="-v" in sys.argv)))

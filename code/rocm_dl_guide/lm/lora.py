@@ -83,18 +83,21 @@ def base_model(profile: profiles.Profile, path: str | os.PathLike | None = None)
     return lm, data.tokenizer, Path(path)
 
 
-def base_weights(profile: profiles.Profile, path: str | os.PathLike | None = None) -> Path:
+def base_weights(
+    profile: profiles.Profile, path: str | os.PathLike | None = None, say: bool = True
+) -> Path:
     """Where :func:`base_model`'s weights are, without loading them: ``path`` if
     given; on the ``real`` data source, SmolLM2-135M's folder from the Hub
     (pinned; downloaded once); offline, the weights of ``train tiny-lm`` in its
     default folder (``checkpoints/tiny-lm``) where there are some, or else the
     book's ``tiny-lm`` run in the runs folder, pretrained first if missing (after
-    waiting for a pretraining run in progress)."""
+    waiting for a pretraining run in progress). ``say``: print which model it is."""
     from rocm_dl_guide.core.runs import runs_dir
 
     if path is None and profile.pretrained:
         path = hub.fetch(hub.SMOLLM2_135M)
-        print(f"base model: {hub.SMOLLM2_135M.describe()}, {files.shown(path)}", flush=True)
+        if say:
+            print(f"base model: {hub.SMOLLM2_135M.describe()}, {files.shown(path)}", flush=True)
     if path is not None and Path(path).is_dir():
         return Path(path)
     if path is None:
@@ -104,7 +107,8 @@ def base_weights(profile: profiles.Profile, path: str | os.PathLike | None = Non
             if not _pretrained(path):
                 print(f"no pretrained tiny-lm at {path}: pretraining it first", flush=True)
                 pretrain.train(profile, checkpoint_dir=path.parent, samples=False, progress=False)
-        print(f"base model: {files.shown(path)}", flush=True)
+        if say:
+            print(f"base model: {files.shown(path)}", flush=True)
     if not Path(path).is_file():
         raise FileNotFoundError(
             f"no pretrained model at {path}: give the weights `train tiny-lm` saved "

@@ -13,7 +13,6 @@ own loop) and :func:`answer_scores` measures a model on the topic task's answers
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import logging
 import math
@@ -94,8 +93,7 @@ def merge_adapter(
 
 def _source(profile: profiles.Profile, adapter: Path) -> dict[str, Any]:
     """What a merged folder was made from: the adapter's and the base's files."""
-    with contextlib.redirect_stdout(io.StringIO()):  # base_weights says where it looked
-        weights = lora.base_weights(profile)
+    weights = lora.base_weights(profile, say=False)
     stats = {}
     for path in (adapter / "adapter_model.safetensors", weights):
         if path.is_file():

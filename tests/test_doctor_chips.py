@@ -103,8 +103,8 @@ def test_derivations_name_their_chain() -> None:
 def test_unknown_stays_null() -> None:
     mi350 = chips.by_pci_id(0x75A0)  # gfx950: no stored source says so
     assert mi350 is not None and mi350.gfx is None and mi350.route is None
-    audio = chips.table()["chips"][[c["device_id"] for c in chips.table()["chips"]].index("0xab30")]
-    assert audio["gpu"] is False and audio["gfx"] is None  # Navi 31 HDMI/DP Audio
+    audio = chips.by_pci_id(0xAB30)  # Navi 31 HDMI/DP Audio
+    assert audio.gpu is False and audio.gfx is None and chips.by_pci_id(0x744C).gpu
     assert chips.by_pci_id(0x0001) is None
 
 

@@ -71,6 +71,8 @@ class Chip:
     derivation: str
     sources: tuple[str, ...]
     pci_name: str | None = None
+    gpu: bool = True
+    """False for AMD functions that are not a GPU (HDMI audio, USB, PCIe switch ports)."""
     confirmed_by: tuple[str, ...] = ()
     """The other routes that give the same gfx target."""
     notes: tuple[str, ...] = ()
@@ -117,6 +119,7 @@ def _chip(entry: dict, revision: int | None, names: list[str] | None = None) -> 
         derivation=entry["derivation"],
         sources=tuple(entry["sources"]),
         pci_name=entry["pci_name"],
+        gpu=entry["gpu"],
         confirmed_by=tuple(entry["confirmed_by"]),
         notes=tuple(entry["notes"]),
     )

@@ -22,8 +22,8 @@ gives repository, commit, path, URL and line range):
   ``drivers/gpu/drm/amd/amdkfd/kfd_device.c`` and
   ``drivers/base/firmware_loader/main.c``;
 - Linux 6.11's amdgpu as FreeBSD's drm-kmod carries it (freebsd/drm-kmod):
-  ``gmc_v9_0.c``, ``gfxhub_v3_0.c`` and ``mes_v12_0.c``, for message formats
-  newer than the torvalds/linux versions the file index held.
+  ``gmc_v9_0.c``, ``gfxhub_v3_0.c``, ``mes_v12_0.c`` and ``soc15.c``, for
+  message formats newer than the torvalds/linux versions the file index held.
 
 What each family means and what to collect is written by hand in
 :mod:`~rocm_dl_guide.doctor.catalog_families`.

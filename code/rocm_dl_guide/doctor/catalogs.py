@@ -444,7 +444,7 @@ _LAYERS: tuple[tuple[str, re.Pattern], ...] = (
     (
         "package manager",
         re.compile(
-            r"^\s*[EW]: |\b(?:dpkg|apt|apt-get|dnf|yum|zypper|rpm)\b|\bdkms\b|DKMS|"
+            r"^\s*[EW]: |\b(?:dpkg|apt|apt-get|dnf|yum|zypper)\b|\bdkms\b|DKMS|"
             r"Errors were encountered while processing|[Uu]nmet dependencies|"
             r"Bad return status for module build|/var/lib/dkms"
         ),

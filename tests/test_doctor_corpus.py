@@ -142,7 +142,7 @@ def test_the_corpus_is_whole():
         assert case["source"].startswith("https://github.com/"), case
         assert case["concluded"] and case["expected"] and case["quoted"], case
         assert (CORPUS / case["file"]).read_text(encoding="utf-8").strip(), case
-    assert {c["class"] for c in CASES} == set(CLASSES)
+    assert {c["class"] for c in CASES} == set(CLASSES[:6])  # the blind corpus adds two
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])

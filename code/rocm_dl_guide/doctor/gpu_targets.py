@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from . import compat_data
+from . import compat_data, premises, products
 from .rules import (
     FAIL,
     IGPU_TARGETS,
@@ -317,7 +317,7 @@ def override_check(sysrep: SystemReport) -> list[Check]:
     if target is None:
         msg = f"set to {value!r}, which is not MAJOR.MINOR.STEPPING (for example 10.3.0)"
         return [Check(name, FAIL, msg, sources, cid, "unset it, or give a value such as 10.3.0")]
-    natives = sorted({a.gfx for a in gpus if a.gfx})
+    natives = sorted({products.real_gfx(a) for a in gpus if products.real_gfx(a)})
     risk = (
         "it applies to every GPU of the process, is not supported by AMD, and a GPU that "
         "lacks an instruction the target's kernels use crashes or computes wrong results"
@@ -417,15 +417,16 @@ def _log_env(sysrep: SystemReport) -> dict[str, str]:
 
 
 def _targets(sysrep: SystemReport) -> tuple[list[str], str]:
-    """The GPUs' own targets and where they come from: rocminfo (or PyTorch's device
-    list), else the lines of the reader's error text that name a GPU's target."""
+    """The GPUs' own targets (their chips', not an override's) and where they come
+    from: rocminfo (or PyTorch's device list), else the reader's error text: the lines
+    that name a GPU's target, and the GPUs it names by product or PCI ID."""
     from . import logs
 
-    seen = [a.gfx for _, a in gpus_seen(sysrep) if a.gfx]
-    if seen:
-        return list(dict.fromkeys(seen)), ""
+    seen = [products.real_gfx(a) for _, a in gpus_seen(sysrep)]
+    if any(seen):
+        return list(dict.fromkeys(g for g in seen if g)), ""
     text = (sysrep.log or {}).get("text") or ""
-    found = logs.device_targets(text) if text else []
+    found = products.real_targets(logs.device_targets(text), text) if text else []
     return found, " (named in your error text)" if found else ""
 
 
@@ -577,6 +578,9 @@ def support_checks(sysrep: SystemReport) -> list[Check]:
     version = sysrep.rocm.version if sysrep.rocm else None
     order = (OK, INFO, UNKNOWN, WARN, FAIL)
     found = [support_for(g, version, g + where) for g in targets[:3]]
+    if len(targets) > 1:  # an override is every GPU's: never a plain export beside others
+        found = [(st, premises.override_words(msg), premises.override_alone(fix, g, targets), src)
+                 for g, (st, msg, fix, src) in zip(targets[:3], found, strict=True)]  # fmt: skip
     status = max((f[0] for f in found), key=order.index)
     message = "; ".join(f[1] for f in found)
     fix = (

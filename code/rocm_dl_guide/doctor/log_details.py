@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import rules
+from .premises import driver_fix, permission_fix, where_it_runs
 from .words import counted
 
 
@@ -171,49 +172,6 @@ def device_targets(text: str) -> list[str]:
                 if target not in found:
                     found.append(target)
     return found
-
-
-def _permission_fix(seen: Facts) -> tuple[str, str]:
-    """(details, fix) for /dev/kfd refused, from the groups and container the text shows."""
-    groups = seen.groups
-    if groups is not None and "render" in groups:
-        details = (
-            f"the text shows the user in {', '.join(sorted(groups & {'render', 'video'}))} "
-            "already: running usermod again changes nothing; log in again if it was added "
-            "in this session (a new group applies to new sessions)"
-        )
-        if seen.container:
-            fix = (
-                "in a container, pass the devices (--device=/dev/kfd --device=/dev/dri) and the "
-                "group by the host's number (--group-add $(getent group render | cut -d: -f3)); "
-                "a rootless container maps the host's groups away (map them in /etc/subgid)"
-            )
-        else:
-            fix = (
-                "the user is in render already: check the owner and mode of /dev/kfd "
-                "(ls -l /dev/kfd; crw-rw---- root render) and that the kernel driver installed "
-                "cleanly (dmesg | grep kfd)"
-            )
-        return details, fix
-    outside = ({"render", "video"} - groups) if groups is not None else seen.not_member
-    if outside:
-        shown = "shows the user in " + ", ".join(sorted(groups)) if groups else "says the user is"
-        details = f"the text {shown}, not in {' or '.join(sorted(outside))}"
-        add = " ".join(f"--group-add {g}" for g in sorted(outside))
-        if seen.container:
-            return (
-                details,
-                f"start the container with {add} (and --device=/dev/kfd --device=/dev/dri)",
-            )
-        return details, (
-            f"sudo usermod -aG {','.join(sorted(outside))} $USER, then log out and in again "
-            "(groups apply at login)"
-        )
-    if seen.container:
-        return "", (
-            "docker run --device=/dev/kfd --device=/dev/dri --group-add render --group-add video"
-        )
-    return "", ""
 
 
 def _tensile_details(line: str, seen: Facts) -> tuple[str, str]:
@@ -376,7 +334,7 @@ def _no_binary(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
 
 
 def _kfd_permission(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
-    finding.details, finding.fix = _permission_fix(seen)
+    finding.details, finding.fix = permission_fix(seen)
     if seen.groups is not None:
         finding.premises.append(f"groups: {', '.join(sorted(seen.groups))}")
     elif seen.not_member:
@@ -559,33 +517,6 @@ def _miopen_user_db(finding: Finding, text: str, seen: Facts, ids: set[str]) -> 
     path = re.search(r'"([^"]*miopen[^"]*)"', text)
     finding.details = f"the file: {path.group(1)}" if path else ""
     return True
-
-
-def where_it_runs(seen: Facts) -> list[str]:
-    """The premises a kernel-driver fix rests on: a container, WSL, or neither shown."""
-    if seen.container:
-        return [f"a container (the text shows: {seen.container_seen})"]
-    if seen.wsl:
-        return ["WSL 2 (rocminfo says so)"]
-    return []
-
-
-_HOST_DRIVER = (
-    "in a container the kernel driver is the host's, never the image's: check it on the "
-    "host (lsmod | grep amdgpu; dmesg | grep -i -e amdgpu -e kfd) and pass the devices in "
-    "(docker run --device=/dev/kfd --device=/dev/dri --group-add video --group-add render)"
-)
-"""The container's side of every kernel-driver fix."""
-
-
-def driver_fix(seen: Facts, host_fix: str) -> tuple[str, list[str]]:
-    """(fix, premises) for a finding whose host fix is about the kernel driver: only the
-    container's side where the text shows a container; both sides, each named, where it
-    shows neither a container nor a host."""
-    premises = where_it_runs(seen)
-    if seen.container:
-        return _HOST_DRIVER, premises
-    return f"on a host: {host_fix}; {_HOST_DRIVER}", premises
 
 
 def _driver_not_loaded(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:

@@ -22,7 +22,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import rules
+from . import products, rules
 from .log_details import Facts, Finding, Rule, code_objects, device_targets, facts, fill
 
 __all__ = ["Facts", "Finding", "Rule", "code_objects", "device_targets", "facts", "read"]
@@ -404,7 +404,37 @@ def read(text: str) -> list[Finding]:
         )
         findings.append(shown)
     findings = [f for f in findings if f.rule is GROUPS_RULE or fill(f, text, seen, ids)]
+    findings += gpu_findings(text, seen)
     return sorted(findings, key=lambda f: f.line_number)
+
+
+def gpu_findings(text: str, seen: Facts) -> list[Finding]:
+    """The GPUs the text names, each with its chip's own target
+    (:func:`products.named_gpus`), and one finding per GPU shown as another target
+    than its chip's: ``HSA_OVERRIDE_GFX_VERSION`` at work, set or left over."""
+    gpus = products.named_gpus(text)
+    if not gpus:
+        return []
+    named = Finding(GPUS_RULE, "", 0)
+    named.details = "; ".join(g.describe() for g in gpus)
+    out = [named]
+    for gpu in products.masked(gpus):
+        found = Finding(MASKED_RULE, "", 0)
+        value = seen.env.get("HSA_OVERRIDE_GFX_VERSION")
+        setting = f"HSA_OVERRIDE_GFX_VERSION={value}" if value else "HSA_OVERRIDE_GFX_VERSION"
+        found.details = (
+            f"the text shows {gpu.name} as {gpu.shown_gfx}, but its chip is {gpu.gfx}: "
+            f"{setting} makes rocminfo and every HIP program report and run it as "
+            f"{gpu.shown_gfx}, with {gpu.shown_gfx}'s kernels"
+        )
+        found.fix = (
+            f"find where {setting.split('=')[0]} is set (env | grep HSA_OVERRIDE; the shell's "
+            f"profile, a service file, a container's -e) and unset it; then check {gpu.gfx}, "
+            "the real target, against the build (doctor's GPU checks)"
+        )
+        found.premises = [f"{gpu.name}: {gpu.describe().split(' is ', 1)[1]}"]
+        out.append(found)
+    return out
 
 
 GROUPS_RULE = Rule(
@@ -417,6 +447,30 @@ GROUPS_RULE = Rule(
     ("device-access",),
 )
 """The finding for groups shown in the text (no pattern: :func:`facts` reads them)."""
+
+GPUS_RULE = Rule(
+    "gpus",
+    "",
+    "the GPUs the text names",
+    "each GPU named by product or PCI ID, with its chip's own target (libdrm's amdgpu.ids, "
+    "pci.ids, ROCm's tables)",
+    "advice about targets below speaks of these",
+    ("https://gitlab.freedesktop.org/mesa/drm/-/blob/main/data/amdgpu.ids",),
+    ("arch-mismatch", "gpu-support"),
+)
+"""The finding for GPUs named in the text (no pattern: :mod:`products` reads them)."""
+
+MASKED_RULE = Rule(
+    "override-masks-target",
+    "",
+    "a GPU shown as another target than its chip's",
+    "HSA_OVERRIDE_GFX_VERSION replaces the target the runtime reports and loads kernels "
+    "for; rocminfo prints the override's target, so the real one is the chip's",
+    "unset HSA_OVERRIDE_GFX_VERSION",
+    rules.cite("override-what", "override-wrong-kernels"),
+    ("hsa-override", "arch-mismatch"),
+)
+"""A GPU the text shows as a target its chip is not (no pattern: :mod:`products`)."""
 
 
 def load(path: str) -> tuple[str, str]:

@@ -1,0 +1,108 @@
+"""The premises of the error reader's advice: where the program runs, and who it runs as.
+
+A fix for /dev/kfd refused or a kernel driver that is missing depends on facts the
+text may or may not show: a container (its fix is ``--device`` and the host's
+driver, never a driver inside the image), WSL (no Linux kernel driver at all), the
+user's groups (no ``usermod`` for a group the user is in). Each function here gives
+the fix for what was seen, and names what it rests on.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+Facts = Any
+""":class:`~rocm_dl_guide.doctor.log_details.Facts` (not imported: it imports this module)."""
+
+
+def where_it_runs(seen: Facts) -> list[str]:
+    """The premises a kernel-driver fix rests on: a container, WSL, or neither shown."""
+    if seen.container:
+        return [f"a container (the text shows: {seen.container_seen})"]
+    if seen.wsl:
+        return ["WSL 2 (rocminfo says so)"]
+    return []
+
+
+_HOST_DRIVER = (
+    "in a container the kernel driver is the host's, never the image's: check it on the "
+    "host (lsmod | grep amdgpu; dmesg | grep -i -e amdgpu -e kfd) and pass the devices in "
+    "(docker run --device=/dev/kfd --device=/dev/dri --group-add video --group-add render)"
+)
+"""The container's side of every kernel-driver fix."""
+
+
+def driver_fix(seen: Facts, host_fix: str) -> tuple[str, list[str]]:
+    """(fix, premises) for a finding whose host fix is about the kernel driver: only the
+    container's side where the text shows a container; both sides, each named, where it
+    shows neither a container nor a host."""
+    premises = where_it_runs(seen)
+    if seen.container:
+        return _HOST_DRIVER, premises
+    return f"on a host: {host_fix}; {_HOST_DRIVER}", premises
+
+
+def permission_fix(seen: Facts) -> tuple[str, str]:
+    """(details, fix) for /dev/kfd refused, from the groups and container the text shows."""
+    groups = seen.groups
+    if groups is not None and "render" in groups:
+        details = (
+            f"the text shows the user in {', '.join(sorted(groups & {'render', 'video'}))} "
+            "already: running usermod again changes nothing; log in again if it was added "
+            "in this session (a new group applies to new sessions)"
+        )
+        if seen.container:
+            fix = (
+                "in a container, pass the devices (--device=/dev/kfd --device=/dev/dri) and the "
+                "group by the host's number (--group-add $(getent group render | cut -d: -f3)); "
+                "a rootless container maps the host's groups away (map them in /etc/subgid)"
+            )
+        else:
+            fix = (
+                "the user is in render already: check the owner and mode of /dev/kfd "
+                "(ls -l /dev/kfd; crw-rw---- root render) and that the kernel driver installed "
+                "cleanly (dmesg | grep kfd)"
+            )
+        return details, fix
+    outside = ({"render", "video"} - groups) if groups is not None else seen.not_member
+    if outside:
+        shown = "shows the user in " + ", ".join(sorted(groups)) if groups else "says the user is"
+        details = f"the text {shown}, not in {' or '.join(sorted(outside))}"
+        add = " ".join(f"--group-add {g}" for g in sorted(outside))
+        if seen.container:
+            return (
+                details,
+                f"start the container with {add} (and --device=/dev/kfd --device=/dev/dri)",
+            )
+        return details, (
+            f"sudo usermod -aG {','.join(sorted(outside))} $USER, then log out and in again "
+            "(groups apply at login)"
+        )
+    if seen.container:
+        return "", (
+            "docker run --device=/dev/kfd --device=/dev/dri --group-add render --group-add video"
+        )
+    return "", ""
+
+
+def override_words(message: str) -> str:
+    """``message`` naming an override as a value, not as a setting to export."""
+    return re.sub(r"HSA_OVERRIDE_GFX_VERSION=(\S+) runs it as", r"the override value \1 runs it as",
+                  message)  # fmt: skip
+
+
+def override_alone(fix: str, gfx: str, targets: list[str]) -> str:
+    """``fix`` with its override export restricted to a process that sees only the GPU
+    of ``gfx``: HSA_OVERRIDE_GFX_VERSION applies to every GPU of a process, and would
+    run the other ``targets`` as another chip too."""
+    m = re.search(r"export HSA_OVERRIDE_GFX_VERSION=(\S+) before starting Python", fix)
+    if not m:
+        return fix
+    others = ", ".join(t for t in targets if t != gfx)
+    alone = (
+        f"HSA_OVERRIDE_GFX_VERSION applies to every GPU a process sees, and {others} is here "
+        f"too: only in a process that sees the {gfx} alone (HIP_VISIBLE_DEVICES set to its "
+        f"index), with the override value {m.group(1)}; never exported for the others"
+    )
+    return fix.replace(m.group(0), alone)

@@ -1,0 +1,125 @@
+"""The GPUs a pasted text names, and the real target of each.
+
+A reader's text names its GPUs in many ways: rocminfo's ``Marketing Name`` and
+``Chip ID``, lspci's ``[1002:7480]``, llama.cpp's ``Device 0: AMD Radeon 8060S
+Graphics, gfx1100``, or the reader's own "RX 6700 XT". :func:`named_gpus` finds
+them and looks each up in :mod:`~rocm_dl_guide.doctor.chips` (generated from
+libdrm's ``amdgpu.ids``, pci.ids and ROCm's own tables), so that a target the
+text shows can be checked against the chip's real one: under
+``HSA_OVERRIDE_GFX_VERSION`` rocminfo and every HIP program print the
+override's target, never the chip's (:func:`masked`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from . import chips
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .agents import Agent
+
+
+@dataclass(frozen=True)
+class NamedGPU:
+    """One GPU the text names."""
+
+    name: str
+    """As the text writes it (or the chip's first name, for a PCI ID)."""
+    gfx: str
+    """The chip's own target."""
+    codename: str | None
+    device_id: int
+    shown_gfx: str | None = None
+    """The target the text prints beside it (rocminfo's agent ``Name``, a program's
+    device line), where it does."""
+
+    def describe(self) -> str:
+        chip = f"{self.codename}, " if self.codename else ""
+        return f"{self.name} is {self.gfx} ({chip}PCI ID 0x{self.device_id:04x})"
+
+
+_PRODUCT = re.compile(
+    r"\b(?:AMD\s+)?(?:Radeon|Instinct|RX\s*\d|MI\d{2,3}|Ryzen\s+AI)[^\n,;:()\[\]\"'|]{0,40}",
+    re.IGNORECASE,
+)
+_GFX_AFTER = re.compile(r"^[,\s]*(?:\(|\[)?\s*(gfx[0-9a-f]{3,4})\b")
+_AGENT_GFX = re.compile(r"^\s*Name:\s+(gfx[0-9a-f]{3,4})\s*$")
+_MARKETING = re.compile(r"^\s*Marketing Name:\s+(.+?)\s*$")
+
+
+def _lookup(span: str) -> tuple[str, chips.Chip] | None:
+    """The longest prefix of ``span`` (in words) that names chips of one target."""
+    words = span.split()
+    for n in range(len(words), 0, -1):
+        name = " ".join(words[:n]).strip(" .-")
+        if not re.search(r"\d|instinct|radeon\s+pro", name, re.IGNORECASE):
+            continue
+        try:
+            found = chips.by_name(name)
+        except TypeError:  # a name that matches entries without a codename
+            continue
+        targets = {c.gfx for c in found if c.gfx}
+        if len(targets) == 1 and all(c.gfx for c in found):
+            return name, found[0]
+    return None
+
+
+def named_gpus(text: str) -> list[NamedGPU]:
+    """Every GPU ``text`` names by product name or PCI ID, with its chip's own target
+    and the target printed beside it where one is; in the order they appear, once each."""
+    found: dict[str, NamedGPU] = {}
+    lines = text.splitlines()
+    for n, line in enumerate(lines):
+        marketing = _MARKETING.match(line)
+        spans = [(marketing.group(1), line.find(marketing.group(1)))] if marketing else []
+        spans += [(m.group(0), m.start()) for m in _PRODUCT.finditer(line)]
+        for span, start in spans:
+            hit = _lookup(span)
+            if not hit:
+                continue
+            name, chip = hit
+            after = line[start + len(name) :] if start >= 0 else ""
+            shown = _GFX_AFTER.match(after)
+            shown_gfx = shown.group(1) if shown else None
+            if marketing and shown_gfx is None:  # rocminfo: the agent's Name line is near
+                near = [_AGENT_GFX.match(x) for x in lines[max(0, n - 3) : n + 3]]
+                shown_gfx = next((m.group(1) for m in near if m), None)
+            key = chip.gfx or name
+            if key not in found or (shown_gfx and not found[key].shown_gfx):
+                found[key] = NamedGPU(name, chip.gfx, chip.codename, chip.device_id, shown_gfx)
+    for device, revision in chips.pci_ids_in(text):
+        chip = chips.by_pci_id(device, revision)
+        if chip and chip.gfx and chip.gfx not in found:
+            found[chip.gfx] = NamedGPU(chip.name or f"0x{device:04x}", chip.gfx, chip.codename,
+                                       device)  # fmt: skip
+    return list(found.values())
+
+
+def masked(gpus: list[NamedGPU]) -> list[NamedGPU]:
+    """The GPUs the text shows as another target than their chip's own: run as
+    another target, which ``HSA_OVERRIDE_GFX_VERSION`` does."""
+    return [g for g in gpus if g.shown_gfx and g.shown_gfx != g.gfx]
+
+
+def real_gfx(agent: Agent) -> str | None:
+    """The target of ``agent``'s chip (from rocminfo's ``Chip ID``, else its marketing
+    name; :mod:`~rocm_dl_guide.doctor.chips`), which ``HSA_OVERRIDE_GFX_VERSION``
+    hides: rocminfo prints the override's target as the agent's name. ``agent.gfx``
+    where the chip is not known."""
+    chip_id = re.search(r"0x([0-9a-fA-F]{4})", agent.extra.get("Chip ID", ""))
+    chip = chips.by_pci_id(int(chip_id.group(1), 16)) if chip_id else None
+    if chip and chip.gfx:
+        return chip.gfx
+    named = named_gpus(agent.marketing_name) if agent.marketing_name else []
+    return named[0].gfx if len(named) == 1 else agent.gfx
+
+
+def real_targets(targets: list[str], text: str) -> list[str]:
+    """``targets`` with each target the text shows for a GPU whose chip is another
+    replaced by the chip's own, and the targets of the GPUs the text names added."""
+    gpus = named_gpus(text) if text else []
+    swap = {g.shown_gfx: g.gfx for g in masked(gpus)}
+    return list(dict.fromkeys([swap.get(t, t) for t in targets] + [g.gfx for g in gpus]))

@@ -154,10 +154,62 @@ def test_each_message_is_recognised(text, rule):
     assert finding.rule.fix and finding.rule.sources
 
 
-def test_text_without_a_known_message():
-    assert logs.read("Traceback (most recent call last):\nValueError: bad shape\n") == []
-    out = logs.to_text([], "x.log")
-    assert "no message the doctor knows" in out and "hipErrorNoBinaryForGpu" in out
+def test_text_without_a_known_message_is_classified_by_its_layer():
+    text = "Traceback (most recent call last):\nValueError: bad shape\n"
+    assert logs.read(text) == []
+    out = logs.to_text([], "x.log", None, text)
+    assert "no message the doctor knows; its lines come from:" in out
+    assert "PyTorch (1 line): collect the whole traceback" in out
+    out = logs.to_text([], "x.log", None, "hello world\n")
+    assert "no line says which layer" in out and "run doctor on the machine itself" in out
+
+
+# a real amdgpu SMU line (the SMU busy message of amdgpu's smu_cmn.c), in no catalog family
+UNKNOWN_KERNEL = (
+    "[  41.201934] amdgpu 0000:c3:00.0: amdgpu: SMU: I'm not done with your previous command: "
+    "SMN_C2PMSG_66:0x0000001E SMN_C2PMSG_82:0x00000000\n"
+)
+
+
+def test_an_unknown_kernel_line_is_classified_and_gets_what_to_collect():
+    assert logs.read(UNKNOWN_KERNEL) == []
+    out = logs.to_text([], "dmesg.txt", None, UNKNOWN_KERNEL)
+    assert "kernel (1 line): collect sudo dmesg" in out and "lspci -nnk -d 1002:" in out
+
+
+def test_catalog_lines_get_upstream_words_and_what_to_collect():
+    fault = (
+        "Memory access fault by GPU node-2 (Agent handle: 0x63155be5d980) on address (nil). "
+        "Reason: Unknown.\n"
+    )
+    found = {f.rule.id: f for f in logs.read(fault)}
+    assert "catalog:memory-access-fault" in found
+    assert "AMD_LOG_LEVEL=3" in found["catalog:memory-access-fault"].advice
+    assert found["catalog:memory-access-fault"].details == "reason: Unknown"
+    oom = {f.rule.id: f for f in logs.read("RuntimeError: HIP error: out of memory\n")}
+    assert oom["catalog:out-of-memory"].rule.title.startswith("hipErrorOutOfMemory (2)")
+
+
+def test_a_container_premise_turns_driver_advice_to_the_host():
+    text = (
+        "$ docker run -it --device=/dev/kfd --device=/dev/dri rocm/pytorch\n"
+        "ROCk module is NOT loaded, possibly no GPU devices\n"
+    )
+    found = {f.rule.id: f for f in logs.read(text)}["driver-not-loaded"]
+    assert "amdgpu-dkms" not in found.advice and "on the host" in found.advice
+    assert found.premises and found.premises[0].startswith("a container")
+    bare = {f.rule.id: f for f in logs.read(text.split("\n", 1)[1])}["driver-not-loaded"]
+    assert bare.advice.startswith("on a host:") and "in a container" in bare.advice
+
+
+def test_an_override_that_masks_the_chip_is_named_with_the_real_target():
+    text = (  # llama.cpp's device line under HSA_OVERRIDE_GFX_VERSION=11.0.0 on a Strix Halo
+        "  Device 0: AMD Radeon 8060S Graphics, gfx1100 (0x1100), VMM: no, Wave Size: 32\n"
+    )
+    found = {f.rule.id: f for f in logs.read(text)}
+    assert "gfx1151" in found["gpus"].details
+    masked = found["override-masks-target"]
+    assert "its chip is gfx1151" in masked.details and "unset it" in masked.advice
 
 
 def test_the_report_shows_the_log_and_the_checks_that_explain_it(tmp_path):

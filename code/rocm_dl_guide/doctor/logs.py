@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from . import products, rules
+from .log_catalog import catalog_findings, unknown_text
 from .log_details import Facts, Finding, Rule, code_objects, device_targets, facts, fill
 
 __all__ = ["Facts", "Finding", "Rule", "code_objects", "device_targets", "facts", "read"]
@@ -404,6 +405,7 @@ def read(text: str) -> list[Finding]:
         )
         findings.append(shown)
     findings = [f for f in findings if f.rule is GROUPS_RULE or fill(f, text, seen, ids)]
+    findings += catalog_findings(lines, {f.line_number for f in findings})
     findings += gpu_findings(text, seen)
     return sorted(findings, key=lambda f: f.line_number)
 
@@ -489,17 +491,14 @@ def load(path: str) -> tuple[str, str]:
     return data.decode("utf-8", errors="replace"), source
 
 
-def to_text(findings: list[Finding], source: str, checks: dict[str, str] | None = None) -> str:
+def to_text(
+    findings: list[Finding], source: str, checks: dict[str, str] | None = None, text: str = ""
+) -> str:
     """The findings as the report's "Your error text" section; ``checks`` maps
     check ids to ``status: message`` on the machine being reported."""
     head = f"Your error text ({source}):"
     if not findings:
-        return (
-            head
-            + "\n  no message the doctor knows (it reads: "
-            + ", ".join(r.title for r in RULES)
-            + ")"
-        )
+        return head + "\n  " + unknown_text(text)
     out = [head]
     for f in findings:
         out.append(f"  line {f.line_number}: {f.line}" if f.line else "  in the text:")

@@ -461,7 +461,8 @@ class DoctorReport:
         findings = self.log_findings
         if findings is not None:
             here = {c.id: f"[{c.status}] {c.message}" for c in self.checks}
-            lines += ["", logs.to_text(findings, self.system.log["source"], here)]
+            log = self.system.log
+            lines += ["", logs.to_text(findings, log["source"], here, log.get("text") or "")]
         parts = self.smi_report
         if parts is not None:
             given = self.system.smi

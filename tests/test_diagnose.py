@@ -12,10 +12,9 @@ tests the replay path of ``doctor --snapshot``.
 
 from __future__ import annotations
 
-import re
-
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest

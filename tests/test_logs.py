@@ -8,11 +8,12 @@ AMD_LOG_LEVEL lines HIP's hip_code_object.cpp prints).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from conftest import doctor_cli
-from rocm_dl_guide.doctor import logs, snapshot
+from rocm_dl_guide.doctor import logs, snapshot, wsl_text
 
 # ROCm/legacy-rocm-build#5379 (an unprivileged LXC container, user in render)
 KFD_INVALID = """ROCk module is loaded
@@ -257,3 +258,33 @@ def test_collect_keeps_the_log_in_the_snapshot(tmp_path):
     assert saved["log"] == {"source": "seen.txt", "text": SEGFAULT_DMESG}
     replay = doctor_cli("--snapshot", str(out))
     assert "a crash inside the HIP or HSA runtime" in replay.stdout
+
+
+BLIND = Path(__file__).parent / "data" / "doctor" / "blind"
+
+
+def test_the_wsl_recipe_is_the_release_of_the_text():
+    # real: ROCm 6.2.0 on Oracle Linux under WSL2 (blind corpus)
+    text = (BLIND / "06-wsl-oracle-linux-out-of-resources.txt").read_text()
+    wsl = {f.rule.id: f for f in logs.read(text)}["wsl"]
+    assert (
+        wsl.advice.startswith("ROCm 6.2.0 has no WSL recipe") and "not Oracle Linux" in wsl.advice
+    )
+    assert "ROCm 6.2.0 (named in the text)" in wsl.premises
+    # real: amdgpu-install 7.0's deb under WSL, whose repositories lack the WSL runtime
+    text = (BLIND / "16-wsl-rocm70-no-rocr4wsl-package.txt").read_text()
+    assert wsl_text.release_in(text) == "7.0.0" and wsl_text.wsl_release("7.0.0") is None
+    # a 7.2 point release gets 7.2.1's librocdxg recipe; 6.2.3 its own, never librocdxg
+    fix, _ = wsl_text.wsl_fix("WSL environment detected.\nROCm version: 7.2.3\n")
+    assert fix.startswith("ROCm 7.2.1 under WSL 2") and "HSA_ENABLE_DXG_DETECTION=1" in fix
+    fix, _ = wsl_text.wsl_fix("WSL environment detected.\nROCm version: 6.2.3\n")
+    assert "hsa-runtime-rocr4wsl-amdgpu" in fix and "librocdxg" not in fix
+    assert "amdgpu-dkms" not in fix
+
+
+def test_no_kfd_under_wsl_is_answered_with_dxg():
+    # real: a Docker Desktop user under WSL 2 passing --device=/dev/kfd (blind corpus)
+    text = (BLIND / "21-wsl-docker-rx580-gfx803-no-kfd.txt").read_text()
+    found = {f.rule.id: f for f in logs.read(text)}
+    assert "kfd-missing" not in found  # its container fix (--device=/dev/kfd) is wrong here
+    assert "--device=/dev/dxg" in found["wsl"].advice

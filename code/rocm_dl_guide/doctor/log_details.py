@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from . import rules
 from .premises import driver_fix, permission_fix, where_it_runs
 from .words import counted
+from .wsl_text import WSL_SIGNS, wsl_fix
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ def facts(text: str) -> Facts:
                 found.gfx.append(f"gfx{g}")
     if m := _CONTAINER.search(text):
         found.container_seen = m.group(0).strip()[:80]
-    found.wsl = "WSL environment detected" in text
+    found.wsl = bool(WSL_SIGNS.search(text))
     return found
 
 
@@ -456,11 +457,13 @@ def _wsl(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
         )
         if w
     )
-    finding.fix = (
-        "with ROCm 7.2 under WSL 2: AMD's Windows driver on the host, librocdxg installed "
-        "and HSA_ENABLE_DXG_DETECTION=1 exported; no Linux kernel driver belongs inside WSL"
-    )
+    finding.fix, finding.premises = wsl_fix(text)
     return True
+
+
+def _kfd_missing(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """Under WSL there is no /dev/kfd to pass: the WSL finding says what there is."""
+    return not seen.wsl
 
 
 def _gpu_hang(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
@@ -561,6 +564,7 @@ _DETAILS = {
     "miopen-kdb": _miopen_kdb,
     "miopen-user-db": _miopen_user_db,
     "driver-not-loaded": _driver_not_loaded,
+    "kfd-missing": _kfd_missing,
     "kernel-userspace": _kernel_driver,
     "kfd-invalid-argument": _where_premises,
 }

@@ -25,6 +25,7 @@ from pathlib import Path
 from . import products, rules
 from .log_catalog import catalog_findings, unknown_text
 from .log_details import Facts, Finding, Rule, code_objects, device_targets, facts, fill
+from .wsl_text import WSL_SIGNS
 
 __all__ = ["Facts", "Finding", "Rule", "code_objects", "device_targets", "facts", "read"]
 
@@ -161,7 +162,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "kfd-missing",
-        r"/dev/kfd[^\n]*No such file or directory",
+        r"/dev/kfd[^\n]*[Nn]o such file or directory",
         "/dev/kfd: no such device",
         "there is no /dev/kfd here: inside a container the devices were not passed in; on a "
         "host the amdgpu kernel driver is not loaded",
@@ -358,10 +359,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "wsl",
-        r"WSL environment detected",
+        "(?i)" + WSL_SIGNS.pattern,
         "ROCm under WSL 2",
-        "rocminfo says this is WSL: the GPU is reached through /dev/dxg and AMD's Windows "
-        "driver, not amdgpu in Linux",
+        "the text shows WSL: the GPU is reached through /dev/dxg and AMD's Windows driver, not "
+        "amdgpu in Linux, and each ROCm release has its own WSL recipe, or none",
         "see here",
         rules.cite("wsl-librocdxg", "wsl-dxg-detection"),
         ("wsl",),

@@ -21,7 +21,7 @@ def where_it_runs(seen: Facts) -> list[str]:
     if seen.container:
         return [f"a container (the text shows: {seen.container_seen})"]
     if seen.wsl:
-        return ["WSL 2 (rocminfo says so)"]
+        return ["WSL 2 (the text shows it)"]
     return []
 
 

@@ -288,3 +288,11 @@ def test_no_kfd_under_wsl_is_answered_with_dxg():
     found = {f.rule.id: f for f in logs.read(text)}
     assert "kfd-missing" not in found  # its container fix (--device=/dev/kfd) is wrong here
     assert "--device=/dev/dxg" in found["wsl"].advice
+
+
+def test_idle_gpus_unread_by_rocm_smi_are_runtime_power_management():
+    # real: eight W7800s idling in runtime PM, rocm-smi 6.3/6.4 (blind corpus)
+    text = (BLIND / "08-rocm-smi-w7800-idle-expected-integer.txt").read_text()
+    found = {f.rule.id: f for f in logs.read(text)}["smi-runtime-pm"]
+    assert "runtime_status" in found.advice and "power/control" in found.advice
+    assert "partition" not in found.advice.lower()  # not MI300's partition-reporting bug

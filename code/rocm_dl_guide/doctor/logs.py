@@ -336,6 +336,22 @@ RULES: tuple[Rule, ...] = (
         ("igpu",),
     ),
     Rule(
+        "smi-runtime-pm",
+        r"Expected integer value from monitor",
+        "rocm-smi: a GPU's monitor files could not be read (runtime power management)",
+        "rocm-smi reads temperature, power and clocks from each GPU's hwmon files; a GPU that "
+        "idles in runtime power management (its low-power state, BACO) answers none of them, "
+        "so rocm-smi prints this and N/A; not a fault of the GPU",
+        "read each AMD GPU's state: cat /sys/class/drm/card*/device/power/runtime_status "
+        "(suspended or auto: asleep; card0 may be a board's own video chip, not an AMD GPU); "
+        "wake them with echo on | sudo tee /sys/bus/pci/drivers/amdgpu/*/power/control, then "
+        "run rocm-smi again; to keep them awake, boot with amdgpu.runpm=0",
+        (
+            "https://github.com/ROCm/legacy-rocm-build/issues/4878",
+            "https://github.com/ROCm/rocm-systems/pull/2094",
+        ),
+    ),
+    Rule(
         "iommu",
         r'Missing "iommu=pt"',
         "RCCL: iommu=pt missing from the kernel command line",

@@ -213,6 +213,15 @@ def na_words(report: SmiReport) -> str:
     reporting bug behind it (empty when there are none)."""
     if not report.na_partitions:
         return ""
+    if not_partitioned(report):
+        return (
+            f"{counted(report.na_partitions, 'device')} show N/A in {report.na_tool}'s "
+            "output: unknown, not missing. These GPUs have no compute or memory partitions (only "
+            "MI300-class Instinct GPUs do); an idle workstation or consumer GPU in runtime power "
+            "management answers none of the tool's reads, so it prints N/A: read "
+            "/sys/class/drm/card*/device/power/runtime_status, and wake the GPUs with echo on | "
+            "sudo tee /sys/bus/pci/drivers/amdgpu/*/power/control before reading again."
+        )
     if report.na_tool == "amd-smi partition":
         return (
             f"{counted(report.na_partitions, 'GPU')} show the accelerator type as N/A in amd-smi "
@@ -234,9 +243,28 @@ def na_words(report: SmiReport) -> str:
     return words + "."
 
 
+PARTITIONED = ("gfx942", "gfx950")
+"""The targets of the GPUs that have compute and memory partitions (MI300 and MI350)."""
+
+
+def not_partitioned(report: SmiReport) -> bool:
+    """Whether the devices the text identifies (by PCI ID or gfx) are all GPUs without
+    partitions, so that an N/A there is no partition-reporting bug."""
+    from . import chips
+
+    targets = {d.gfx for d in report.devices if d.gfx}
+    for d in report.devices:
+        chip = chips.by_pci_id(d.did) if d.did and d.did != "N/A" else None
+        if chip and chip.gfx:
+            targets.add(chip.gfx)
+    return bool(targets) and not targets & set(PARTITIONED)
+
+
 def na_sources(report: SmiReport) -> tuple[str, ...]:
     if not report.na_partitions:
         return ()
+    if not_partitioned(report):
+        return ("https://github.com/ROCm/legacy-rocm-build/issues/4878",)
     if report.na_tool == "amd-smi partition":
         return (PARTITION_NA_BUG,)
     extra = (ROCM_SMI_NA_BUG,) if report.na_tool == "rocm-smi" else ()

@@ -296,3 +296,16 @@ def test_idle_gpus_unread_by_rocm_smi_are_runtime_power_management():
     found = {f.rule.id: f for f in logs.read(text)}["smi-runtime-pm"]
     assert "runtime_status" in found.advice and "power/control" in found.advice
     assert "partition" not in found.advice.lower()  # not MI300's partition-reporting bug
+
+
+def test_clr_lists_of_missing_code_objects_name_the_targets():
+    # real: clr's "Missing CO for these ISAs" list (a self-built SDK, blind corpus)
+    text = (BLIND / "22-sdk-build-missing-co-gfx1101.txt").read_text()
+    assert set(logs.code_objects(text)[1]) == {"gfx1101", "gfx1036"}
+    found = {f.rule.id: f for f in logs.read(text)}["no-binary"]
+    assert (
+        "gfx1036 is an integrated GPU" in found.details and "gfx1101 still needs" in found.details
+    )
+    # real: "No compatible code objects found for: gfx1152" (llama.cpp, blind corpus)
+    text = (BLIND / "01-llamacpp-gfx1152-no-code-objects.txt").read_text()
+    assert logs.code_objects(text)[1] == ["gfx1152"]

@@ -289,6 +289,15 @@ def _segfault_details(text: str, line: str) -> str:
 
 _DEVICE = re.compile(r"(?<![\w-])(amdgcn-amd-amdhsa--\S+) - \[(Found|Not Found)\]")
 _BUNDLED = re.compile(r"(?:hipv4|hip)-amdgcn-amd-amdhsa--(\S+) - \[")
+_MISSING_LIST = re.compile(r"Missing CO for these ISAs")
+_LISTED_ISA = re.compile(r"^(?::\d+:\S+\s*:\s*\d+\s*:.*?\]\s*)?\s*amdgcn-amd-amdhsa--(\S+)\s*$")
+_NO_CO = re.compile(
+    r"Cannot find CO in the bundle \S+ for ISA: amdgcn-amd-amdhsa--(\S+)|"
+    r"No compatible code objects found for: (gfx[0-9a-f]+)"
+)
+"""clr's other ``AMD_LOG_LEVEL`` forms of a missing code object (hip_fatbin.cpp): the
+"Missing CO for these ISAs" list, one bundle without the ISA, and "No compatible code
+objects found for"."""
 
 
 def code_objects(text: str) -> tuple[list[str], list[str], list[str]]:
@@ -296,7 +305,19 @@ def code_objects(text: str) -> tuple[list[str], list[str], list[str]]:
     "Bundled Code Objects:" lists): the GPU targets found, those not found, and
     the targets the program carries code objects for."""
     found, missing, bundled = [], [], []
+    listing = False
     for line in text.splitlines():
+        if _MISSING_LIST.search(line):
+            listing = True
+            continue
+        listed = _LISTED_ISA.match(line) if listing else None
+        if listed:
+            missing.append(listed.group(1))
+            continue
+        listing = False
+        if none := _NO_CO.search(line):
+            missing.append(none.group(1) or none.group(2))
+            continue
         device = _DEVICE.search(line)
         if device:
             target = device.group(1).removeprefix("amdgcn-amd-amdhsa--")
@@ -317,11 +338,15 @@ def _code_object_details(text: str) -> str:
     if bundled:
         words += f" (the program carries {', '.join(bundled)})"
     base = {t.split(":")[0] for t in gone}
-    if found and base <= rules.IGPU_TARGETS:
+    igpus = sorted(base & rules.IGPU_TARGETS)
+    if igpus and (found or len(base) > len(igpus)):
         words += (
-            f"; {', '.join(sorted(base))} is an integrated GPU beside GPUs that were found: "
-            "hide it with HIP_VISIBLE_DEVICES (the indices of the discrete GPUs)"
+            f"; {', '.join(igpus)} is an integrated GPU beside another GPU: hide it with "
+            "HIP_VISIBLE_DEVICES (the indices of the discrete GPUs)"
         )
+        rest = sorted(base - set(igpus))
+        if rest:
+            words += f", and {', '.join(rest)} still needs a build that has it"
     return words
 
 

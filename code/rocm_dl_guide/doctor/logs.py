@@ -89,7 +89,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "no-binary",
-        r"hipErrorNoBinaryForGpu",
+        r"hipErrorNoBinaryForGpu|No compatible code objects found for|Missing CO for these ISAs",
         "hipErrorNoBinaryForGpu",
         "the program carries no code object for one of the GPUs the runtime sees: a build "
         "without that gfx target, an integrated GPU enumerated beside the discrete one, or "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from . import compat_data, premises, products
+from . import compat_data, premises, products, target_options
 from .rules import (
     FAIL,
     IGPU_TARGETS,
@@ -30,21 +30,11 @@ from .rules import (
     Check,
     cite,
 )
+from .target_options import native_build_fix
 
 if TYPE_CHECKING:  # pragma: no cover
     from .agents import Agent
     from .system import SystemReport
-
-
-def native_build_fix(gfx: str) -> str:
-    """The fix for a GPU that no override helps: a PyTorch build that has its target."""
-    index = NO_OVERRIDE.get(gfx, ("", None, ()))[1]
-    where = f" (pip install --pre torch --index-url {index})" if index else ""
-    return (
-        f"install a PyTorch build that has {gfx}: AMD's TheRock nightly wheels{where} or a "
-        f"ROCm 7.x+ wheel whose torch.cuda.get_arch_list() lists {gfx}; "
-        f"HSA_OVERRIDE_GFX_VERSION does not work for {gfx}"
-    )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -291,8 +281,10 @@ def _unset_override_check(sysrep: SystemReport) -> Check:
             f"{', '.join(gpu_label(n, a) for n, a in others)} as {target}, "
             "with another chip's kernels"
         )
+    caveat, caveat_src = target_options.override_caveat(suits[0][1].gfx or "")
+    msg += f"; {caveat}" if caveat else ""
     sources = cite("override-what", "override-gfx1031", "override-unofficial-780m")
-    sources += basis_sources + cite("override-gfx1036", "override-gfx1151")
+    sources += basis_sources + cite("override-gfx1036", "override-gfx1151") + caveat_src
     return Check(name, INFO, msg, sources, cid, _override_fix(sysrep, plans[0]))
 
 
@@ -491,7 +483,10 @@ def _override_words(gfx: str) -> tuple[str, str, tuple[str, ...]]:
         fix = f"export HSA_OVERRIDE_GFX_VERSION={value} before starting Python (unofficial)"
         keys = ["override-what", "override-gfx1031", "override-unofficial-780m"]
         keys += ["override-gfx1036"] if gfx == "gfx1036" else []
-        return words, fix, cite(*keys) + _span_urls(spans)
+        caveat, caveat_src = target_options.override_caveat(gfx)
+        if caveat:
+            words, fix = f"{words}; {caveat}", f"{fix}; {caveat}"
+        return words, fix, cite(*keys) + _span_urls(spans) + caveat_src
     return f"doctor's data names no HSA_OVERRIDE_GFX_VERSION value for {gfx}", "", ()
 
 
@@ -556,6 +551,10 @@ def support_for(
         sources += over_src
         if over_fix:
             fix = f"{fix}; unofficially: {over_fix}" if fix else over_fix
+    outside, outside_src = target_options.outside_rocm(gfx)
+    if outside and not listed_now:
+        words.append(outside)
+        sources += outside_src
     wheels, wheel_src = _wheels_words(gfx)
     if wheels:
         words.append(wheels)

@@ -69,6 +69,12 @@ NO_OVERRIDE: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
 is a PyTorch build that has the target): gfx -> (what is known, TheRock's nightly
 index for it, source keys)."""
 
+OVERRIDE_CAVEATS: dict[str, tuple[str, tuple[str, ...]]] = {
+    gfx: (e["known"], tuple(e["sources"])) for gfx, e in _RULES["override_caveats"].items()
+}
+"""Targets whose family override is known to fail for some work (cited): gfx -> (what is
+known, source keys). The override is still named, with the warning beside it."""
+
 IGPU_TARGETS = frozenset(_RULES["igpu_targets"])
 """Integrated GPUs of AMD APUs (besides what the compatibility data lists)."""
 

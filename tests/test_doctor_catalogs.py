@@ -217,3 +217,17 @@ def test_format_strings_become_loose_regexes():
     assert re.search(
         pointer, "on address 0x7f2a3c000000(may not be exact address). Reason: Unknown."
     )
+
+
+def test_a_wide_table_is_looked_up_quickly():
+    """Formats with several %s gave regexes that backtracked for about 30 s on the wide
+    lines of a real rocm-smi --showtopo table (MI300X in TPX mode, the first corpus)."""
+    import time
+    from pathlib import Path
+
+    corpus = Path(__file__).parent / "data" / "doctor" / "corpus"
+    lines = (corpus / "51-rocm-smi-showtopo-tpx-xxxx.txt").read_text().splitlines()
+    began = time.perf_counter()
+    for line in lines:
+        catalogs.lookup(line)
+    assert time.perf_counter() - began < 3.0  # about 0.02 s here

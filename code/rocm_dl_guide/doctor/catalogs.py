@@ -347,9 +347,25 @@ def catalog() -> dict:
 
 
 @functools.lru_cache(maxsize=1)
-def _compiled() -> dict[str, list[tuple[re.Pattern, dict]]]:
+def _compiled() -> dict[str, list[tuple[re.Pattern, dict, str]]]:
+    """Each runtime and kernel entry's regex, with the longest word of its fixed text,
+    which a line must contain before the regex is tried (the regexes of formats with
+    several ``%s`` backtrack badly on long lines that do not match)."""
     data = catalog()
-    return {s: [(re.compile(e["regex"]), e) for e in data[s]] for s in ("runtime", "kernel")}
+    return {
+        s: [(re.compile(e["regex"]), e, _key_word(e)) for e in data[s]]
+        for s in ("runtime", "kernel")
+    }
+
+
+def _key_word(entry: dict) -> str:
+    fixed = re.sub(r"%[-+ #0-9.*]*(?:hh|h|ll|l|z|j|t|L)?[a-zA-Z%]", " ", entry.get("format", ""))
+    words = re.findall(r"[A-Za-z_][A-Za-z_]{3,}", fixed)
+    return max(words, key=len) if words else ""
+
+
+MAX_LINE = 400
+"""The longest part of a line the catalogs' regexes are tried on."""
 
 
 def _hit(kind: str, entry: dict, **fields) -> CatalogHit:
@@ -374,10 +390,12 @@ def _by_name(section: str) -> dict[str, dict]:
 
 
 def _best(section: str, line: str, kernel_line: bool) -> dict | None:
+    line = line[:MAX_LINE]
     matches = [
         entry
-        for regex, entry in _compiled()[section]
+        for regex, entry, word in _compiled()[section]
         if (kernel_line or entry.get("literal_length", MIN_LITERAL) >= MIN_LITERAL)
+        and word in line
         and regex.search(line)
     ]
     return max(matches, key=lambda e: (e.get("literal_length", 0), e["name"]), default=None)

@@ -336,6 +336,33 @@ RULES: tuple[Rule, ...] = (
         ("igpu",),
     ),
     Rule(
+        "dkms-build",
+        r"Bad return status for module build on kernel|Building module\(s\)\.*\s*\(?bad exit",
+        "amdgpu-dkms: the kernel driver did not build for this kernel",
+        "DKMS compiles amdgpu-dkms against each installed kernel; it failed, most often because "
+        "the kernel is newer (or older) than the kernels this driver release supports",
+        "read the make.log the message names; compare the running kernel (uname -r) with the "
+        "kernels the release lists; a distribution kernel's own amdgpu driver runs ROCm too: "
+        "install ROCm without the DKMS module (amdgpu-install -y --usecase=rocm --no-dkms), "
+        "or boot a kernel the release supports",
+        (
+            "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.0/install/"
+            "amdgpu-install.html",
+        ),
+        ("kernel-driver",),
+    ),
+    Rule(
+        "torch-oom",
+        r"(HIP|CUDA) out of memory\. Tried to allocate",
+        "PyTorch: the GPU's memory (VRAM) is full",
+        "the allocation did not fit in the GPU's memory: the model, the batch or image size, "
+        "activations, or other processes on the GPU; not a driver or ROCm fault",
+        "use a smaller batch or resolution, 16-bit weights, or the program's low-VRAM options; "
+        "watch rocm-smi --showmeminfo vram while it runs; where reserved but unallocated memory "
+        "is large, PYTORCH_HIP_ALLOC_CONF=expandable_segments:True (PyTorch's HIP notes)",
+        rules.cite("hip-notes"),
+    ),
+    Rule(
         "smi-runtime-pm",
         r"Expected integer value from monitor",
         "rocm-smi: a GPU's monitor files could not be read (runtime power management)",

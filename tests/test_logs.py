@@ -309,3 +309,14 @@ def test_clr_lists_of_missing_code_objects_name_the_targets():
     # real: "No compatible code objects found for: gfx1152" (llama.cpp, blind corpus)
     text = (BLIND / "01-llamacpp-gfx1152-no-code-objects.txt").read_text()
     assert logs.code_objects(text)[1] == ["gfx1152"]
+
+
+def test_a_dkms_build_failure_and_a_full_gpu_are_named():
+    # real: amdgpu-dkms 7.2.4 against Ubuntu 26.04's 7.0 kernels (blind corpus)
+    text = (BLIND / "09-amdgpu-dkms-build-fails-ubuntu-2604.txt").read_text()
+    dkms = {f.rule.id: f for f in logs.read(text)}["dkms-build"]
+    assert "--no-dkms" in dkms.advice and "uname -r" in dkms.advice
+    # real: PyTorch's HIP out of memory on an 8 GB RX 6600 (blind corpus)
+    text = (BLIND / "23-comfyui-rx6600-hip-oom.txt").read_text()
+    oom = {f.rule.id: f for f in logs.read(text)}["torch-oom"]
+    assert "VRAM" in oom.rule.title and "expandable_segments" in oom.advice

@@ -34,6 +34,17 @@ modules, from the bottom up:
   breaks ROCm setups (permissions, the build, host settings, the workload)
 - :mod:`~rocm_dl_guide.doctor.logs`       the reader's own error text (``--log``):
   the messages ROCm setups fail with, their causes, fixes and sources
+- :mod:`~rocm_dl_guide.doctor.catalogs`   every HIP error, HSA status, runtime fault
+  line and amdgpu kernel message family, generated from upstream's stored files
+  (``data/error-catalog.json``; :mod:`~rocm_dl_guide.doctor.log_catalog` reads a
+  text with them, and classifies lines no catalog knows by their layer)
+- :mod:`~rocm_dl_guide.doctor.chips`      the real chip behind every AMD PCI device
+  ID (``data/pci-chips.json``, generated); :mod:`~rocm_dl_guide.doctor.products`
+  finds the GPUs a text names, and the target each really is
+- :mod:`~rocm_dl_guide.doctor.premises`   what advice rests on (a container, WSL, the
+  groups shown); :mod:`~rocm_dl_guide.doctor.wsl_text` the WSL recipe of the release
+  a text shows (``data/wsl-releases.json``); :mod:`~rocm_dl_guide.doctor.target_options`
+  the known risks of an override and the options outside ROCm
 - :mod:`~rocm_dl_guide.doctor.smi`        ``amd-smi``/``rocm-smi`` output (run by
   ``doctor`` and ``doctor --collect``, or given with ``--smi``):
   GPU partition modes (SPX/DPX/QPX/CPX, NPS1/NPS4), physical and logical GPUs,

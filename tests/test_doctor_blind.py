@@ -22,7 +22,7 @@ from test_doctor_corpus import CLASSES, KINDS, expected_met, forbidden_given, lo
 BLIND = Path(__file__).parent / "data" / "doctor" / "blind"
 CASES = load_cases(BLIND)
 
-FLOOR = 0.88
+FLOOR = 0.9
 """The share of expected findings doctor must meet on the blind corpus (issue 58's
 target for held-out sets)."""
 

@@ -320,3 +320,11 @@ def test_a_dkms_build_failure_and_a_full_gpu_are_named():
     text = (BLIND / "23-comfyui-rx6600-hip-oom.txt").read_text()
     oom = {f.rule.id: f for f in logs.read(text)}["torch-oom"]
     assert "VRAM" in oom.rule.title and "expandable_segments" in oom.advice
+
+
+def test_a_container_given_the_devices_is_asked_what_it_got():
+    # real: vLLM's ROCm image started with --device /dev/kfd and /dev/dri (blind corpus)
+    text = (BLIND / "14-vllm-docker-desktop-no-hip-gpus.txt").read_text()
+    found = {f.rule.id: f for f in logs.read(text)}["no-hip-gpus"]
+    assert "--device /dev/kfd and /dev/dri were passed" in found.premises
+    assert "Docker Desktop" in found.advice and "amdgpu-dkms" not in found.advice

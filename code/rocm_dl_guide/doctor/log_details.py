@@ -445,6 +445,25 @@ def _wsl(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     return True
 
 
+def _no_hip_gpus(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """In a container started with the devices, the devices are not the question: what
+    the container sees of them is."""
+    if not (seen.container and re.search(r"--device[= ]/dev/kfd", text)):
+        return True
+    finding.premises = [
+        f"a container (the text shows: {seen.container_seen})",
+        "--device /dev/kfd and /dev/dri were passed",
+    ]
+    finding.fix = (
+        "the devices were passed, so check what the container got: ls -l /dev/kfd /dev/dri "
+        "and rocminfo inside it; where they are missing or rocminfo sees no GPU, check the "
+        "engine (docker context ls): Docker Desktop runs containers in a virtual machine that "
+        "has no GPU, so use Docker Engine on the host; a rootless engine maps the host's "
+        "render group away (--group-add keep-groups with Podman)"
+    )
+    return True
+
+
 def _kfd_missing(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     """Under WSL there is no /dev/kfd to pass: the WSL finding says what there is."""
     return not seen.wsl
@@ -549,6 +568,7 @@ _DETAILS = {
     "miopen-user-db": _miopen_user_db,
     "driver-not-loaded": _driver_not_loaded,
     "kfd-missing": _kfd_missing,
+    "no-hip-gpus": _no_hip_gpus,
     "kernel-userspace": _kernel_driver,
     "kfd-invalid-argument": _where_premises,
 }

@@ -139,7 +139,11 @@ RULES: tuple[Rule, ...] = (
         "ROCR_VISIBLE_DEVICES hiding every GPU, the amdgpu driver not loaded, or a GPU "
         "target the build lacks",
         "run doctor on that machine: its checks tell these apart",
-        ("https://github.com/ROCm/hip/issues/3799", f"{_ISSUE}4864"),
+        (
+            "https://github.com/ROCm/hip/issues/3799",
+            f"{_ISSUE}4864",
+            *rules.cite("docker-desktop-vm"),
+        ),
         rules.ERROR_MESSAGES["No HIP GPUs are available"],
     ),
     Rule(

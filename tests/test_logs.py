@@ -328,3 +328,22 @@ def test_a_container_given_the_devices_is_asked_what_it_got():
     found = {f.rule.id: f for f in logs.read(text)}["no-hip-gpus"]
     assert "--device /dev/kfd and /dev/dri were passed" in found.premises
     assert "Docker Desktop" in found.advice and "amdgpu-dkms" not in found.advice
+
+
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [  # the message formats of each family, as the runtime and the kernel print them
+        ("HW Exception by GPU node-1 (Agent handle: 0x55dc6e221990) reason :GPU Hang",
+         "catalog:gpu-hang-or-ecc"),
+        ("amdgpu 0000:c3:00.0: amdgpu: MES failed to respond to msg=MISC (WAIT_REG_MEM)",
+         "catalog:mes-timeout"),
+        ("[drm:amdgpu_device_init [amdgpu]] *ERROR* gpu post error!",
+         "catalog:amdgpu-init-failure"),
+        ("amdgpu 0000:03:00.0: probe with driver amdgpu failed with error -22", "amdgpu-probe"),
+        ("RuntimeError: HIP error: no ROCm-capable device is detected", "catalog:no-device"),
+        ("Direct firmware load for amdgpu/gc_11_0_0_mes_2.bin failed with error -2",
+         "catalog:firmware-missing"),
+    ],
+)  # fmt: skip
+def test_each_family_of_unknown_messages_is_named(line, rule):
+    assert rule in {f.rule.id for f in logs.read(line + "\n")}

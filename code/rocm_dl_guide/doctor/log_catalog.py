@@ -34,11 +34,15 @@ def catalog_findings(lines: list[str], taken: set[int]) -> list[Finding]:
             continue
         names.add(hit.name)
         number = f" ({hit.number})" if hit.number is not None else ""
-        said = f"{hit.name}{number}" if hit.kind in ("hip", "hsa") else hit.family
+        if hit.kind in ("hip", "hsa"):
+            title = f"{hit.name}{number}: {hit.description}".rstrip(". ")
+        else:  # a kernel or runtime message: its family, and upstream's format string
+            where = "the amdgpu kernel driver" if hit.kind == "kernel" else "the ROCm runtime"
+            title = f'{hit.family.replace("-", " ")} ({where}: "{hit.description.strip()}")'
         rule = Rule(
             f"catalog:{hit.family}",
             "",
-            f"{said}: {hit.description}".rstrip(". ") if hit.kind in ("hip", "hsa") else said,
+            title,
             hit.meaning,
             "collect: " + "; ".join(hit.collect),
             (catalogs.source_url(hit.source),),

@@ -340,6 +340,19 @@ RULES: tuple[Rule, ...] = (
         ("igpu",),
     ),
     Rule(
+        "amdgpu-probe",
+        r"amdgpu\S*:? probe of \S+ failed with error -?\d+|probe with driver amdgpu failed",
+        "amdgpu could not take the GPU (probe failed)",
+        "the kernel driver gave up on the GPU while setting it up; the lines before it in the "
+        "kernel log say at which step (firmware, IP discovery, PSP, SMU); error -22 is "
+        "EINVAL, -2 a missing file (often firmware), -110 a timeout",
+        "collect the whole kernel log from boot (sudo dmesg -T | grep -iE 'amdgpu|drm'), the "
+        "kernel (uname -r) and the firmware package's version; a GPU newer than the kernel "
+        "or its firmware needs a newer kernel or linux-firmware",
+        ("https://github.com/torvalds/linux/blob/master/drivers/base/dd.c",),
+        ("kernel-driver",),
+    ),
+    Rule(
         "dkms-build",
         r"Bad return status for module build on kernel|Building module\(s\)\.*\s*\(?bad exit",
         "amdgpu-dkms: the kernel driver did not build for this kernel",

@@ -261,6 +261,7 @@ def test_collect_keeps_the_log_in_the_snapshot(tmp_path):
 
 
 BLIND = Path(__file__).parent / "data" / "doctor" / "blind"
+CORPUS = Path(__file__).parent / "data" / "doctor" / "corpus"
 
 
 def test_the_wsl_recipe_is_the_release_of_the_text():
@@ -347,3 +348,11 @@ def test_a_container_given_the_devices_is_asked_what_it_got():
 )  # fmt: skip
 def test_each_family_of_unknown_messages_is_named(line, rule):
     assert rule in {f.rule.id for f in logs.read(line + "\n")}
+
+
+def test_a_container_without_the_devices_is_told_to_pass_them():
+    # real: rocminfo in a container started without /dev/kfd (the first corpus)
+    text = (CORPUS / "35-kfd-missing-in-container.txt").read_text()
+    found = {f.rule.id: f for f in logs.read(text)}["kfd-missing"]
+    assert "--device=/dev/kfd" in found.advice and "lsmod" not in found.advice
+    assert "amdgpu loaded in the kernel (rocminfo), no /dev/kfd here" in found.premises

@@ -465,8 +465,22 @@ def _no_hip_gpus(finding: Finding, text: str, seen: Facts, ids: set[str]) -> boo
 
 
 def _kfd_missing(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
-    """Under WSL there is no /dev/kfd to pass: the WSL finding says what there is."""
-    return not seen.wsl
+    """Under WSL there is no /dev/kfd to pass: the WSL finding says what there is. Where
+    rocminfo says the kernel has amdgpu loaded, the node is missing only here: a container
+    (or sandbox) the device was not passed into."""
+    if seen.wsl:
+        return False
+    loaded = re.search(r"ROCk module(?: version \S+)? is loaded", text)
+    if loaded or seen.container:
+        finding.premises = where_it_runs(seen)
+        if loaded:
+            finding.premises.append("amdgpu loaded in the kernel (rocminfo), no /dev/kfd here")
+        finding.fix = (
+            "the kernel has the driver, but this environment has no /dev/kfd: start the "
+            "container with --device=/dev/kfd --device=/dev/dri --group-add video --group-add "
+            "render (Apptainer: --bind=/dev/kfd,/dev/dri; Kubernetes: AMD's device plugin)"
+        )
+    return True
 
 
 def _gpu_hang(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:

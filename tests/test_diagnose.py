@@ -794,3 +794,21 @@ def test_global_pool_sizes_from_rocminfo():
 
     pools = rocminfo.global_pool_kib(samples.load_sample("apu-igpu"))
     assert pools == {1: 31406488, 2: 16760832, 3: 15703244}  # the iGPU gets half the RAM
+
+
+def test_an_override_never_hides_the_chip_rocminfo_reports_as_its_target():
+    """Issue 58: under HSA_OVERRIDE_GFX_VERSION=11.0.0 rocminfo prints gfx1100 for an RX
+    7600 XT (PCI ID 0x7480, gfx1102), and doctor called it supported and said to unset
+    the override. The real 7900 XTX output, with its Chip ID and name made an RX 7600
+    XT's, is what such a machine prints: the check must speak of gfx1102."""
+    data = snap("radeon")
+    text = data["rocminfo"]["text"]
+    text = text.replace("29772(0x744c)", "29824(0x7480)").replace(
+        "Radeon RX 7900 XTX", "AMD Radeon RX 7600 XT"
+    )
+    data["rocminfo"]["text"] = text
+    data["host"]["env"]["HSA_OVERRIDE_GFX_VERSION"] = "11.0.0"
+    override = check(data, "hsa-override")
+    assert "gfx1102" in override.message
+    assert "supported as they are" not in (override.fix or "")
+    assert gpu_targets.products.real_gfx(report(data).system.rocminfo.gpus[0]) == "gfx1102"

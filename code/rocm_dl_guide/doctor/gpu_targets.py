@@ -329,7 +329,11 @@ def override_check(sysrep: SystemReport) -> list[Check]:
         msg = f"set to {value} ({target}) although every GPU's own target is in this build; {risk}"
         fix = "unset it: these GPUs are supported as they are"
         return [Check(name, WARN, msg, sources + cite("override-not-needed"), cid, fix)]
-    return [Check(name, WARN, msg, sources + cite("override-wrong-kernels"), cid)]
+    caveats = [target_options.override_caveat(g) for g in natives if g != target]
+    msg += "".join(f"; {words}" for words, _ in caveats if words)
+    fix = f"keep it only while no build has {native}; a build with {native} needs none"
+    sources += tuple(u for _, src in caveats for u in src)
+    return [Check(name, WARN, msg, sources + cite("override-wrong-kernels"), cid, fix)]
 
 
 # --------------------------------------------------------------------------- 3: iGPU

@@ -592,3 +592,18 @@ def test_doctor_collect_runs_amd_smi_and_smi_file_wins(tmp_path, monkeypatch):
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["smi"] == {"source": "bus.txt", "text": SHOWBUS}
     assert not (tmp_path / "calls.log").exists()  # the tools were not run
+
+
+W7900_IDLE = Path(__file__).parent / "data" / "doctor" / "smi-w7900-idle-concise.txt"
+"""rocm-smi 6.x's concise table for two idle workstation GPUs (W7900, DID 0x7448),
+composed in the layout of the corpus's real tables, every reading N/A."""
+
+
+def test_na_on_gpus_without_partitions_is_not_mi300s_bug():
+    from rocm_dl_guide.doctor import smi, smi_read
+
+    parts = smi_read.read(W7900_IDLE.read_text())
+    assert [d.did for d in parts.devices] == ["0x7448", "0x7448"]
+    words = smi.na_words(parts)
+    assert "runtime power management" in words and "MI300X" not in words
+    assert smi.na_sources(parts) == ("https://github.com/ROCm/legacy-rocm-build/issues/4878",)

@@ -296,6 +296,9 @@ def _rocm(lines: list[str], found: dict[int, Device], formats: list[str]) -> int
             _set(dev, "compute", row.group(3))
             if row.group(4) not in (None, "N/A"):
                 dev.partition_id = int(row.group(4))
+            did = re.match(r"^\d+\s+\d+\s+(0x[0-9a-fA-F]{4}),", line)  # IDs (DID, GUID)
+            if did and dev.did is None:
+                dev.did = did.group(1)
             if row.group(3) == "N/A":
                 na += 1
             concise = True

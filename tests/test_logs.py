@@ -356,3 +356,19 @@ def test_a_container_without_the_devices_is_told_to_pass_them():
     found = {f.rule.id: f for f in logs.read(text)}["kfd-missing"]
     assert "--device=/dev/kfd" in found.advice and "lsmod" not in found.advice
     assert "amdgpu loaded in the kernel (rocminfo), no /dev/kfd here" in found.premises
+
+
+# real: rocm-clinfo under a forgotten HSA_OVERRIDE_GFX_VERSION=12.0.1 on a Strix Halo beside
+# an R9700 (ROCm/legacy-rocm-build#5696; not in either corpus)
+CLINFO_OVERRIDE = (
+    "  Board name:\t\t\t\t\t AMD Radeon AI PRO R9700\n"
+    "  Name:\t\t\t\t\t\t gfx1201\n"
+    "  Board name:\t\t\t\t\t Radeon 8060S Graphics\n"
+    "  Name:\t\t\t\t\t\t gfx1201\n"
+)
+
+
+def test_clinfo_under_an_override_shows_the_chip_it_hides():
+    found = {f.rule.id: f for f in logs.read(CLINFO_OVERRIDE)}
+    masked = found["override-masks-target"]
+    assert "Radeon 8060S Graphics as gfx1201, but its chip is gfx1151" in masked.details

@@ -47,7 +47,9 @@ _PRODUCT = re.compile(
 )
 _GFX_AFTER = re.compile(r"^[,\s]*(?:\(|\[)?\s*(gfx[0-9a-f]{3,4})\b")
 _AGENT_GFX = re.compile(r"^\s*Name:\s+(gfx[0-9a-f]{3,4})\s*$")
-_MARKETING = re.compile(r"^\s*Marketing Name:\s+(.+?)\s*$")
+_MARKETING = re.compile(r"^\s*(Marketing Name|Board name):\s+(.+?)\s*$")
+"""rocminfo's agent name (its ``Name: gfx...`` comes two lines before) and clinfo's
+board name (its ``Name: gfx...`` comes after)."""
 
 
 def _lookup(span: str) -> tuple[str, chips.Chip] | None:
@@ -74,7 +76,7 @@ def named_gpus(text: str) -> list[NamedGPU]:
     lines = text.splitlines()
     for n, line in enumerate(lines):
         marketing = _MARKETING.match(line)
-        spans = [(marketing.group(1), line.find(marketing.group(1)))] if marketing else []
+        spans = [(marketing.group(2), line.find(marketing.group(2)))] if marketing else []
         spans += [(m.group(0), m.start()) for m in _PRODUCT.finditer(line)]
         for span, start in spans:
             hit = _lookup(span)
@@ -84,9 +86,13 @@ def named_gpus(text: str) -> list[NamedGPU]:
             after = line[start + len(name) :] if start >= 0 else ""
             shown = _GFX_AFTER.match(after)
             shown_gfx = shown.group(1) if shown else None
-            if marketing and shown_gfx is None:  # rocminfo: the agent's Name line is near
-                near = [_AGENT_GFX.match(x) for x in lines[max(0, n - 3) : n + 3]]
-                shown_gfx = next((m.group(1) for m in near if m), None)
+            if marketing and shown_gfx is None:  # the agent's or device's Name line
+                if marketing.group(1) == "Marketing Name":
+                    near = reversed(lines[max(0, n - 3) : n])
+                else:
+                    near = lines[n + 1 : n + 4]
+                hits = (_AGENT_GFX.match(x) for x in near)
+                shown_gfx = next((m.group(1) for m in hits if m), None)
             key = chip.gfx or name
             if key not in found or (shown_gfx and not found[key].shown_gfx):
                 found[key] = NamedGPU(name, chip.gfx, chip.codename, chip.device_id, shown_gfx)

@@ -372,3 +372,24 @@ def test_clinfo_under_an_override_shows_the_chip_it_hides():
     found = {f.rule.id: f for f in logs.read(CLINFO_OVERRIDE)}
     masked = found["override-masks-target"]
     assert "Radeon 8060S Graphics as gfx1201, but its chip is gfx1151" in masked.details
+
+
+# real: Docker's daemon refusing --device=/dev/kfd, on an Ubuntu host and on Windows 11
+# (l1na-forever/stable-diffusion-rocm-docker#8, hydrian/stable-diffusion-webui-rocm#17;
+# in neither corpus)
+DAEMON_NO_KFD = (
+    "docker run -it --cap-add=SYS_PTRACE --security-opt seccomp=unconfined --device=/dev/kfd "
+    "--device=/dev/dri --group-add video --ipc=host --shm-size 8G rocm/pytorch:latest "
+    "--privileged\n"
+    "docker: Error response from daemon: error gathering device information while adding "
+    'custom device "/dev/kfd": no such file or directory.\n'
+)
+
+
+def test_the_daemon_missing_kfd_is_the_hosts_driver_not_the_flags():
+    found = {f.rule.id: f for f in logs.read(DAEMON_NO_KFD)}["kfd-missing"]
+    assert found.advice.startswith("the flags are right") and "lsmod" in found.advice
+    windows = DAEMON_NO_KFD.split("\n", 1)[1] + " - OS + Distro and Version: Windows 11\n"
+    found = {f.rule.id: f for f in logs.read(windows)}["kfd-missing"]
+    assert "Windows (the text shows: Windows 11)" in found.premises
+    assert "WSL 2" in found.advice and "--device=/dev/kfd" not in found.advice

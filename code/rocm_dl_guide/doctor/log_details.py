@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from . import rules
 from .amd_log import code_objects
-from .premises import driver_fix, permission_fix, where_it_runs
+from .premises import driver_fix, kfd_missing, no_hip_gpus, permission_fix, where_it_runs
 from .words import counted
 from .wsl_text import WSL_SIGNS, wsl_fix
 
@@ -445,44 +445,6 @@ def _wsl(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     return True
 
 
-def _no_hip_gpus(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
-    """In a container started with the devices, the devices are not the question: what
-    the container sees of them is."""
-    if not (seen.container and re.search(r"--device[= ]/dev/kfd", text)):
-        return True
-    finding.premises = [
-        f"a container (the text shows: {seen.container_seen})",
-        "--device /dev/kfd and /dev/dri were passed",
-    ]
-    finding.fix = (
-        "the devices were passed, so check what the container got: ls -l /dev/kfd /dev/dri "
-        "and rocminfo inside it; where they are missing or rocminfo sees no GPU, check the "
-        "engine (docker context ls): Docker Desktop runs containers in a virtual machine that "
-        "has no GPU, so use Docker Engine on the host; a rootless engine maps the host's "
-        "render group away (--group-add keep-groups with Podman)"
-    )
-    return True
-
-
-def _kfd_missing(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
-    """Under WSL there is no /dev/kfd to pass: the WSL finding says what there is. Where
-    rocminfo says the kernel has amdgpu loaded, the node is missing only here: a container
-    (or sandbox) the device was not passed into."""
-    if seen.wsl:
-        return False
-    loaded = re.search(r"ROCk module(?: version \S+)? is loaded", text)
-    if loaded or seen.container:
-        finding.premises = where_it_runs(seen)
-        if loaded:
-            finding.premises.append("amdgpu loaded in the kernel (rocminfo), no /dev/kfd here")
-        finding.fix = (
-            "the kernel has the driver, but this environment has no /dev/kfd: start the "
-            "container with --device=/dev/kfd --device=/dev/dri --group-add video --group-add "
-            "render (Apptainer: --bind=/dev/kfd,/dev/dri; Kubernetes: AMD's device plugin)"
-        )
-    return True
-
-
 def _gpu_hang(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     signs = ("preemption failed", "Failed to evict process queues", "MODE1 reset", "timeout")
     finding.details = "the kernel log shows: " + ", ".join(x for x in signs if x in text)
@@ -581,8 +543,8 @@ _DETAILS = {
     "miopen-kdb": _miopen_kdb,
     "miopen-user-db": _miopen_user_db,
     "driver-not-loaded": _driver_not_loaded,
-    "kfd-missing": _kfd_missing,
-    "no-hip-gpus": _no_hip_gpus,
+    "kfd-missing": kfd_missing,
+    "no-hip-gpus": no_hip_gpus,
     "kernel-userspace": _kernel_driver,
     "kfd-invalid-argument": _where_premises,
 }

@@ -106,3 +106,56 @@ def override_alone(fix: str, gfx: str, targets: list[str]) -> str:
         f"index), with the override value {m.group(1)}; never exported for the others"
     )
     return fix.replace(m.group(0), alone)
+
+
+def no_hip_gpus(finding: Any, text: str, seen: Facts, ids: set[str]) -> bool:
+    """In a container started with the devices, the devices are not the question: what
+    the container sees of them is."""
+    if not (seen.container and re.search(r"--device[= ]/dev/kfd", text)):
+        return True
+    finding.premises = [
+        f"a container (the text shows: {seen.container_seen})",
+        "--device /dev/kfd and /dev/dri were passed",
+    ]
+    finding.fix = (
+        "the devices were passed, so check what the container got: ls -l /dev/kfd /dev/dri "
+        "and rocminfo inside it; where they are missing or rocminfo sees no GPU, check the "
+        "engine (docker context ls): Docker Desktop runs containers in a virtual machine that "
+        "has no GPU, so use Docker Engine on the host; a rootless engine maps the host's "
+        "render group away (--group-add keep-groups with Podman)"
+    )
+    return True
+
+
+def kfd_missing(finding: Any, text: str, seen: Facts, ids: set[str]) -> bool:
+    """Under WSL there is no /dev/kfd to pass: the WSL finding says what there is. Docker's
+    daemon refusing the device means the host lacks it; rocminfo saying the kernel has
+    amdgpu means only this environment does (a container it was not passed into)."""
+    if seen.wsl:
+        return False
+    daemon = "error gathering device information while adding custom device" in text
+    windows = re.search(r"\bWindows (?:10|11|Server)\b|\bPS [A-Z]:\\", text)
+    loaded = re.search(r"ROCk module(?: version \S+)? is loaded", text)
+    finding.premises = where_it_runs(seen)
+    if windows:
+        finding.premises.append(f"Windows (the text shows: {windows.group(0)})")
+        finding.fix = (
+            "Docker on Windows runs Linux containers in a virtual machine that has no "
+            "/dev/kfd: ROCm containers need a Linux host with the amdgpu driver, or WSL 2 with "
+            "a release that has a WSL recipe (its containers get /dev/dxg)"
+        )
+    elif daemon:
+        finding.premises.append("Docker's daemon could not find /dev/kfd on its host")
+        finding.fix = (
+            "the flags are right; the host the daemon runs on has no /dev/kfd: on that host, "
+            "ls -l /dev/kfd and lsmod | grep amdgpu (load or install the driver there); Docker "
+            "Desktop's daemon runs in a virtual machine without the GPU: use Docker Engine"
+        )
+    elif loaded:
+        finding.premises.append("amdgpu loaded in the kernel (rocminfo), no /dev/kfd here")
+        finding.fix = (
+            "the kernel has the driver, but this environment has no /dev/kfd: start the "
+            "container with --device=/dev/kfd --device=/dev/dri --group-add video --group-add "
+            "render (Apptainer: --bind=/dev/kfd,/dev/dri; Kubernetes: AMD's device plugin)"
+        )
+    return True

@@ -393,3 +393,9 @@ def test_the_daemon_missing_kfd_is_the_hosts_driver_not_the_flags():
     found = {f.rule.id: f for f in logs.read(windows)}["kfd-missing"]
     assert "Windows (the text shows: Windows 11)" in found.premises
     assert "WSL 2" in found.advice and "--device=/dev/kfd" not in found.advice
+
+
+def test_a_general_protection_fault_in_the_hip_runtime_is_a_runtime_crash():
+    # real: the kernel's traps line for llama-bench crashing in libamdhip64 (blind corpus)
+    text = (BLIND / "26-strix-halo-stale-override-gfx1100.txt").read_text()
+    assert "runtime-segfault" in {f.rule.id for f in logs.read(text)}

@@ -148,7 +148,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "runtime-segfault",
-        r"segfault at [^\n]* in (libamdhip64|libhsa-runtime64)|"
+        r"(segfault at|general protection fault)[^\n]* in (libamdhip64|libhsa-runtime64)|"
         r"(SIGSEGV|Segmentation fault)[^\n]*(libamdhip64|libhsa-runtime64)|"
         r"\?\? \(\) from [^\n]*(libamdhip64|libhsa-runtime64)",
         "a crash inside the HIP or HSA runtime",
@@ -495,7 +495,7 @@ def gpu_findings(text: str, seen: Facts) -> list[Finding]:
             f"profile, a service file, a container's -e) and unset it; then check {gpu.gfx}, "
             "the real target, against the build (doctor's GPU checks)"
         )
-        found.premises = [f"{gpu.name}: {gpu.describe().split(' is ', 1)[1]}"]
+        found.premises = [f"the text prints {gpu.shown_gfx} beside {gpu.name}"]
         out.append(found)
     return out
 

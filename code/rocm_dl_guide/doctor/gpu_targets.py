@@ -469,8 +469,9 @@ def _span_urls(spans: list[tuple[dict, dict]]) -> tuple[str, ...]:
     return _release_urls(*(r for span in spans for r in span))
 
 
-def _override_words(gfx: str) -> tuple[str, str, tuple[str, ...]]:
-    """(what HSA_OVERRIDE_GFX_VERSION can do for ``gfx``, the fix, the sources)."""
+def _override_words(gfx: str, others: str = "") -> tuple[str, str, tuple[str, ...]]:
+    """(what HSA_OVERRIDE_GFX_VERSION can do for ``gfx``, the fix, the sources); ``others``:
+    the other targets in the process, run as another chip too (:func:`premises.override_alone`)."""
     if gfx in NO_OVERRIDE:
         known, _, keys = NO_OVERRIDE[gfx]
         return f"no HSA_OVERRIDE_GFX_VERSION value helps: {known}", "", cite(*keys)
@@ -480,11 +481,16 @@ def _override_words(gfx: str) -> tuple[str, str, tuple[str, ...]]:
         target = override_target(value) or ""
         spans = release_spans(target)
         where = f", which {_span_words(spans)} list" if spans else ""
+        named = f"the override value {value}" if others else f"HSA_OVERRIDE_GFX_VERSION={value}"
         words = (
-            f"HSA_OVERRIDE_GFX_VERSION={value} runs it as {target}, its family's supported "
+            f"{named} runs it as {target}, its family's supported "
             f"target{where} (the documented workaround; unofficial, unsupported by AMD)"
         )
-        fix = f"export HSA_OVERRIDE_GFX_VERSION={value} before starting Python (unofficial)"
+        fix = (
+            premises.override_alone(gfx, value, others)
+            if others
+            else f"export HSA_OVERRIDE_GFX_VERSION={value} before starting Python"
+        ) + " (unofficial)"
         keys = ["override-what", "override-gfx1031", "override-unofficial-780m"]
         keys += ["override-gfx1036"] if gfx == "gfx1036" else []
         caveat, caveat_src = target_options.override_caveat(gfx)
@@ -503,13 +509,14 @@ def _wheels_words(gfx: str) -> tuple[str, tuple[str, ...]]:
 
 
 def support_for(
-    gfx: str, rocm_version: str | None, label: str = ""
+    gfx: str, rocm_version: str | None, label: str = "", others: str = ""
 ) -> tuple[str, str, str, tuple[str, ...]]:
     """What the ROCm release data says about a GPU of target ``gfx``, without a PyTorch
     arch list: (status, message, fix, sources); ``label`` names the GPU. With ``rocm_version``
     known: whether that
     release lists the target; otherwise which releases do. Then which override family
-    applies (or that the data says none helps) and where a native build exists."""
+    applies (or that the data says none helps) and where a native build exists. ``others``:
+    the other GPUs' targets in the process, beside which an override is never a plain export."""
     spans = release_spans(gfx)
     res = compat_data.resolve(rocm_version, "gfx") if rocm_version else None
     installed = None if res is None or res.unknown or not res.rel.get("gfx") else res
@@ -548,7 +555,7 @@ def support_for(
             "none of the ROCm releases whose GPU target lists doctor's compatibility data holds "
             "lists it"
         )
-    over, over_fix, over_src = _override_words(gfx)
+    over, over_fix, over_src = _override_words(gfx, others)
     listed_now = installed is not None and gfx in installed.rel["gfx"]
     if not listed_now:
         words.append(over)
@@ -580,10 +587,8 @@ def support_checks(sysrep: SystemReport) -> list[Check]:
         return []
     version = sysrep.rocm.version if sysrep.rocm else None
     order = (OK, INFO, UNKNOWN, WARN, FAIL)
-    found = [support_for(g, version, g + where) for g in targets[:3]]
-    if len(targets) > 1:  # an override is every GPU's: never a plain export beside others
-        found = [(st, premises.override_words(msg), premises.override_alone(fix, g, targets), src)
-                 for g, (st, msg, fix, src) in zip(targets[:3], found, strict=True)]  # fmt: skip
+    others = {g: ", ".join(t for t in targets if t != g) for g in targets[:3]}
+    found = [support_for(g, version, g + where, others[g]) for g in targets[:3]]
     status = max((f[0] for f in found), key=order.index)
     message = "; ".join(f[1] for f in found)
     fix = (

@@ -86,26 +86,15 @@ def permission_fix(seen: Facts) -> tuple[str, str]:
     return "", ""
 
 
-def override_words(message: str) -> str:
-    """``message`` naming an override as a value, not as a setting to export."""
-    return re.sub(r"HSA_OVERRIDE_GFX_VERSION=(\S+) runs it as", r"the override value \1 runs it as",
-                  message)  # fmt: skip
-
-
-def override_alone(fix: str, gfx: str, targets: list[str]) -> str:
-    """``fix`` with its override export restricted to a process that sees only the GPU
-    of ``gfx``: HSA_OVERRIDE_GFX_VERSION applies to every GPU of a process, and would
-    run the other ``targets`` as another chip too."""
-    m = re.search(r"export HSA_OVERRIDE_GFX_VERSION=(\S+) before starting Python", fix)
-    if not m:
-        return fix
-    others = ", ".join(t for t in targets if t != gfx)
-    alone = (
+def override_alone(gfx: str, value: str, others: str) -> str:
+    """The override fix for ``gfx`` where the GPUs of ``others`` share the process:
+    HSA_OVERRIDE_GFX_VERSION applies to every GPU of a process, so only a process that
+    sees ``gfx``'s GPU alone may set it."""
+    return (
         f"HSA_OVERRIDE_GFX_VERSION applies to every GPU a process sees, and {others} is here "
         f"too: only in a process that sees the {gfx} alone (HIP_VISIBLE_DEVICES set to its "
-        f"index), with the override value {m.group(1)}; never exported for the others"
+        f"index), with the override value {value}; never exported for the others"
     )
-    return fix.replace(m.group(0), alone)
 
 
 def no_hip_gpus(finding: Any, text: str, seen: Facts, ids: set[str]) -> bool:

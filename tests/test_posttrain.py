@@ -59,6 +59,33 @@ def test_a_failing_reward_names_the_prompt_it_failed_on():
     assert "first passage" not in message
 
 
+def test_the_compact_lm_head_gives_the_same_log_probs_and_gradients(start):
+    """TRL's fused LM head on the completion positions only (posttrain's switch on a
+    CPU) scores as it does over every position: same values, same gradients."""
+    from transformers import AutoModelForCausalLM
+    from trl.trainer.utils import add_fused_lm_head
+
+    model = AutoModelForCausalLM.from_pretrained(start).float()
+    add_fused_lm_head(model, outputs=("log_probs", "entropy"))
+    seeded = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, model.config.vocab_size, (3, 20), generator=seeded)
+    labels = ids.masked_fill(torch.arange(20) < 18, -100)  # two completion tokens a row
+
+    def scored():
+        model.zero_grad()
+        out = model(input_ids=ids, labels=labels, fused_lm_head=True)
+        out.log_probs.sum().backward()
+        return out.log_probs.detach(), model.lm_head.weight.grad.clone()
+
+    every, every_grad = scored()
+    with posttrain.completion_positions_only():
+        compact, compact_grad = scored()
+    assert every.shape == (3, 19)  # position t scores token t + 1
+    assert every[:, 17:].abs().min() > 0 and (every[:, :17] == 0).all()
+    torch.testing.assert_close(compact, every)
+    torch.testing.assert_close(compact_grad, every_grad)
+
+
 def test_dpo_pairs_reject_the_likeliest_wrong_topic(start):
     model, tokenizer = posttrain.load(start)
     _, test = topic_task.examples()

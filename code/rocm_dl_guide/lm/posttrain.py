@@ -240,7 +240,7 @@ def fit(trainer: Any, checkpoint_dir: Path | None, resume: bool, progress: bool)
                 return control
 
         trainer.add_callback(StopOnSignal())
-        with quiet():
+        with quiet(), completion_positions_only():
             trainer.train(resume_from_checkpoint=str(start) if start else None)
     if request.requested:
         state = trainer.state
@@ -254,6 +254,34 @@ def fit(trainer: Any, checkpoint_dir: Path | None, resume: bool, progress: bool)
             last_checkpoint(output),
         )
     return int(start.name.removeprefix("checkpoint-")) if start else 0
+
+
+@contextlib.contextmanager
+def completion_positions_only() -> Iterator[None]:
+    """Make TRL's fused LM head score only the completions' positions on every device.
+
+    TRL's trainers replace the model's LM head with one that computes the
+    log-probability of each label in chunks (``add_fused_lm_head``). Where its
+    Triton kernels run (CUDA, which is ROCm's too, and XPU) it scores only the
+    positions that have a label, the completion's. Elsewhere it scores every
+    position and masks the prompt's afterwards, so that a compiler sees the same
+    shapes every batch. On a CPU that is pure waste here: a one-token answer
+    after a prompt of about 55 tokens costs 56 times the LM head's work, more
+    than half of a GRPO step. Inside this block TRL takes its own compact path
+    with its own PyTorch code; the log-probabilities are the same (a test
+    compares them). With a TRL that lacks the switch, nothing changes."""
+    from trl.trainer import utils as trl_utils
+
+    switch = getattr(trl_utils, "_use_triton", None)
+    if switch is None:
+        yield
+        return
+    # the compact path; the kernels themselves still pick Triton or PyTorch by device
+    trl_utils._use_triton = lambda device: True
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = switch
 
 
 @contextlib.contextmanager

@@ -133,7 +133,7 @@ def test_answers_of_several_tokens_are_scored_token_by_token(start, monkeypatch)
 @pytest.mark.timeout(TIMEOUT)
 def test_dpo_widens_the_held_out_margin_and_records_it(start, some_pairs):
     run = dpo.train(
-        SMOKE, base=start, train_items=some_pairs, progress=False, losses=dpo.SWEEP_LOSSES
+        SMOKE, 1, base=start, train_items=some_pairs, progress=False, losses=dpo.SWEEP_LOSSES
     )
     assert run.train_size == len(some_pairs) and run.test_size > 40
     assert run.after.margin > run.before.margin
@@ -255,8 +255,8 @@ def test_a_start_that_is_not_a_model_folder_is_refused(tmp_path):
 @pytest.mark.timeout(TIMEOUT)
 def test_train_dpo_json_from_a_model_folder(start, tmp_path):
     proc = guide_cli(
-        "train", "dpo", "--json", "--model", str(start), "--checkpoint-dir", str(tmp_path),
-        timeout=TIMEOUT,
+        "train", "dpo", "--json", "--epochs", "1", "--model", str(start),
+        "--checkpoint-dir", str(tmp_path), timeout=TIMEOUT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -277,6 +277,7 @@ def test_bench_llm_measures_both_runs(start, monkeypatch):
     assert {"dpo", "grpo"} <= set(benchmark.PARTS)
     monkeypatch.setattr(posttrain, "start_folder", lambda profile, base=None: start)
     monkeypatch.setattr(dpo, "PAIR_STRIDE", 40)  # 10 pairs
+    monkeypatch.setitem(dpo.RECIPE, "epochs", 1)
     monkeypatch.setitem(grpo.RECIPE, "steps", 2)
     (row,) = benchmark.MEASURE["dpo"](SMOKE)
     assert row["method"] == "DPO" and row["pairs"] == 10 and row["pairs_per_s"] > 0

@@ -227,8 +227,8 @@ REGISTRY: Mapping[str, CaseStudy] = MappingProxyType(
                 train="train",
                 page="book/language-models/lora",
                 flags=frozenset({"amp", "fsdp", "nproc", "qlora"}),
-                # four passes over the 392 training passages (about 30 s on two CPU cores)
-                epoch_caps={"smoke": 4},
+                # six passes over the 392 training passages (about 20 s on two CPU cores)
+                epoch_caps={"smoke": 6},
                 data_notes=LORA_DATA,
             ),
             CaseStudy(

@@ -269,7 +269,9 @@ def completion_positions_only() -> Iterator[None]:
     after a prompt of about 55 tokens costs 56 times the LM head's work, more
     than half of a GRPO step. Inside this block TRL takes its own compact path
     with its own PyTorch code; the log-probabilities are the same (a test
-    compares them). With a TRL that lacks the switch, nothing changes."""
+    compares them). It covers a trainer's construction too, where DPO scores
+    the reference's log-probabilities once. With a TRL that lacks the switch,
+    nothing changes."""
     from trl.trainer import utils as trl_utils
 
     switch = getattr(trl_utils, "_use_triton", None)

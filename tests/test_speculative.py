@@ -138,9 +138,11 @@ def test_generate_draft_prints_one_record_and_refuses_another_tokenizer(
     assert "not both" in capsys.readouterr().err
 
 
-def test_the_draft_trains_once_and_is_loaded_after(target):
+def test_the_draft_trains_once_and_is_loaded_after(target, tmp_path, monkeypatch):
     """The first call trains the draft into the runs folder (two epochs on two
-    cores: seconds); the second loads it; bench llm's rows come from it."""
+    cores: seconds); the second loads it; bench llm's rows come from it. A runs
+    folder of its own: the book's speculative page may be using the shared one."""
+    monkeypatch.setenv("ROCM_DL_GUIDE_RUNS", str(tmp_path / "runs"))
     hf, tokenizer, prompt = target
     draft, draft_tokenizer, seconds = speculative.draft_model(SMOKE, "cpu", tokenizer)
     assert seconds > 0 and draft.config.num_hidden_layers == speculative.DRAFT_SIZE.layers

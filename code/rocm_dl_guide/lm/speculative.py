@@ -420,7 +420,9 @@ def draft_model(profile: profiles.Profile, device: Any = None, tokenizer: Any = 
             with files.staged_directory(folder, "export") as staged:
                 pretrain.export(lm, tokenizer, staged)
                 (staged / RECIPE_FILE).write_text(json.dumps(_recipe(tokenizer)))
-    lm, tokenizer = lora.from_folder(folder)
+        # loaded under the lock: what was checked is what is loaded, even if
+        # another process retrains the folder for another tokenizer right after
+        lm, tokenizer = lora.from_folder(folder)
     return _placed(lm.decoder(), device), tokenizer, seconds
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from unittest import mock
 
 import pytest
 import torch
@@ -61,8 +62,11 @@ def test_a_failing_reward_names_the_prompt_it_failed_on():
 
 def test_the_compact_lm_head_gives_the_same_log_probs_and_gradients(start):
     """TRL's fused LM head on the completion positions only (posttrain's switch on a
-    CPU) scores as it does over every position: same values, same gradients."""
+    CPU) scores as it does over every position: same values, same gradients. The
+    pinned TRL has the switch and reads it at each call; without it the switch
+    would do nothing, and steps would quietly be slow again."""
     from transformers import AutoModelForCausalLM
+    from trl.trainer import utils as trl_utils
     from trl.trainer.utils import add_fused_lm_head
 
     model = AutoModelForCausalLM.from_pretrained(start).float()
@@ -77,7 +81,10 @@ def test_the_compact_lm_head_gives_the_same_log_probs_and_gradients(start):
         out.log_probs.sum().backward()
         return out.log_probs.detach(), model.lm_head.weight.grad.clone()
 
-    every, every_grad = scored()
+    with mock.patch.object(trl_utils, "_use_triton", return_value=False) as switch:
+        every, every_grad = scored()
+    # TRL reads the switch at each call, by its module's name: the one this patches
+    assert switch.call_count >= 1
     with posttrain.completion_positions_only():
         compact, compact_grad = scored()
     assert every.shape == (3, 19)  # position t scores token t + 1

@@ -270,9 +270,9 @@ def train(
         settings = posttrain.trainer_settings(dev, output, seed, checkpoint_every, checkpoint_dir)
         with posttrain.quiet(), posttrain.completion_positions_only():
             trainer = dpo_trainer(data.start, data.train_rows, beta, n_epochs, settings, losses)
-        began = time.perf_counter()
-        resumed = posttrain.fit(trainer, checkpoint_dir, resume, progress)
-        seconds = time.perf_counter() - began
+            began = time.perf_counter()
+            resumed = posttrain.fit(trainer, checkpoint_dir, resume, progress)
+            seconds = time.perf_counter() - began
     policy = posttrain.causal_lm(trainer.model).eval()
     after, scores = measure(policy, data.tokenizer, data.test_items, data.test_rejected)
     return DPORun(

@@ -260,9 +260,9 @@ def train(
         settings = posttrain.trainer_settings(dev, output, seed, checkpoint_every, checkpoint_dir)
         with posttrain.quiet(), posttrain.completion_positions_only():
             trainer = grpo_trainer(start, train_items, rewards, steps, settings, [held_out])
-        began = time.perf_counter()
-        resumed = posttrain.fit(trainer, checkpoint_dir, resume, progress)
-        seconds = time.perf_counter() - began
+            began = time.perf_counter()
+            resumed = posttrain.fit(trainer, checkpoint_dir, resume, progress)
+            seconds = time.perf_counter() - began
     final = posttrain.causal_lm(trainer.model).eval()
     after = topic_task.exact_match(final, tokenizer, test_items)
     return GRPORun(

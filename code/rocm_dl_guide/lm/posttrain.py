@@ -222,6 +222,8 @@ def fit(trainer: Any, checkpoint_dir: Path | None, resume: bool, progress: bool)
     folder (from scratch, saying so, where there is none). ``SIGTERM`` and
     ``SIGINT`` end the step in progress, save a checkpoint and raise
     :class:`~rocm_dl_guide.core.preemption.Preempted`, as the guide's loop does.
+    Callers build the trainer and run this inside :func:`quiet` and
+    :func:`completion_positions_only`, one block for both.
     """
     from transformers import TrainerCallback
 
@@ -240,8 +242,7 @@ def fit(trainer: Any, checkpoint_dir: Path | None, resume: bool, progress: bool)
                 return control
 
         trainer.add_callback(StopOnSignal())
-        with quiet(), completion_positions_only():
-            trainer.train(resume_from_checkpoint=str(start) if start else None)
+        trainer.train(resume_from_checkpoint=str(start) if start else None)
     if request.requested:
         state = trainer.state
         per_epoch = max(1, math.ceil(state.max_steps / max(1, trainer.args.num_train_epochs)))

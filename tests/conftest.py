@@ -632,6 +632,19 @@ def build(tmp_path_factory) -> Build:
 _BUILDS: list[Build] = []  # the session's whole-book build, for the summary below
 
 
+def page_failures(log: str, most: int = 120) -> list[str]:
+    """The whole error of each page whose execution failed, as a parallel build's
+    workers write it (``guide_build.parallel.printing_failures``): the failing
+    cell and its traceback, at most ``most`` lines a page."""
+    if str(ROOT / "_ext") not in sys.path:
+        sys.path.insert(0, str(ROOT / "_ext"))
+    from guide_build.parallel import PAGE_FAILED
+
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.endswith(f": {PAGE_FAILED}:")]
+    return [line for i in starts for line in lines[i : i + most]]
+
+
 def build_failure_summary(build: Build, tail: int = 40) -> list[str]:
     """What to print at the end of the session when the book did not build:
     Sphinx's warning and error lines, then the log's last lines. The failing
@@ -645,6 +658,7 @@ def build_failure_summary(build: Build, tail: int = 40) -> list[str]:
     ]
     return [
         f"the book did not build (exit {build.code} after {build.seconds:.0f} s)",
+        *page_failures(build.log),
         *(flagged[:60] or ["(no warning or error lines in the log)"]),
         f"--- last {tail} lines of the build log ---",
         *lines[-tail:],

@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HTML, ROOT, is_executable, source, toc_files, toc_parents, tool  # noqa: F401
+from conftest import (  # noqa: F401
+    HTML,
+    ROOT,
+    is_executable,
+    page_failures,
+    source,
+    toc_files,
+    toc_parents,
+    tool,
+)
 
 pytestmark = pytest.mark.book
 
@@ -61,7 +70,8 @@ def parse(page: str) -> _Text:
 
 def test_build_succeeds_without_warnings(build):
     code, log = build.code, build.log
-    assert code == 0, f"jupyter-book build failed:\n{log[-6000:]}"
+    failures = "\n".join(page_failures(log))  # a page's cell error, far above the tail
+    assert code == 0, f"jupyter-book build failed:\n{failures}\n...\n{log[-6000:]}"
     # Sphinx's own warnings ("file:line: WARNING: message", "ERROR: message"), not
     # the kernels' Python logging lines ("ERROR:tornado.general:..." when a kernel's
     # ZMQ stream closes at shutdown); a cell error fails the build on its own.

@@ -736,3 +736,49 @@ def test_timed_pages_the_cache_does_not_know_keep_their_configured_order():
     seconds = {"lm/qlora": 90.0, "lm/lora": 30.0}
     order = parallel.execution_order(["lm/qlora", "lm/lora"], ["lm/lora", "lm/qlora"], [], seconds)
     assert order == ["lm/lora", "lm/qlora"]
+
+
+def _read_failing_page(docname: str) -> None:
+    """A worker's read of a page whose cell raised, as MyST-NB reports it."""
+    from myst_nb.core.execute.base import ExecutionError
+
+    def read_doc(name):
+        try:
+            raise RuntimeError("the cell's own error: loss is nan at step 7")
+        except RuntimeError as cell_error:
+            raise ExecutionError(f"/book/{name}.md") from cell_error
+
+    parallel.printing_failures(read_doc)(docname)
+
+
+def _read_stopped_page(docname: str) -> None:
+    def read_doc(name):
+        raise AttributeError("'NoneType' object has no attribute 'cleanup_resources'")
+
+    parallel.printing_failures(read_doc)(docname)
+
+
+def test_a_parallel_build_log_carries_the_failing_cell_and_its_traceback(capfd):
+    """Sphinx's parallel read reports a worker's failure by its one line; the
+    failing cell's error reaches the log only through printing_failures."""
+    from sphinx.errors import SphinxParallelError
+    from sphinx.util.parallel import ParallelTasks
+
+    from conftest import page_failures
+
+    tasks = ParallelTasks(2)
+    tasks.add_task(_read_failing_page, "training/mnist")
+    with pytest.raises(SphinxParallelError) as raised:
+        tasks.join()
+    assert "nan at step 7" not in str(raised.value)  # what Sphinx alone would show
+    log = capfd.readouterr().err
+    failure = "\n".join(page_failures(log))
+    assert failure.startswith(f"training/mnist: {parallel.PAGE_FAILED}:")
+    assert "RuntimeError: the cell's own error: loss is nan at step 7" in failure
+    assert "ExecutionError: /book/training/mnist.md" in failure
+    # a worker stopped after another's failure raises while it shuts down: not printed
+    tasks = ParallelTasks(2)
+    tasks.add_task(_read_stopped_page, "index")
+    with pytest.raises(SphinxParallelError, match="cleanup_resources"):
+        tasks.join()
+    assert parallel.PAGE_FAILED not in capfd.readouterr().err

@@ -13,15 +13,21 @@ its share of the CPU threads (its provenance note says so). The execution cache
 (jupyter-cache, one SQLite file) is created before the workers start, and its
 connections wait for each other's writes instead of failing at once. Every
 kernel runs ``_ext/kernel_startup.py`` at its start, so that shutting it down
-does not cost a second of garbage collection.
+does not cost a second of garbage collection. A page whose execution fails in a
+worker writes its failing cell and traceback to the build log
+(:func:`printing_failures`), which Sphinx's parallel read would otherwise drop.
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
+import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .imports import is_executable
 
@@ -35,6 +41,9 @@ a descheduled sibling by spinning made a timed page 4 to 7 times slower)."""
 THREADS_VAR = "ROCM_DL_GUIDE_BUILD_THREADS"
 """Set for a page that runs next to another: the CPU threads it was given, and
 the machine's (``"1/2"``); ``rocm_dl_guide.core.provenance`` shows it in the note."""
+PAGE_FAILED = "executing the page failed"
+"""What the build log says, after the page's name, above the whole error of a page
+whose execution failed in a worker (:func:`printing_failures`)."""
 _slot: dict[str, Any] = {}
 
 
@@ -248,6 +257,47 @@ def _on_doctree_read(app, doctree) -> None:
     _release_slot()  # the page has been executed (or taken from the cache)
 
 
+def printing_failures(read_doc: Callable[..., Any], stream: TextIO | None = None):
+    """``read_doc`` that writes the whole error of a page whose execution failed
+    (MyST-NB's ``ExecutionError``: a cell raised, the kernel died or timed out)
+    to ``stream`` (standard error), with its cause, before it raises.
+
+    A worker of Sphinx's parallel read sends its log to the main process only
+    when the page succeeds, and the main process reports a failure by the
+    exception's one line: "ExecutionError: /…/book/x.md". The failing cell and
+    its traceback, which MyST-NB chains to that exception and logs, would be
+    lost. Other errors are left as they are: the workers the main process stops
+    after a failure raise errors of their own while they shut their kernels
+    down, which would only mislead here."""
+
+    @functools.wraps(read_doc)
+    def read(docname: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return read_doc(docname, *args, **kwargs)
+        except Exception as err:
+            if not is_execution_error(err):
+                raise
+            lines = traceback.format_exception(err)
+            out = stream or sys.stderr
+            out.write(f"\n{docname}: {PAGE_FAILED}:\n")
+            out.write("".join(lines))
+            out.flush()
+            raise
+
+    return read
+
+
+def is_execution_error(err: BaseException) -> bool:
+    """Whether ``err`` is MyST-NB's error for a page whose execution failed."""
+    kind = type(err)
+    return kind.__name__ == "ExecutionError" and kind.__module__.startswith("myst_nb.")
+
+
+def _on_builder_inited(app) -> None:
+    if app.parallel > 1:
+        app.builder.read_doc = printing_failures(app.builder.read_doc)
+
+
 def setup(app) -> None:
     # Pages whose figures are timings: executed alone, with every CPU thread.
     app.add_config_value("guide_timed_pages", [], "env")
@@ -259,6 +309,7 @@ def setup(app) -> None:
     app.setup_extension("sphinx_multitoc_numbering")
     app.extensions["sphinx_multitoc_numbering"].parallel_read_safe = True
     app.connect("config-inited", _on_config_inited)
+    app.connect("builder-inited", _on_builder_inited)
     app.connect("env-before-read-docs", _on_env_before_read)
     app.connect("source-read", _on_source_read)
     app.connect("doctree-read", _on_doctree_read)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import rocm_dl_guide
-from conftest import doctor_cli, hang_limit, process_gone
+from conftest import ROOT, doctor_cli, hang_limit, process_gone
 from rocm_dl_guide import doctor
 from rocm_dl_guide.doctor import samples, smi, snapshot, system
 
@@ -607,3 +607,22 @@ def test_na_on_gpus_without_partitions_is_not_mi300s_bug():
     words = smi.na_words(parts)
     assert "runtime power management" in words and "MI300X" not in words
     assert smi.na_sources(parts) == ("https://github.com/ROCm/legacy-rocm-build/issues/4878",)
+
+
+def test_a_tools_known_bug_is_keyed_to_the_release_the_text_names():
+    """The partition-N/A bug was reported for amd-smi of ROCm 6.4.1. The corpus's
+    real lines (case 26) name no release; the version line before them is
+    composed in ``amd-smi version``'s layout."""
+    from rocm_dl_guide.doctor import smi, smi_read
+
+    lines = (ROOT / "tests/data/doctor/corpus/26-amd-smi-partition-na.txt").read_text()
+    header = "AMDSMI Tool: 25.4.2+aca1101 | AMDSMI Library version: 25.4.2 | ROCm version: {}\n"
+    words = smi.na_words(smi_read.read(lines))
+    assert "known reporting bug" in words and "names no ROCm release" in words
+    same = smi.na_words(smi_read.read(header.format("6.4.1") + lines))
+    assert "ROCm 6.4.1, of the 6.4 series it was reported for" in same
+    other = smi_read.read(header.format("7.0.2") + lines)
+    assert other.release == "7.0.2" and other.na_partitions == 1
+    words = smi.na_words(other)
+    assert "not the 6.4 series" in words and "not known to be the cause" in words
+    assert "current_compute_partition" in words

@@ -232,7 +232,7 @@ def na_words(report: SmiReport) -> str:
         )
     words = (
         f"{counted(report.na_partitions, 'device')} show their partition mode as N/A in "
-        f"{report.na_tool}'s output: unknown, not missing. This is a known reporting bug: "
+        f"{report.na_tool}'s output: unknown, not missing. A known reporting bug does this: "
         "amd-smi of ROCm 6.4.1 on MI300X in CPX/NPS4 shows the modes only for the first "
         "partition of each GPU (devices 0, 8, 16 ... 56) and N/A for the rest, because the "
         "driver's partition files answer only on each GPU's primary partition; a GPU's "
@@ -240,7 +240,31 @@ def na_words(report: SmiReport) -> str:
     )
     if report.na_tool == "rocm-smi":
         words += "; rocm-smi of ROCm 6.4.1 shows N/A for most partition values on MI300A and MI300X"
-    return words + "."
+    return words + "." + release_words(report.release, BUG_RELEASE)
+
+
+BUG_RELEASE = "6.4.1"
+"""The release the tools' partition-N/A bugs were reported for (:data:`NA_BUG`,
+:data:`ROCM_SMI_NA_BUG`)."""
+
+
+def release_words(release: str | None, reported: str) -> str:
+    """The sentence that keys a tool's known bug to the release in the text: a bug
+    reported for one release series (6.4.x) is not assumed in another."""
+    series = ".".join(reported.split(".")[:2])
+    if release is None:
+        return (
+            f" The text names no ROCm release; the bug is known in {reported}, so check the "
+            "release (amd-smi version) before taking it as the cause."
+        )
+    if release.split(".")[:2] == series.split("."):
+        return f" The text names ROCm {release}, of the {series} series it was reported for."
+    return (
+        f" The text names ROCm {release}, not the {series} series the bug was reported for, "
+        "so it is not known to be the cause there: read the modes from the driver "
+        "(cat /sys/bus/pci/devices/*/current_compute_partition and "
+        "current_memory_partition)."
+    )
 
 
 PARTITIONED = ("gfx942", "gfx950")
@@ -373,7 +397,12 @@ def topo_words(report: SmiReport) -> str:
         f"rocm-smi --showtopo printed {counted(report.xxxx_links, 'GPU pair')} as XXXX: the "
         "partitions of one GPU, a known rocm-smi bug (its 6.1.0 notes: --showtopo does not "
         "display correct information when the MI300 driver is in TPX mode), not a missing link."
+        + release_words(report.release, TOPO_BUG_RELEASE)
     )
+
+
+TOPO_BUG_RELEASE = "6.1.0"
+"""The release whose notes list the ``--showtopo`` TPX bug (:data:`TOPO_TPX_BUG`)."""
 
 
 def to_dict(

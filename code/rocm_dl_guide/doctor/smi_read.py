@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .wsl_text import release_in
+
 _DOCS = "https://instinct.docs.amd.com/projects/amdgpu-docs/en/latest/gpu-partitioning/"
 OVERVIEW = _DOCS + "mi300x/overview.html"
 """AMD Instinct MI300X GPU Partitioning Overview: SPX/CPX, NPS1/NPS4, 38 CUs and
@@ -120,6 +122,9 @@ class SmiReport:
     some amd-smi/rocm-smi versions, :data:`NA_BUG`): their mode is unknown, not absent."""
     na_tool: str = ""
     """The tool that printed them (``amd-smi`` or ``rocm-smi``)."""
+    release: str | None = None
+    """The ROCm release the text names (an amd-smi header's "ROCm version", an
+    issue form's field), which decides whether a tool's known bug can apply."""
     xxxx_links: int = 0
     """GPU pairs whose link type ``rocm-smi --showtopo`` printed as ``XXXX``: the pairs of
     partitions of one MI300 in TPX mode, a known rocm-smi 6.1 bug (:data:`TOPO_TPX_BUG`)."""
@@ -362,6 +367,7 @@ def read(text: str) -> SmiReport:
     _showhw(lines, found, report.formats)
     _topology(lines, report)
     report.devices = [found[i] for i in sorted(found)]
+    report.release = release_in(text)
     if amd_na:
         report.na_partitions, report.na_tool = amd_na, "amd-smi"
     elif rocm_na:

@@ -75,6 +75,8 @@ class Facts:
     gfx: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     wsl: bool = False
+    group_add: set[str] = field(default_factory=set)
+    """The groups a container was started with (``--group-add``), as the text shows."""
 
     @property
     def container(self) -> bool:
@@ -97,19 +99,25 @@ _ALREADY = re.compile(r"The user `(\S+?)' is already a member of `(\w+)'")
 _PROMPT_GROUPS = re.compile(r"^[#$>] (groups|id -nG)\s*$")
 _GFX = re.compile(r"\bgfx(\d{3,4}[a-z]?)\b")
 _ENV = re.compile(
-    r"^(?:export )?(HSA_OVERRIDE_GFX_VERSION|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|"
-    r"CUDA_VISIBLE_DEVICES|HSA_ENABLE_DXG_DETECTION)=\"?([^\s\"#]+)"
+    r"(?:^|^export |^ENV |\s-e |\s--env[= ]|Environment=\"?)(HSA_OVERRIDE_GFX_VERSION|"
+    r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|CUDA_VISIBLE_DEVICES|HSA_ENABLE_DXG_DETECTION)"
+    r"(?: ?[:?]?= ?)(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s\"'#]+))"
 )
+"""A variable set in a shell (``export``), a Makefile (``VAR = "..."``), a Dockerfile
+(``ENV``), a container's ``-e``/``--env`` or a systemd unit's ``Environment=``."""
+_GROUP_ADD = re.compile(r"--group-add[= ]\"?([\w-]+)")
 _CONTAINER = re.compile(
     r"\b(?:docker|podman|nerdctl) (?:run|exec|compose)\b[^\n]*|--device[= ]/dev/kfd[^\n]*|"
     r"/\.dockerenv|/run/\.containerenv|\b(?:apptainer|singularity) (?:exec|run|shell)\b[^\n]*|"
-    r"\b(?:toolbox|distrobox) enter\b[^\n]*|\bkubectl exec\b[^\n]*|"
+    r"\b(?:toolbox|distrobox) (?:enter|create|run)\b[^\n]*|\bdistrobox\b[^\n]*|"
+    r"\bkubectl exec\b[^\n]*|\bdocker[- ]compose\b[^\n]*|^\W*#?\s*- \"?/dev/kfd:/dev/kfd[^\n]*|"
     r"^\s*root@[0-9a-f]{12}:[^\n]*|\binside (?:a|the|my) (?:docker |podman |lxc )?container\b",
     re.MULTILINE | re.IGNORECASE,
 )
 """What shows a container in pasted text: its runtime's command, a device flag, the
 runtimes' marker files, a Docker container's prompt (``root@`` and a 12-digit
-hexadecimal host name), or the reader saying so."""
+hexadecimal host name), distrobox named, a Compose file's device entry, or the
+reader saying so."""
 
 
 def facts(text: str) -> Facts:
@@ -138,8 +146,9 @@ def facts(text: str) -> Facts:
             add(m.group(1), m.group(2).split())
         if m := _NOT_MEMBER.search(line):
             found.not_member.add(m.group(1))
-        if m := _ENV.match(line):
-            found.env[m.group(1)] = m.group(2)
+        if m := _ENV.search(line):
+            found.env[m.group(1)] = next(v for v in m.groups()[1:] if v is not None)
+        found.group_add.update(_GROUP_ADD.findall(line))
         for g in _GFX.findall(line):
             if f"gfx{g}" not in found.gfx:
                 found.gfx.append(f"gfx{g}")

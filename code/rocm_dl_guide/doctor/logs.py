@@ -22,9 +22,9 @@ import re
 import sys
 from pathlib import Path
 
-from . import products, rules
+from . import products, rules, setup_text
 from .log_catalog import catalog_findings, unknown_text
-from .log_details import Facts, Finding, Rule, code_objects, device_targets, facts, fill
+from .log_details import Facts, Finding, Rule, code_objects, device_targets, facts
 from .wsl_text import WSL_SIGNS
 
 __all__ = ["Facts", "Finding", "Rule", "code_objects", "device_targets", "facts", "read"]
@@ -439,7 +439,9 @@ RULES: tuple[Rule, ...] = (
         ("arch-mismatch", "kernel-driver"),
     ),
 )
-"""Every message :func:`read` knows, the more specific first."""
+RULES += setup_text.RULES
+"""Every message :func:`read` knows, the more specific first; then the setups the
+text shows (:mod:`~rocm_dl_guide.doctor.setup_text`)."""
 
 
 def read(text: str) -> list[Finding]:
@@ -465,9 +467,9 @@ def read(text: str) -> list[Finding]:
             f"{user}: {', '.join(sorted(groups))}" for user, groups in seen.member.items()
         )
         findings.append(shown)
-    findings = [f for f in findings if f.rule is GROUPS_RULE or fill(f, text, seen, ids)]
+    findings = [f for f in findings if f.rule is GROUPS_RULE or setup_text.fill(f, text, seen, ids)]
     findings += catalog_findings(lines, {f.line_number for f in findings})
-    findings += gpu_findings(text, seen)
+    findings += gpu_findings(text, seen) + setup_text.igpu_findings(text, ids)
     return sorted(findings, key=lambda f: f.line_number)
 
 

@@ -46,6 +46,16 @@ def driver_fix(seen: Facts, host_fix: str) -> tuple[str, list[str]]:
 def permission_fix(seen: Facts) -> tuple[str, str]:
     """(details, fix) for /dev/kfd refused, from the groups and container the text shows."""
     groups = seen.groups
+    if seen.container and "render" in seen.group_add:
+        return (
+            "the container was started with --group-add render already",
+            "a group name is looked up inside the container, whose render group may have "
+            "another number than the host's that owns /dev/kfd, and a rootless engine (Podman, "
+            "rootless Docker, distrobox or toolbox on Podman) maps the host's groups away: pass "
+            "the host's GID (--group-add $(getent group render | cut -d: -f3), run on the host), "
+            "or --group-add keep-groups with Podman; and check that the host user is in render "
+            "(id -nG on the host)",
+        )
     if groups is not None and "render" in groups:
         details = (
             f"the text shows the user in {', '.join(sorted(groups & {'render', 'video'}))} "
@@ -100,6 +110,16 @@ def override_alone(gfx: str, value: str, others: str) -> str:
 def no_hip_gpus(finding: Any, text: str, seen: Facts, ids: set[str]) -> bool:
     """In a container started with the devices, the devices are not the question: what
     the container sees of them is."""
+    if seen.container and not re.search(r"/dev/kfd", text):
+        finding.premises = [f"a container (the text shows: {seen.container_seen})"]
+        finding.premises.append("the text shows no /dev/kfd passed in")
+        finding.fix = (
+            "give the container the GPU: --device /dev/kfd --device /dev/dri --group-add video "
+            "--group-add render (distrobox: --additional-flags with them; Compose: devices: and "
+            "group_add:); a rootless engine maps the host's render group away: use the host's "
+            "number (getent group render on the host) or --group-add keep-groups with Podman"
+        )
+        return True
     if not (seen.container and re.search(r"--device[= ]/dev/kfd", text)):
         return True
     finding.premises = [

@@ -1,0 +1,284 @@
+"""How the program was set up, as the reader's text shows it: what it installed,
+how it starts, and what it was given.
+
+:mod:`~rocm_dl_guide.doctor.logs` reads runtime messages. Many failures start
+earlier, and the text shows that too: pip found no ROCm build of the version it
+was asked for, a C++ standard header is missing where HIP code is compiled, a
+virtual environment's ``amdsmi`` package shadows ROCm's own, a variable was
+exported in a shell but the program runs as a systemd service, an override that
+is not a version, a Compose file whose ``/dev/kfd`` line is commented out, or an
+integrated GPU listed beside the discrete one. Each rule here is a class of such
+setups, recognised by what any report of it prints (:data:`RULES`), and each
+finding says what in the text it rests on.
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import compat_data, log_details, products, rules
+from .log_details import Facts, Finding, Rule, device_targets
+from .wsl_text import release_in
+
+_GPU_VARS = "HSA_OVERRIDE_GFX_VERSION|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES"
+
+HIP_ENV = "https://rocm.docs.amd.com/projects/HIP/en/latest/reference/env_variables.html"
+"""HIP's environment variables: GPU isolation (``ROCR_VISIBLE_DEVICES`` on Linux)."""
+LLVM_PROCESSORS = "https://llvm.org/docs/AMDGPUUsage.html#processors"
+"""LLVM's AMDGPU processor table: each target, and whether it is a dGPU or an APU."""
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "std-header-missing",
+        r"fatal error: '[a-z_]+' file not found",
+        "a C++ standard header not found while compiling GPU code",
+        "clang (hipcc, and HIPRTC/comgr when MIOpen or PyTorch compile kernels at run time) "
+        "uses the C++ standard library of the newest GCC it finds; that GCC's libstdc++ "
+        "headers are not installed (on Ubuntu 22.04, gcc-12 present without libstdc++-12-dev "
+        "is the usual case)",
+        "install the headers of the GCC clang selects: /opt/rocm/llvm/bin/clang -v prints "
+        "'Selected GCC installation: .../N'; then sudo apt install libstdc++-N-dev (or g++-N)",
+        (
+            "https://github.com/ROCm/hip/issues/3406",
+            "https://github.com/ggml-org/llama.cpp/issues/6523",
+            "https://github.com/llvm/llvm-project/pull/122155",
+        ),
+    ),
+    Rule(
+        "pip-no-torch-build",
+        r"(?:No matching distribution found for|Could not find a version that satisfies the "
+        r"requirement) (?:torch|torchvision|torchaudio)\b",
+        "pip found no PyTorch build of the version it was asked for",
+        "the index pip was given (--index-url) has no build of that version: each "
+        "download.pytorch.org/whl/rocmX.Y index holds only the PyTorch releases built for "
+        "that ROCm release",
+        "choose the version and the index as a pair (PyTorch's install selector; its "
+        "previous-versions page for older releases), or a version the index lists; an installer "
+        "that goes on after this error may install PyPI's default torch, a CUDA build that "
+        "never uses an AMD GPU: python -c 'import torch; print(torch.version.hip)' prints None "
+        "for it",
+        (
+            "https://pytorch.org/get-started/previous-versions/",
+            "https://pytorch.org/get-started/locally/",
+        ),
+        ("pytorch",),
+    ),
+    Rule(
+        "amdsmi-shadowed",
+        r"site-packages/amdsmi/",
+        "the amdsmi Python package of an environment, not ROCm's own",
+        "the amdsmi module came from a Python environment's site-packages (pip's amdsmi "
+        "package), not from the ROCm install; its ctypes wrapper must match the installed "
+        "libamd_smi.so, and a package made for another ROCm release calls functions that "
+        "library lacks or has changed",
+        "install the package that ships with the installed ROCm into that environment: pip "
+        "uninstall amdsmi, then pip install /opt/rocm/share/amd_smi; or run amd-smi outside it",
+        (
+            "https://rocm.docs.amd.com/projects/amdsmi/en/latest/install/install.html",
+            "https://docs.vllm.ai/en/latest/getting_started/installation/gpu.html",
+        ),
+    ),
+    Rule(
+        "env-not-in-service",
+        rf"^(?:export )?(?:{_GPU_VARS})=",
+        "a GPU variable set in a shell, for a program that runs as a systemd service",
+        "a systemd service (ollama's, for one) starts with the environment of its unit, not "
+        "of a login shell: what .bashrc or .profile exports never reaches it",
+        "set it in the unit: sudo systemctl edit SERVICE, add [Service] and "
+        'Environment="NAME=VALUE", then sudo systemctl daemon-reload and sudo systemctl '
+        "restart SERVICE; systemctl show SERVICE -p Environment shows what it gets",
+        (
+            "https://github.com/ollama/ollama/blob/main/docs/faq.md",
+            "https://www.freedesktop.org/software/systemd/man/latest/systemd.exec.html",
+        ),
+        ("hsa-override",),
+    ),
+    Rule(
+        "override-not-a-version",
+        r"HSA_OVERRIDE_GFX_VERSION",
+        "HSA_OVERRIDE_GFX_VERSION set to something that is not a version",
+        "the runtime reads the variable as three numbers, major.minor.stepping (11.0.0 runs "
+        "a GPU as gfx1100, 10.3.0 as gfx1030); any other value names no target. A script that "
+        "fills it from a GPU-detection step passes that step's error text on when detection "
+        "fails",
+        "unset it, or set major.minor.stepping of a target the real GPU can run (doctor's GPU "
+        "checks say which, and whether it needs one at all)",
+        rules.cite("override-what"),
+        ("hsa-override",),
+    ),
+    Rule(
+        "container-device-commented",
+        r"""^`?#+\s*-\s*["']?/dev/(?:kfd|dri)\b""",
+        "a container's GPU device entry commented out",
+        "a Compose file's devices: entry for /dev/kfd or /dev/dri starts with #, so the "
+        "container gets no GPU device: ROCm inside it finds no GPU (empty GPU detection, no "
+        "HIP GPUs, rocminfo failing)",
+        "uncomment the entries (devices: - /dev/kfd:/dev/kfd and - /dev/dri:/dev/dri, and "
+        "group_add: video and render), then recreate the container: docker compose up -d "
+        "--force-recreate",
+        (
+            "https://docs.docker.com/reference/compose-file/services/#devices",
+            "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html",
+        ),
+        ("device-access",),
+    ),
+)
+"""Setups the text shows, one class each, the more specific first."""
+
+_SERVICE = re.compile(
+    r"systemd\[1\]: Started ([^\n.]+)|journalctl -u (\S+)|systemctl \w+ ([\w@.-]+)|"
+    r"/etc/systemd/system/([\w@.-]+\.service)",
+)
+_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def _std_header(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    header = re.search(r"fatal error: '([a-z_]+)' file not found", finding.line)
+    runtime = re.search(r"HIPRTC|hiprtc|comgr", text)
+    where = "at run time (HIPRTC/comgr)" if runtime else "by hipcc/clang"
+    finding.details = f"<{header.group(1)}> is not found when GPU code is compiled {where}"
+    return True
+
+
+def _pip_no_torch(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    wanted = re.search(r"\b(torch(?:vision|audio)?)\s*==\s*([\w.+]+)", text)
+    index = re.search(r"--(?:extra-)?index-url[= ](\S+)", text)
+    offered = re.search(r"\(from versions: ([^)]*)\)", text)
+    words = []
+    if wanted:
+        words.append(f"the text asks for {wanted.group(1)}=={wanted.group(2)}")
+    if index:
+        words.append(f"from {index.group(1)}")
+    if offered:
+        versions = [v.strip() for v in offered.group(1).split(",") if v.strip()]
+        shown = ", ".join(versions[-6:]) or "none"
+        words.append(f"which offers {shown}")
+    finding.details = " ".join(words)
+    if wanted and index:
+        finding.premises = [f"{wanted.group(1)}=={wanted.group(2)} from {index.group(1)}"]
+    return True
+
+
+def _amdsmi(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    env = re.search(r"(/\S*?/site-packages)/amdsmi/", text)
+    rocm = re.search(r"(/opt/rocm[\w.-]*)/libexec/amdsmi_cli", text)
+    release = release_in(text)
+    words = [f"amdsmi was imported from {env.group(1)}"] if env else []
+    if rocm:
+        words.append(f"by the amd-smi of {rocm.group(1)}")
+    if release:
+        words.append(f"(ROCm {release})")
+    finding.details = " ".join(words)
+    if rocm:
+        finding.fix = (
+            f"install the package of that ROCm into the environment: pip uninstall amdsmi, then "
+            f"pip install {rocm.group(1)}/share/amd_smi"
+            + "; or run amd-smi outside the environment"
+        )
+    return True
+
+
+def _service(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """Only where the text shows a systemd service too: otherwise the export is fine."""
+    service = _SERVICE.search(text)
+    if not service:
+        return False
+    name = next(g for g in service.groups() if g).strip()
+    variable = finding.line.removeprefix("export ").split("=")[0]
+    value = seen.env.get(variable, "VALUE")
+    unit = name.removesuffix(".service") if " " not in name else "SERVICE"
+    finding.premises = [f"a systemd service (the text shows: {service.group(0)[:60]})"]
+    finding.details = f"{variable} is exported in a shell; the program runs as {name}"
+    finding.fix = (
+        f"set it in the unit: sudo systemctl edit {unit}, add [Service] and "
+        f'Environment="{variable}={value}", then sudo systemctl daemon-reload and sudo '
+        f"systemctl restart {unit}; systemctl show {unit} -p Environment shows what it gets"
+    )
+    return True
+
+
+def _not_a_version(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    value = seen.env.get("HSA_OVERRIDE_GFX_VERSION")
+    if value is None or _VERSION.match(value.strip()):
+        return False
+    finding.details = f'the text sets HSA_OVERRIDE_GFX_VERSION to "{value}"'
+    gpus = products.named_gpus(text)
+    if gpus:
+        named = ", ".join(f"{g.name} ({g.gfx})" for g in gpus)
+        finding.fix = f"{finding.rule.fix}; the text names {named}"
+    return True
+
+
+def _commented_device(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    finding.premises = [f"a container (the text shows: {finding.line.strip('`')[:60]})"]
+    return True
+
+
+DETAILS = {
+    "std-header-missing": _std_header,
+    "pip-no-torch-build": _pip_no_torch,
+    "amdsmi-shadowed": _amdsmi,
+    "env-not-in-service": _service,
+    "override-not-a-version": _not_a_version,
+    "container-device-commented": _commented_device,
+}
+"""Rule id -> what fills a finding of it from the text (False drops the finding)."""
+
+
+def fill(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """Fill a finding of these rules or of :mod:`logs`' from the text; False drops it."""
+    handler = DETAILS.get(finding.rule.id, log_details.fill)
+    return handler(finding, text, seen, ids)
+
+
+# --------------------------------------------------------------- iGPU beside a dGPU
+
+IGPU_RULE = Rule(
+    "igpu-beside-dgpu",
+    "",
+    "an integrated GPU listed beside a discrete one",
+    "ROCm lists an APU's integrated GPU as a device beside the discrete GPU; a program "
+    "that spreads work over every visible GPU, or takes device 0, puts work on it, and it "
+    "may lack the program's kernels, the memory, or ROCm's support",
+    "hide it: ROCR_VISIBLE_DEVICES (on Linux; HIP_VISIBLE_DEVICES for HIP programs) set to "
+    "the discrete GPUs' indices in rocminfo's order, or disable the integrated GPU in the "
+    "firmware; a program's own device option (main GPU, no split) also keeps work off it",
+    (HIP_ENV, LLVM_PROCESSORS),
+    ("gpu-support",),
+)
+"""The finding for an integrated GPU beside a discrete one (no pattern: the targets)."""
+
+_BUILD_LIST = re.compile(
+    r"ROCM_ARCH|AMDGPU_TARGETS|GPU_TARGETS|offload-arch|amdgcn-amd-amdhsa|code object|"
+    r"Found\]|arch list|targets?:|\bgfx\w+\s*[;,]\s*gfx",
+    re.IGNORECASE,
+)
+
+
+def gpu_targets_shown(text: str) -> list[str]:
+    """The targets the text shows for GPUs: their own lines (:func:`device_targets`),
+    the chips of the products it names, and gfx names in lines that list no build's
+    targets (a device line, the reader's own words)."""
+    found = list(device_targets(text)) + [g.gfx for g in products.named_gpus(text)]
+    for line in text.splitlines():
+        if _BUILD_LIST.search(line):
+            continue
+        found += re.findall(r"\bgfx[0-9a-f]{3,4}\b", line)
+    return list(dict.fromkeys(found))
+
+
+def igpu_findings(text: str, ids: set[str]) -> list[Finding]:
+    """An integrated GPU the text shows beside a discrete one, where no finding of the
+    code objects or rocm-smi has said so already."""
+    if ids & {"no-binary", "invalid-device-function", "smi-gfx"}:
+        return []
+    shown = gpu_targets_shown(text)
+    apus = {a["gfx"] for a in compat_data.apus()} | rules.IGPU_TARGETS
+    igpus = [g for g in shown if g in apus]
+    discrete = [g for g in shown if g not in apus]
+    if not igpus or not discrete:
+        return []
+    found = Finding(IGPU_RULE, "", 0)
+    found.details = f"the text shows {', '.join(igpus)} (integrated) beside {', '.join(discrete)}"
+    found.premises = [f"GPUs {', '.join(shown)} (named in the text)"]
+    return [found]

@@ -37,6 +37,8 @@ class NamedGPU:
     device line), where it does."""
 
     def describe(self) -> str:
+        if not self.device_id:  # a processor named by its model: its integrated GPU
+            return f"{self.name} is {self.gfx} (its integrated GPU)"
         chip = f"{self.codename}, " if self.codename else ""
         return f"{self.name} is {self.gfx} ({chip}PCI ID 0x{self.device_id:04x})"
 
@@ -45,6 +47,20 @@ _PRODUCT = re.compile(
     r"\b(?:AMD\s+)?(?:Radeon|Instinct|RX\s*\d|MI\d{2,3}|Ryzen\s+AI)[^\n,;:()\[\]\"'|]{0,40}",
     re.IGNORECASE,
 )
+_BARE = re.compile(r"\b([5-9]\d{3})\s?(XTX|XT|GRE)\b", re.IGNORECASE)
+"""A Radeon RX model written without "RX" ("6950xt", "7900 XTX")."""
+_PROCESSOR = re.compile(
+    r"\b(?:AMD\s+)?(?:Ryzen\s+)?AI\s+(?:MAX\+?\s+|\d\s+)(?:HX\s+)?(?:PRO\s+)?\d{3}\b",
+    re.IGNORECASE,
+)
+"""A Ryzen AI processor named by its model, whose integrated GPU it is."""
+STRIX_HALO = (
+    "https://hothardware.com/news/amd-ryzen-ai-max-leak",
+    "https://tomshardware.com/pc-components/cpus/mysterious-amd-ryzen-ai-max-pro-395-strix-halo-"
+    "apu-emerges-on-geekbench-processor-expected-to-officially-debut-at-ces-2025",
+)
+"""The Ryzen AI MAX 300 series (385, 390, 395 and their PRO models) is Strix Halo,
+whose GPU is the Radeon 8060S or 8050S ("AMD RYZEN AI MAX+ PRO 395 w/Radeon 8060S")."""
 _GFX_AFTER = re.compile(r"^[,\s]*(?:\(|\[)?\s*(gfx[0-9a-f]{3,4})\b")
 _AGENT_GFX = re.compile(r"^\s*Name:\s+(gfx[0-9a-f]{3,4})\s*$")
 _MARKETING = re.compile(r"^\s*(Marketing Name|Board name):\s+(.+?)\s*$")
@@ -66,6 +82,25 @@ def _lookup(span: str) -> tuple[str, chips.Chip] | None:
         targets = {c.gfx for c in found if c.gfx}
         if len(targets) == 1 and all(c.gfx for c in found):
             return name, found[0]
+    return None
+
+
+def _words(name: str) -> str:
+    return " ".join(re.sub(r"\bAMD\b|\bRyzen\b", " ", name, flags=re.IGNORECASE).lower().split())
+
+
+def processor_gpu(name: str) -> NamedGPU | None:
+    """The integrated GPU of a Ryzen AI processor named by its model: AMD's GPU list
+    (the compatibility data's APUs), else the Ryzen AI MAX 300 series' Strix Halo."""
+    from . import compat_data
+
+    wanted = _words(name)
+    for apu in compat_data.apus():
+        if any(_words(n) == wanted for n in apu["names"]):
+            return NamedGPU(name, apu["gfx"], None, 0)
+    if re.search(r"\bmax\+? (?:pro )?3\d\d$", wanted):
+        chip = next((c for c in chips.by_name("Radeon 8060S") if c.gfx), None)
+        return NamedGPU(name, chip.gfx, chip.codename, 0) if chip else None
     return None
 
 
@@ -96,6 +131,15 @@ def named_gpus(text: str) -> list[NamedGPU]:
             key = chip.gfx or name
             if key not in found or (shown_gfx and not found[key].shown_gfx):
                 found[key] = NamedGPU(name, chip.gfx, chip.codename, chip.device_id, shown_gfx)
+        for m in _BARE.finditer(line):
+            hit = _lookup(f"RX {m.group(1)} {m.group(2)}")
+            if hit and hit[1].gfx not in found:
+                chip = hit[1]
+                found[chip.gfx] = NamedGPU(m.group(0), chip.gfx, chip.codename, chip.device_id)
+        for m in _PROCESSOR.finditer(line):
+            gpu = processor_gpu(m.group(0).strip())
+            if gpu and gpu.gfx not in found:
+                found[gpu.gfx] = gpu
     for device, revision in chips.pci_ids_in(text):
         chip = chips.by_pci_id(device, revision)
         if chip and chip.gfx and chip.gfx not in found:

@@ -22,7 +22,8 @@ WSL_FILE = "data/wsl-releases.json"
 
 WSL_SIGNS = re.compile(
     r"WSL environment detected|microsoft-standard-WSL|\bWSL ?2\b|--usecase=wsl|/dev/dxg|"
-    r"/usr/lib/wsl/|sources/wsl/|rocr4wsl|librocdxg|\bon WSL\b|\bunder WSL\b|\bin WSL\b",
+    r"/usr/lib/wsl/|sources/wsl/|rocr4wsl|librocdxg|\b(?:on|under|in|via|with|using|through) "
+    r"WSL\b",
     re.IGNORECASE,
 )
 """What shows WSL in pasted text: rocminfo's own line, WSL's kernel name, the WSL
@@ -139,5 +140,52 @@ def wsl_fix(text: str) -> tuple[str, list[str]]:
             "libraries (-v /usr/lib/wsl/lib/libdxcore.so:/usr/lib/libdxcore.so, with librocdxg "
             "from 7.2.1), never --device=/dev/kfd"
         )
+    words += _gpu_words(text) + _torch_words(text, version)
     words.append(driver)
     return "; ".join(words), premises
+
+
+_TORCH_FAILED = re.compile(
+    r"hipErrorNoDevice|No HIP GPUs are available|torch\.cuda\.is_available\(\)|"
+    r"download\.pytorch\.org/whl/rocm"
+)
+
+
+def _torch_words(text: str, version: str | None) -> list[str]:
+    """PyTorch under WSL: AMD's WSL wheels, and the wheel's own HSA runtime removed
+    where the release's recipe says so (the rocr4wsl releases)."""
+    if not _TORCH_FAILED.search(text):
+        return []
+    rel = wsl_release(version) if version else None
+    if rel is not None and rel["recipe_kind"] != "rocr4wsl":
+        return []
+    steps = [s for r in data()["releases"] for s in r["recipe"] if "libhsa-runtime64" in s]
+    step = next((s for s in (rel or {}).get("recipe", []) if "libhsa-runtime64" in s), steps[0])
+    where = f"ROCm {rel['rocm']}'s" if rel else "the rocr4wsl releases' (6.1.3 to 7.2.0)"
+    pypi = " (the text installs download.pytorch.org's)" if "download.pytorch.org" in text else ""
+    return [
+        f"PyTorch under WSL needs AMD's WSL wheels from repo.radeon.com, not PyTorch's own"
+        f"{pypi}: a wheel bundles its own libhsa-runtime64.so, which does not know WSL; "
+        f"{where} recipe: {step[0].lower()}{step[1:]}"
+    ]
+
+
+@lru_cache(maxsize=1)
+def matrix_targets() -> frozenset[str]:
+    """The targets of the GPUs in AMD's WSL support matrix (:data:`wsl.MATRIX`)."""
+    from . import products, wsl
+
+    return frozenset(g.gfx for name in wsl.MATRIX[0]["gpus"] for g in products.named_gpus(name))
+
+
+def _gpu_words(text: str) -> list[str]:
+    """GPUs the text names that AMD's WSL support matrix does not list."""
+    from . import products
+
+    outside = [g for g in products.named_gpus(text) if g.gfx not in matrix_targets()]
+    return [
+        f"{g.name} ({g.gfx}) is not in AMD's WSL support matrix (librocdxg's README: RDNA 3 "
+        "and RDNA 4 Radeon and Radeon PRO GPUs, Ryzen AI APUs), so ROCm under WSL does not "
+        "support it: use native Linux, where doctor's GPU checks say whether ROCm supports it"
+        for g in outside
+    ]

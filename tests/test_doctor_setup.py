@@ -75,7 +75,11 @@ def test_an_override_that_is_not_a_version_is_named_with_the_real_chip():
     bad = found(blind2("26"))["override-not-a-version"]  # a failed detection's text
     assert '"GFX version detection error"' in bad.details
     assert "AI Max+ 395 (gfx1151)" in bad.advice
-    for good in ("export HSA_OVERRIDE_GFX_VERSION=11.0.0", "HSA_OVERRIDE_GFX_VERSION=10.3.0 x"):
+    for good in (
+        "export HSA_OVERRIDE_GFX_VERSION=11.0.0",
+        "HSA_OVERRIDE_GFX_VERSION=10.3.0 python app.py",
+        "docker run -e HSA_OVERRIDE_GFX_VERSION=${GFX_VERSION} comfyui",
+    ):
         assert "override-not-a-version" not in found(good)
 
 
@@ -93,6 +97,9 @@ def test_an_integrated_gpu_beside_a_discrete_one_is_hidden_by_visible_devices():
     # a build's target list names no GPU of the machine
     assert "igpu-beside-dgpu" not in found("PYTORCH_ROCM_ARCH=gfx1036;gfx1201")
     assert "igpu-beside-dgpu" not in found("Device 0: AMD Radeon 780M Graphics, gfx1103")
+    # one 780M run as gfx1100 by an override is not two GPUs
+    one = "HSA_OVERRIDE_GFX_VERSION=11.0.0\nDevice 0: AMD Radeon 780M Graphics, gfx1100"
+    assert "igpu-beside-dgpu" not in found(one)
 
 
 def test_a_container_without_the_devices_or_with_the_hosts_group_by_name():

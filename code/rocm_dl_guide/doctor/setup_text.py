@@ -199,8 +199,8 @@ def _service(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
 
 def _not_a_version(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     value = seen.env.get("HSA_OVERRIDE_GFX_VERSION")
-    if value is None or _VERSION.match(value.strip()):
-        return False
+    if value is None or _VERSION.match(value.strip()) or value.startswith(("$", "%", "<", "{")):
+        return False  # a version, or a shell's variable or a placeholder the text leaves open
     finding.details = f'the text sets HSA_OVERRIDE_GFX_VERSION to "{value}"'
     gpus = products.named_gpus(text)
     if gpus:
@@ -269,8 +269,11 @@ def gpu_targets_shown(text: str) -> list[str]:
 
 def igpu_findings(text: str, ids: set[str]) -> list[Finding]:
     """An integrated GPU the text shows beside a discrete one, where no finding of the
-    code objects or rocm-smi has said so already."""
+    code objects or rocm-smi has said so already. Not where the text sets an override:
+    a GPU run as another target (a 780M as gfx1100) would read as two GPUs."""
     if ids & {"no-binary", "invalid-device-function", "smi-gfx"}:
+        return []
+    if "HSA_OVERRIDE_GFX_VERSION" in text:  # targets shown may be the override's, not chips'
         return []
     shown = gpu_targets_shown(text)
     apus = {a["gfx"] for a in compat_data.apus()} | rules.IGPU_TARGETS

@@ -179,9 +179,10 @@ def _amdsmi(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
 
 
 def _service(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
-    """Only where the text shows a systemd service too: otherwise the export is fine."""
+    """Only where the text shows a systemd service too (otherwise the export is fine),
+    and no container (whose variables come from its -e options)."""
     service = _SERVICE.search(text)
-    if not service:
+    if not service or seen.container:
         return False
     name = next(g for g in service.groups() if g).strip()
     variable = finding.line.removeprefix("export ").split("=")[0]

@@ -416,9 +416,13 @@ def _runtime_hit(line: str) -> CatalogHit | None:
 def _hip_by_text(line: str) -> CatalogHit | None:
     """A HIP error told by its runtime string ("HIP error: out of memory") or by
     its number in a HIP context ("HIP error ... (code 2)")."""
-    said = re.search(r"\bhip(?:Error|GetErrorString)?\W.*?:\s*(.+)$|HIP error[^:]*:\s*(.+)$", line)
+    said = re.search(
+        r"\bhip(?:Error|GetErrorString)?\W.*?:\s*(.+)$|HIP error[^:]*:\s*(.+)$|"
+        r"\b(?:ROCm|CUDA)(?: error)?[^:\n]{0,40}:\s*(.+)$",  # llama.cpp's, a wrapper's words
+        line,
+    )
     if said:
-        text = (said.group(1) or said.group(2)).strip().strip("'\"").lower()
+        text = next(g for g in said.groups() if g).strip().strip("'\"").lower()
         known = [
             e
             for e in catalog()["hip"]

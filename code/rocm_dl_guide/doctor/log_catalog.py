@@ -49,7 +49,10 @@ def catalog_findings(lines: list[str], taken: set[int]) -> list[Finding]:
         )
         found = Finding(rule, raw.strip()[:300], n)
         reason = hit.fields.get("reason") if hit.fields else None
-        found.details = f"reason: {reason}" if reason else ""
+        file = re.search(r"\b[\w/.-]+\.bin\b", raw)  # a firmware file the line names
+        found.details = (
+            f"reason: {reason}" if reason else f"the file: {file.group(0)}" if file else ""
+        )
         out.append(found)
     return out
 

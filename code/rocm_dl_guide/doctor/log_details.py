@@ -167,6 +167,7 @@ _DEVICE_TARGET = (
     re.compile(r"^GPU models and configuration:.*?\((gfx[0-9a-f]+)"),  # collect_env
     re.compile(r"gcnArchName\W+(gfx[0-9a-f]+)"),  # torch.cuda.get_device_properties
     re.compile(r"^\s*Name:\s+(gfx[0-9a-f]+)\s*$"),  # rocminfo's agent name
+    re.compile(r"\bgpu_type=(gfx[0-9a-f]+)"),  # ollama's GPU discovery
 )
 """Lines that name a GPU's own target (not a build's target list, not a variable)."""
 

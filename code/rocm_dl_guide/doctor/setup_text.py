@@ -107,6 +107,64 @@ RULES: tuple[Rule, ...] = (
         ("hsa-override",),
     ),
     Rule(
+        "container-group-unknown",
+        r"Unable to find group [\w-]+: no matching entries in group file",
+        "a container's group that its image does not have",
+        "Docker and Podman look a --group-add name (Compose's group_add:) up in the image's "
+        "/etc/group, not the host's; the image has no group of that name, so the container "
+        "does not start",
+        "pass the host's group by its number (GID): --group-add $(getent group NAME | cut -d: "
+        "-f3), run on "
+        'the host (Compose: group_add: ["NUMBER"]); the GPU needs only the groups that own '
+        "/dev/kfd and /dev/dri (render, video): drop any other, or use the image's own name for "
+        "it",
+        (
+            "https://docs.docker.com/reference/cli/docker/container/run/#group-add",
+            *rules.cite("docker-group-add-render"),
+        ),
+        ("device-access",),
+    ),
+    Rule(
+        "no-such-group",
+        r"group '?(?:render|video)'? does not exist",
+        "the group to join does not exist on this system",
+        "systems older than the render group (Ubuntu before 20.04, for one) give /dev/kfd and "
+        "/dev/dri to video; there is no render group to join",
+        "ls -l /dev/kfd /dev/dri/renderD* shows the group that owns them; join that one: sudo "
+        "usermod -aG video $USER, then log out and in again",
+        rules.cite("groups"),
+        ("device-access",),
+    ),
+    Rule(
+        "ollama-unsupported-target",
+        r"amdgpu is not supported \(supported types:",
+        "ollama: the GPU's target is not among its ROCm build's",
+        "ollama's ROCm libraries carry kernels for the targets it lists; gpu_type is this "
+        "GPU's, which is not among them, so ollama runs on the CPU",
+        "where the GPU's family has a supported sibling target, set HSA_OVERRIDE_GFX_VERSION in "
+        "ollama's own environment (its service: sudo systemctl edit ollama, "
+        'Environment="HSA_OVERRIDE_GFX_VERSION=VALUE"; by hand: before ollama serve); doctor\'s '
+        "GPU check below names the value for this target, or says there is none (then an "
+        "ollama build that lists the target, or a Vulkan backend)",
+        ("https://github.com/ollama/ollama/blob/main/docs/gpu.md",),
+        ("gpu-support", "hsa-override"),
+    ),
+    Rule(
+        "xcp-partition-devices",
+        r"\bamdgpu_xcp[._]\d+",
+        "an MI300 compute partition's own device (amdgpu_xcp)",
+        "in a compute partition mode other than SPX the amdgpu driver registers a platform "
+        "device, amdgpu_xcp.N, with its own DRM card and render node for each partition "
+        "beyond the first of each GPU; they are not PCI devices, so a tool that counts GPUs by "
+        "PCI device, or looks for another name, sees fewer GPUs than rocminfo",
+        "count the partitions by amd-smi static --partition (or ls -d "
+        "/sys/devices/platform/amdgpu_xcp.*); rocminfo lists each partition as a GPU agent",
+        (
+            "https://github.com/torvalds/linux/blob/master/drivers/gpu/drm/amd/amdgpu/amdgpu_xcp.c",
+            "https://rocm.docs.amd.com/projects/amdsmi/en/latest/how-to/amdsmi-cli-tool.html",
+        ),
+    ),
+    Rule(
         "container-device-commented",
         r"""^`?#+\s*-\s*["']?/dev/(?:kfd|dri)\b""",
         "a container's GPU device entry commented out",
@@ -215,7 +273,63 @@ def _commented_device(finding: Finding, text: str, seen: Facts, ids: set[str]) -
     return True
 
 
+def _group_unknown(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    name = re.search(r"Unable to find group ([\w-]+)", finding.line).group(1)
+    finding.details = f"the image has no group named {name}"
+    gpu_group = name in ("render", "video")
+    finding.fix = (
+        f"pass the host's {name} group by its number (GID): --group-add $(getent group {name} "
+        f"| cut -d: "
+        f'-f3), run on the host (Compose: group_add: ["NUMBER"])'
+        if gpu_group
+        else f"drop --group-add {name} (the GPU needs only render and video, which own /dev/kfd "
+        f"and /dev/dri), or use the image's own name for that group"
+    )
+    return True
+
+
+def _ollama_target(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    gpu = re.search(r"gpu_type=(gfx[0-9a-f]+)", text)
+    listed = re.search(r"supported types:\[([^\]]*)\]", finding.line)
+    words = [f"this GPU is {gpu.group(1)}"] if gpu else []
+    if listed:
+        words.append(f"ollama's build lists {', '.join(listed.group(1).split())}")
+    finding.details = "; ".join(words)
+    return True
+
+
+_CAPACITY = re.compile(r"([\d.]+) (MiB|GiB) total capacity")
+RDNA35_MEMORY = (
+    "https://rocm.docs.amd.com/en/docs-7.14.0/reference/system-optimization/rdna3-5.html"
+)
+"""AMD's RDNA3.5 APU system optimization: the firmware's VRAM carve-out, GTT and TTM."""
+
+
+def _oom(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """A full GPU whose whole memory is small: an integrated GPU's carve-out."""
+    size = _CAPACITY.search(text)
+    if size is None:
+        return True
+    mib = float(size.group(1)) * (1024 if size.group(2) == "GiB" else 1)
+    if mib > 2048:
+        return True
+    finding.details = (
+        f"the GPU has {size.group(1)} {size.group(2)} in all: an integrated GPU's memory "
+        "carved out of system memory by the firmware (its UMA frame buffer size), not a "
+        "discrete card's"
+    )
+    finding.fix = (
+        "give the integrated GPU more memory: raise the UMA frame buffer (VRAM) size in the "
+        "BIOS/UEFI setup, where the board offers it; on RDNA 3.5 APUs the GPU also maps system "
+        f"memory (GTT), set by the kernel's TTM limits ({RDNA35_MEMORY}); then " + finding.rule.fix
+    )
+    return True
+
+
 DETAILS = {
+    "container-group-unknown": _group_unknown,
+    "ollama-unsupported-target": _ollama_target,
+    "torch-oom": _oom,
     "std-header-missing": _std_header,
     "pip-no-torch-build": _pip_no_torch,
     "amdsmi-shadowed": _amdsmi,

@@ -11,6 +11,9 @@ doctor's code or its output on them (each ``cases.json``'s ``about``).
 - ``tests/data/doctor/blind2/``: 26 cases from 20 trackers, collected after the
   first corpus's fixes. First score, on doctor at 23b7ab5 (before any change for
   them): 30 of 43 (69.8%), no case given forbidden advice.
+- ``tests/data/doctor/blind3/``: 27 cases from 23 trackers, collected after the
+  second corpus's fixes. First score, on doctor at fee241a (before any change for
+  them): 28 of 40 (70.0%), no case given forbidden advice.
 
 Each case is scored as the first corpus is (:mod:`test_doctor_corpus`); run
 ``python tests/test_doctor_corpus.py tests/data/doctor/blind2 -v`` for the shares.
@@ -28,7 +31,7 @@ from test_doctor_corpus import CLASSES, KINDS, expected_met, forbidden_given, lo
 
 DATA = Path(__file__).parent / "data" / "doctor"
 BLIND = DATA / "blind"
-CORPORA = {name: load_cases(DATA / name) for name in ("blind", "blind2")}
+CORPORA = {name: load_cases(DATA / name) for name in ("blind", "blind2", "blind3")}
 CASES = CORPORA["blind"]
 EVERY = [case for cases in CORPORA.values() for case in cases]
 

@@ -1,9 +1,10 @@
 """Issue 58: the setups a reader's text shows, one class each (doctor.setup_text),
 and the facts they rest on, on real outputs.
 
-Most texts are cases of the second blind corpus (``tests/data/doctor/blind2``),
-quoted exactly from their threads; the classes below were built after its first
-score, and each is also tested where it must stay silent.
+Most texts are cases of the second and third blind corpora
+(``tests/data/doctor/blind2``, ``blind3``), quoted from their threads; the classes
+below were built after each corpus's first score, and each is also tested where it
+must stay silent.
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ import pytest
 from rocm_dl_guide.doctor import logs, products
 from rocm_dl_guide.doctor.log_details import facts
 
-BLIND2 = Path(__file__).parent / "data" / "doctor" / "blind2"
+DATA = Path(__file__).parent / "data" / "doctor"
 
 
-def blind2(prefix: str) -> str:
-    return next(BLIND2.glob(f"{prefix}-*.txt")).read_text(encoding="utf-8")
+def blind2(prefix: str, corpus: str = "blind2") -> str:
+    return next((DATA / corpus).glob(f"{prefix}-*.txt")).read_text(encoding="utf-8")
+
+
+def blind3(prefix: str) -> str:
+    return blind2(prefix, "blind3")
 
 
 def found(text: str) -> dict[str, logs.Finding]:
@@ -154,3 +159,46 @@ def test_gpus_named_without_rx_or_by_their_processor(text, gfx):
 )
 def test_variables_are_read_from_shells_containers_units_and_makefiles(line, value):
     assert facts(line).env.get("HSA_OVERRIDE_GFX_VERSION") == value
+
+
+def test_a_group_the_image_or_the_system_lacks():
+    image = found(blind3("20"))["container-group-unknown"]  # docker, --group-add video
+    assert image.details == "the image has no group named video"
+    assert "--group-add $(getent group video | cut -d: -f3)" in image.advice
+    other = found(blind3("19"))["container-group-unknown"]  # distrobox, --group-add sudo
+    assert other.advice.startswith("drop --group-add sudo")
+    system = found(blind3("23"))["no-such-group"]  # usermod on Ubuntu 18.04
+    assert "sudo usermod -aG video $USER" in system.advice
+
+
+def test_ollamas_unsupported_target_gets_the_override_for_its_gpu_type():
+    text = blind3("25")  # an RX 6750 (gfx1031) that ollama's build does not list
+    line = found(text)["ollama-unsupported-target"]
+    assert line.details.startswith("this GPU is gfx1031; ollama's build lists gfx1010, gfx1012")
+    from test_doctor_corpus import load_cases, report_for
+
+    case = next(c for c in load_cases(DATA / "blind3") if c["file"].startswith("25-"))
+    assert "HSA_OVERRIDE_GFX_VERSION=10.3.0 runs it as gfx1030" in report_for(case)[1]
+
+
+def test_out_of_memory_on_a_small_carve_out_is_the_firmwares_setting():
+    small = found(blind3("14"))["torch-oom"]  # a 6800U's 512 MiB
+    assert small.details.startswith("the GPU has 512.00 MiB in all")
+    assert "UMA frame buffer" in small.advice and "smaller batch" in small.advice
+    big = found(
+        "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 20.00 GiB (GPU 0; "
+        "23.98 GiB total capacity; 3.02 GiB already allocated)"
+    )["torch-oom"]
+    assert big.details == "" and "UMA" not in big.advice
+
+
+def test_wrapped_hip_strings_firmware_files_and_partition_devices():
+    wrapped = found(blind3("08"))  # llama.cpp's "failed to initialize ROCm: ..."
+    assert wrapped["catalog:no-device"].rule.title.startswith("hipErrorNoDevice (100)")
+    assert "render" in wrapped["catalog:no-device"].advice  # what to collect: groups, nodes
+    # a wrapper's words before a text that is no HIP error stay unexplained
+    assert not found("failed to initialize ROCm: the model file is missing")
+    firmware = [f for f in logs.read(blind3("01")) if f.rule.id.startswith("catalog:")]
+    assert firmware[0].details == "the file: amdgpu/psp_13_0_8_toc.bin"
+    xcp = found(blind3("13"))["xcp-partition-devices"]  # 8 MI300X in CPX
+    assert "amd-smi static --partition" in xcp.advice

@@ -44,7 +44,7 @@ import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -137,9 +137,9 @@ def _words(name: str) -> list[str]:
     return [w for w in words if w not in ("amd", "ati", "graphics")]
 
 
-def _contains(words: list[str], query: list[str]) -> bool:
+def _contains(words, query) -> bool:
     n = len(query)
-    return any(words[i : i + n] == query for i in range(len(words) - n + 1))
+    return any(tuple(words[i : i + n]) == tuple(query) for i in range(len(words) - n + 1))
 
 
 def _pci_names(pci_name: str | None) -> list[str]:
@@ -160,13 +160,23 @@ def _pci_names(pci_name: str | None) -> list[str]:
     return out
 
 
+@cache
+def _name_words(name: str) -> tuple[str, ...]:
+    return tuple(_words(name))
+
+
 def by_name(marketing_name: str) -> list[Chip]:
     """The chips a marketing name (``AMD Radeon RX 7600 XT``, ``Radeon 780M``,
     ``MI300X``) or a codename (``Navi 33``) names: exact matches if any, else every
     name that contains the query's words in order; amdgpu.ids before pci.ids."""
-    query = _words(marketing_name)
+    return list(_by_words(tuple(_words(marketing_name))))
+
+
+@lru_cache(maxsize=1024)
+def _by_words(query: tuple[str, ...]) -> tuple[Chip, ...]:
+    """:func:`by_name` for the words of a name (each index name's words computed once)."""
     if not query:
-        return []
+        return ()
     for exact in (True, False):
         hits: dict[int, tuple[dict, list[tuple[int, str]]]] = {}
         for source in ("amdgpu.ids", "pci.ids", "codename"):
@@ -182,7 +192,7 @@ def by_name(marketing_name: str) -> list[Chip]:
                 good = [
                     (r, n)
                     for r, n in cands
-                    if (_words(n) == query if exact else _contains(_words(n), query))
+                    if (_name_words(n) == query if exact else _contains(_name_words(n), query))
                 ]
                 if good:
                     hits[dev] = (entry, good)
@@ -195,8 +205,8 @@ def by_name(marketing_name: str) -> list[Chip]:
                 revs = sorted({r for r, _ in good if r >= 0})
                 names = [n for r, n in good if r >= 0]
                 out.append(_chip(entry, revs[0] if len(revs) == 1 else None, names or None))
-            return out
-    return []
+            return tuple(out)
+    return ()
 
 
 # --------------------------------------------------------------------------- finding IDs in text

@@ -99,12 +99,14 @@ _ALREADY = re.compile(r"The user `(\S+?)' is already a member of `(\w+)'")
 _PROMPT_GROUPS = re.compile(r"^[#$>] (groups|id -nG)\s*$")
 _GFX = re.compile(r"\bgfx(\d{3,4}[a-z]?)\b")
 _ENV = re.compile(
-    r"(?:^|^export |^ENV |\s-e |\s--env[= ]|Environment=\"?)(HSA_OVERRIDE_GFX_VERSION|"
+    r"(?:^|^export |^ENV |\s-e |\s--env[= ]|Environment=\"?|os\.environ\[[\"'])"
+    r"(HSA_OVERRIDE_GFX_VERSION|"
     r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|CUDA_VISIBLE_DEVICES|HSA_ENABLE_DXG_DETECTION)"
-    r"(?: ?[:?]?= ?)(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s\"'#]+))"
+    r"(?:[\"']\])?(?: ?[:?]?= ?)(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s\"'#]+))"
 )
 """A variable set in a shell (``export``), a Makefile (``VAR = "..."``), a Dockerfile
-(``ENV``), a container's ``-e``/``--env`` or a systemd unit's ``Environment=``."""
+(``ENV``), a container's ``-e``/``--env``, a systemd unit's ``Environment=`` or
+Python's ``os.environ["VAR"] = ...``."""
 _GROUP_ADD = re.compile(r"--group-add[= ]\"?([\w-]+)")
 _CONTAINER = re.compile(
     r"\b(?:docker|podman|nerdctl) (?:run|exec|compose)\b[^\n]*|--device[= ]/dev/kfd[^\n]*|"

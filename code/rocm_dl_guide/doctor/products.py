@@ -47,6 +47,14 @@ _PRODUCT = re.compile(
     r"\b(?:AMD\s+)?(?:Radeon|Instinct|RX\s*\d|MI\d{2,3}|Ryzen\s+AI)[^\n,;:()\[\]\"'|]{0,40}",
     re.IGNORECASE,
 )
+_RX = re.compile(r"\bRX\s?(\d{3,4})(?:\s?(XTX|XT|GRE))?\b", re.IGNORECASE)
+
+
+def _rx_words(m: re.Match) -> str:
+    """``rx7600xt`` and ``RX560`` as their products are named: ``RX 7600 XT``, ``RX 560``."""
+    return f"RX {m.group(1)}" + (f" {m.group(2).upper()}" if m.group(2) else "")
+
+
 _BARE = re.compile(r"\b([5-9]\d{3})\s?(XTX|XT|GRE)\b", re.IGNORECASE)
 """A Radeon RX model written without "RX" ("6950xt", "7900 XTX")."""
 _PROCESSOR = re.compile(
@@ -79,6 +87,8 @@ def _lookup(span: str) -> tuple[str, chips.Chip] | None:
             found = chips.by_name(name)
         except TypeError:  # a name that matches entries without a codename
             continue
+        # a card's HDMI audio function shares its product names, and has no target
+        found = [c for c in found if "audio" not in (c.name or "").lower()]
         targets = {c.gfx for c in found if c.gfx}
         if len(targets) == 1 and all(c.gfx for c in found):
             return name, found[0]
@@ -108,7 +118,7 @@ def named_gpus(text: str) -> list[NamedGPU]:
     """Every GPU ``text`` names by product name or PCI ID, with its chip's own target
     and the target printed beside it where one is; in the order they appear, once each."""
     found: dict[str, NamedGPU] = {}
-    lines = text.splitlines()
+    lines = [_RX.sub(_rx_words, line) for line in text.splitlines()]
     for n, line in enumerate(lines):
         marketing = _MARKETING.match(line)
         spans = [(marketing.group(2), line.find(marketing.group(2)))] if marketing else []

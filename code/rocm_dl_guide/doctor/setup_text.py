@@ -29,6 +29,35 @@ LLVM_PROCESSORS = "https://llvm.org/docs/AMDGPUUsage.html#processors"
 
 RULES: tuple[Rule, ...] = (
     Rule(
+        "not-a-rocm-build",
+        r"Found no NVIDIA driver on your system|Torch not compiled with CUDA enabled|"
+        r"\btorch[- =]=?=?\s*\d+\.\d+\.\d+\+cu\d{3}\b",
+        "PyTorch is not a ROCm build",
+        "a CUDA build (its error names NVIDIA's driver; its version ends in +cuNNN) or a "
+        "CPU-only build ('not compiled with CUDA') runs on this AMD machine: pip installs "
+        "PyPI's default build, CUDA's, unless it is given a ROCm index, and an installer or an "
+        "image may pull that in",
+        "check python -c 'import torch; print(torch.__version__, torch.version.hip)' (None: "
+        "not a ROCm build); install a ROCm build matching the installed ROCm: pip install torch "
+        "--index-url https://download.pytorch.org/whl/rocmX.Y, or AMD's wheels from "
+        "repo.radeon.com; in an image, its ROCm tag",
+        (*rules.cite("pypi-is-cuda", "hip-notes"), "https://pytorch.org/get-started/locally/"),
+        ("pytorch",),
+    ),
+    Rule(
+        "glibcxx-too-old",
+        r"GLIBCXX_[\d.]+' not found \(required by \S*lib(?:hsa-runtime64|amdhip64|rocm|roc|hip)",
+        "a ROCm library needs a newer C++ runtime than the one loaded",
+        "a ROCm library was built against a newer libstdc++ than the system or container "
+        "provides; under Apptainer, --rocm binds the host's ROCm libraries "
+        "(/.singularity.d/libs) into a container whose libstdc++ is older",
+        "use ROCm libraries that match the system they run on: in a container, its own ROCm "
+        "(Apptainer: drop --rocm and bind only the devices, --bind /dev/kfd,/dev/dri), or a "
+        "newer image; outside one, the ROCm release built for this distribution",
+        ("https://apptainer.org/docs/user/latest/gpu.html",),
+        ("rocm",),
+    ),
+    Rule(
         "std-header-missing",
         r"fatal error: '[a-z_]+' file not found",
         "a C++ standard header not found while compiling GPU code",
@@ -163,6 +192,17 @@ RULES: tuple[Rule, ...] = (
             "https://github.com/torvalds/linux/blob/master/drivers/gpu/drm/amd/amdgpu/amdgpu_xcp.c",
             "https://rocm.docs.amd.com/projects/amdsmi/en/latest/how-to/amdsmi-cli-tool.html",
         ),
+    ),
+    Rule(
+        "container-device-relative",
+        r"""^[+`]?\s*-\s*["']?dev/(?:kfd|dri)\b""",
+        "a container's GPU device given without its leading slash",
+        "a Compose devices: entry dev/kfd or dev/dri is a path relative to the folder Compose "
+        "starts in, not the device: the container gets no GPU device unless that folder is /",
+        "write the device paths in full: - /dev/kfd and - /dev/dri, then recreate the "
+        "container: docker compose up -d --force-recreate",
+        ("https://docs.docker.com/reference/compose-file/services/#devices",),
+        ("device-access",),
     ),
     Rule(
         "container-device-commented",
@@ -324,6 +364,62 @@ def _oom(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
         f"memory (GTT), set by the kernel's TTM limits ({RDNA35_MEMORY}); then " + finding.rule.fix
     )
     return True
+
+
+NVIDIA_GPU = re.compile(
+    r"\b(?:NVIDIA\s+)?(?:GeForce\s+(?:RTX|GTX)\s*\d{3,4}\w*(?:\s+(?:Ti|SUPER))?|"
+    r"Quadro\s+\w+|Tesla\s+[A-Z]\d+|RTX\s+A\d{4}|NVIDIA\s+[AHBL]\d{2,3})\b",
+    re.IGNORECASE,
+)
+"""An NVIDIA GPU named by product."""
+_AMD_TARGET_RULES = {"no-binary", "invalid-device-function", "tensile"}
+"""Findings about an AMD GPU's target: moot where the text's only GPUs are NVIDIA's."""
+
+
+def _nvidia_only(text: str) -> str | None:
+    """The NVIDIA GPU the text names, where it names no AMD GPU."""
+    found = NVIDIA_GPU.search(text)
+    if found and not products.named_gpus(text) and not re.search(r"\bgfx\d", text):
+        return found.group(0)
+    return None
+
+
+NVIDIA_RULE = Rule(
+    "nvidia-gpu",
+    "",
+    "the GPU the text names is NVIDIA's",
+    "a ROCm (HIP) build of a program runs on AMD GPUs only: on an NVIDIA GPU it finds no "
+    "device it has code for (hipErrorNoBinaryForGpu, no HIP GPUs)",
+    "install the program's CUDA build: PyTorch from pip's default index or a CUDA index "
+    "(python -c 'import torch; print(torch.version.cuda)' names the CUDA version); an "
+    "installer that chose ROCm may need its GPU option set to NVIDIA",
+    ("https://pytorch.org/get-started/locally/",),
+    ("pytorch",),
+)
+
+
+def finish(findings: list[Finding], text: str, ids: set[str]) -> list[Finding]:
+    """The findings of :func:`logs.read` with what only the whole text shows: an
+    integrated GPU beside a discrete one, an NVIDIA GPU (whose text's AMD-target
+    findings are moot), and no GPU-support verdicts where PyTorch is not a ROCm
+    build (the GPU's targets are not the question then)."""
+    found = findings + igpu_findings(text, ids)
+    nvidia = _nvidia_only(text) if re.search(r"\bhip|HIP|ROCm", text) else None
+    if nvidia:
+        found = [f for f in found if f.rule.id not in _AMD_TARGET_RULES]
+        note = Finding(NVIDIA_RULE, "", 0)
+        note.details = f"the text names {nvidia} and no AMD GPU"
+        found.append(note)
+    if "not-a-rocm-build" in ids or nvidia:
+        found = [_without_checks(f) if f.rule.id == "gpus" else f for f in found]
+    return found
+
+
+def _without_checks(finding: Finding) -> Finding:
+    from dataclasses import replace
+
+    finding.rule = replace(finding.rule, explained_by=())
+    return finding
 
 
 DETAILS = {

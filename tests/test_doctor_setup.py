@@ -27,6 +27,10 @@ def blind3(prefix: str) -> str:
     return blind2(prefix, "blind3")
 
 
+def blind4(prefix: str) -> str:
+    return blind2(prefix, "blind4")
+
+
 def found(text: str) -> dict[str, logs.Finding]:
     return {f.rule.id: f for f in logs.read(text)}
 
@@ -139,6 +143,9 @@ def test_wsl_advice_names_the_matrix_and_the_wheels_runtime_by_release():
         ("AI Max+ 395 APU", "gfx1151"),
         ("AMD RYZEN AI MAX+ PRO 395 w/ Radeon 8060S", "gfx1151"),
         ("Ryzen 7 9700X", None),
+        ("rx7600xt", "gfx1102"),
+        ("AMD Radeon RX560", "gfx803"),
+        ("GPU: Radeon RX 580 Series", "gfx803"),
         ("model 1080 XT", None),
     ],
 )
@@ -154,6 +161,7 @@ def test_gpus_named_without_rx_or_by_their_processor(text, gfx):
         ("docker run -e HSA_OVERRIDE_GFX_VERSION=11.0.0 rocm/pytorch", "11.0.0"),
         ('Environment="HSA_OVERRIDE_GFX_VERSION=11.5.1"', "11.5.1"),
         ("ENV HSA_OVERRIDE_GFX_VERSION=9.0.0", "9.0.0"),
+        ('    os.environ["HSA_OVERRIDE_GFX_VERSION"] = "10.3.0"', "10.3.0"),
         ("PYTORCH_ROCM_ARCH=gfx1100", None),
     ],
 )
@@ -202,3 +210,28 @@ def test_wrapped_hip_strings_firmware_files_and_partition_devices():
     assert firmware[0].details == "the file: amdgpu/psp_13_0_8_toc.bin"
     xcp = found(blind3("13"))["xcp-partition-devices"]  # 8 MI300X in CPX
     assert "amd-smi static --partition" in xcp.advice
+
+
+def test_pytorch_that_is_not_a_rocm_build_is_named_and_gpu_targets_set_aside():
+    cuda = found(blind4("17"))  # a +cu130 torch in a ROCm image, on a gfx1150 APU
+    assert "--index-url https://download.pytorch.org/whl/rocmX.Y" in cuda["not-a-rocm-build"].advice
+    assert cuda["gpus"].rule.explained_by == ()  # the APU's targets are not the question
+    for line in ("AssertionError: Torch not compiled with CUDA enabled", "torch==2.5.1+cu121"):
+        assert "not-a-rocm-build" in found(line)
+    assert "not-a-rocm-build" not in found("torch 2.5.1+rocm6.2")
+
+
+def test_a_rocm_build_on_an_nvidia_gpu_is_not_an_amd_target_problem():
+    nvidia = found(blind4("19"))  # hipErrorNoBinaryForGpu on a GeForce RTX 3050 laptop
+    assert nvidia["nvidia-gpu"].details == "the text names Nvidia GeForce RTX 3050 and no AMD GPU"
+    assert "no-binary" not in nvidia and "CUDA build" in nvidia["nvidia-gpu"].advice
+    both = found("hipErrorNoBinaryForGpu\nGeForce RTX 3050 and Radeon RX 7900 XTX")
+    assert "nvidia-gpu" not in both and "no-binary" in both
+
+
+def test_a_hosts_rocm_library_in_an_older_container_and_a_relative_device():
+    glibcxx = found(blind4("16"))["glibcxx-too-old"]  # Apptainer's --rocm
+    assert "drop --rocm" in glibcxx.advice and "--bind /dev/kfd,/dev/dri" in glibcxx.advice
+    relative = found(blind4("06"))["container-device-relative"]  # "dev/dri" in Compose
+    assert "- /dev/kfd and - /dev/dri" in relative.advice
+    assert "container-device-relative" not in found('      - "/dev/dri"')

@@ -17,6 +17,9 @@ doctor's code or its output on them (each ``cases.json``'s ``about``).
 - ``tests/data/doctor/blind4/``: 25 cases from 19 trackers, collected after the
   third corpus's fixes. First score, on doctor at 268f9e3: 23 of 32 (71.9%); two
   cases "given" their forbidden word (:data:`WORD_NOT_ADVICE`).
+- ``tests/data/doctor/blind5/``: 25 cases from 20 trackers, collected after the
+  fourth corpus's fixes. First score, on doctor at 860553e: 32 of 39 (82.1%), no
+  case given forbidden advice.
 
 Each case is scored as the first corpus is (:mod:`test_doctor_corpus`); run
 ``python tests/test_doctor_corpus.py tests/data/doctor/blind2 -v`` for the shares.
@@ -34,7 +37,9 @@ from test_doctor_corpus import CLASSES, KINDS, expected_met, forbidden_given, lo
 
 DATA = Path(__file__).parent / "data" / "doctor"
 BLIND = DATA / "blind"
-CORPORA = {name: load_cases(DATA / name) for name in ("blind", "blind2", "blind3", "blind4")}
+CORPORA = {
+    name: load_cases(DATA / name) for name in ("blind", "blind2", "blind3", "blind4", "blind5")
+}
 CASES = CORPORA["blind"]
 EVERY = [case for cases in CORPORA.values() for case in cases]
 

@@ -31,6 +31,10 @@ def blind4(prefix: str) -> str:
     return blind2(prefix, "blind4")
 
 
+def blind5(prefix: str) -> str:
+    return blind2(prefix, "blind5")
+
+
 def found(text: str) -> dict[str, logs.Finding]:
     return {f.rule.id: f for f in logs.read(text)}
 
@@ -235,3 +239,28 @@ def test_a_hosts_rocm_library_in_an_older_container_and_a_relative_device():
     relative = found(blind4("06"))["container-device-relative"]  # "dev/dri" in Compose
     assert "- /dev/kfd and - /dev/dri" in relative.advice
     assert "container-device-relative" not in found('      - "/dev/dri"')
+
+
+def test_a_self_built_program_is_told_its_build_option_for_the_target():
+    built = found(blind5("01"))["invalid-device-function"]  # llama.cpp by CMake, a 7900 XTX
+    assert "CMake -DAMDGPU_TARGETS=gfx1100" in built.advice
+    assert "hipcc --offload-arch=gfx1100" in built.advice
+    wheel = found("RuntimeError: HIP error: invalid device function")["invalid-device-function"]
+    assert "AMDGPU_TARGETS" not in wheel.advice  # no build of its own in the text
+
+
+def test_a_rocm_library_off_the_loaders_path_and_a_device_group_without_a_name():
+    library = found(blind5("05"))["missing-library"]  # ROCm 7.14's core SDK folder
+    assert "export LD_LIBRARY_PATH=/opt/rocm/core-X.Y/lib" in library.advice
+    other = found("libmpi_cxx.so.40: cannot open shared object file")["missing-library"]
+    assert "LD_LIBRARY_PATH" not in other.advice
+    group = found(blind5("12"))["kfd-mode"]  # /dev/kfd owned by GID 148 in a container
+    assert "--group-add 148" in group.advice and "render" in group.advice
+
+
+def test_a_gpu_isolated_for_passthrough_is_not_the_hosts():
+    isolated = found(blind5("07"))["gpu-passthrough"]  # TrueNAS, an isolated 7800 XT
+    assert "vfio-pci" in isolated.rule.causes and "stop isolating it" in isolated.advice
+    lspci = "03:00.0 VGA compatible controller: Navi 31\n\tKernel driver in use: vfio-pci"
+    assert "gpu-passthrough" in found(lspci)
+    assert "gpu-passthrough" not in found("GPU isolation with ROCR_VISIBLE_DEVICES=0")

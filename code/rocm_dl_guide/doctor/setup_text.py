@@ -194,6 +194,21 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "gpu-passthrough",
+        r"Kernel driver in use: vfio-pci|\b(?:GPU|card)\b[^.\n]{0,40}\bisolated\b|"
+        r"\bisolated\b[^.\n]{0,40}\b(?:GPU|card)\b",
+        "a GPU isolated for a virtual machine",
+        "a GPU isolated (reserved) for passthrough is bound to vfio-pci at boot, not to amdgpu: "
+        "the host has no /dev/kfd or render node for it, so neither the host nor its containers "
+        "can use it",
+        "to use it on the host or in its containers, stop isolating it (TrueNAS: its isolated "
+        "GPU setting; elsewhere, drop its ID from vfio-pci.ids and reboot), so that amdgpu "
+        "binds it (lspci -nnk -d 1002: shows 'Kernel driver in use: amdgpu'); then pass "
+        "/dev/kfd and /dev/dri to the container",
+        ("https://docs.kernel.org/driver-api/vfio.html",),
+        ("kernel-driver", "device-access"),
+    ),
+    Rule(
         "container-device-relative",
         r"""^[+`]?\s*-\s*["']?dev/(?:kfd|dri)\b""",
         "a container's GPU device given without its leading slash",
@@ -437,9 +452,77 @@ DETAILS = {
 
 
 def fill(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
-    """Fill a finding of these rules or of :mod:`logs`' from the text; False drops it."""
+    """Fill a finding of these rules or of :mod:`logs`' from the text, then add what
+    the setup the text shows changes in its fix (:data:`AFTER`); False drops it."""
     handler = DETAILS.get(finding.rule.id, log_details.fill)
-    return handler(finding, text, seen, ids)
+    if not handler(finding, text, seen, ids):
+        return False
+    after = AFTER.get(finding.rule.id)
+    if after:
+        after(finding, text, seen)
+    return True
+
+
+_BUILD = re.compile(r"\bcmake\b[^\n]*-D\w*HIP\w*=ON|\bhipcc\b")
+"""A HIP build of the reader's own: CMake with a HIP option on (llama.cpp's
+LLAMA_HIPBLAS, GGML_HIP), or hipcc."""
+
+
+def _own_build(finding: Finding, text: str, seen: Facts) -> None:
+    """A program the reader built: the targets it was built for are the build's option."""
+    build = _BUILD.search(text)
+    if not build:
+        return
+    gfx = ", ".join(products.real_targets(log_details.device_targets(text), text)) or "gfxNNNN"
+    finding.premises.append(f"a build of its own (the text shows: {build.group(0)[:60]})")
+    finding.fix = (
+        f"build it for the GPU's target: CMake -DAMDGPU_TARGETS={gfx} (GPU_TARGETS in newer "
+        f"projects; without it the build takes HIP's default list), hipcc --offload-arch={gfx}; "
+        "then rebuild from a clean build folder"
+    )
+
+
+_ROCM_LIB = re.compile(r"^lib(?:hip|roc|amdhip|hsa|MIOpen|rccl|amd_comgr|hiprtc)", re.IGNORECASE)
+
+
+def _library_path(finding: Finding, text: str, seen: Facts) -> None:
+    """A ROCm library the loader cannot find: ROCm's folder is not on its path."""
+    lib = re.search(finding.rule.pattern, finding.line)
+    if not lib or not _ROCM_LIB.match(lib.group(1)):
+        return
+    core = re.search(r"/opt/rocm/core-[\d.]+|ROCm (?:7\.1[3-9]|10)\.[\d.]+", text)
+    folder = "/opt/rocm/core-X.Y/lib" if core else "/opt/rocm/lib"
+    finding.fix = (
+        f"{lib.group(1)} is ROCm's: install it if it is missing (its package), and put ROCm's "
+        f"library folder on the loader's path: echo {folder} | sudo tee "
+        f"/etc/ld.so.conf.d/rocm.conf and sudo ldconfig, or export LD_LIBRARY_PATH={folder}"
+        "; ROCm 7.14 and 10.x (the core SDK) install to /opt/rocm/core-X.Y"
+    )
+
+
+def _device_group(finding: Finding, text: str, seen: Facts) -> None:
+    """/dev/kfd owned by a group the listing shows only by number: a group the
+    system (a container, mostly) has no name for."""
+    m = re.match(r"^c[rw-]{9}\s+\d+\s+\S+\s+\**(\d+)\**\s", finding.line)
+    if not m:
+        return
+    gid = m.group(1)
+    finding.details = f"/dev/kfd belongs to group {gid}, which has no name here"
+    finding.fix = (
+        f"the group {gid} that owns /dev/kfd has no name here (in a container: an image "
+        f"without the host's render group): add the number, --group-add {gid} (Compose: "
+        f'group_add: ["{gid}"]), or create the group with that number in the image; on the '
+        f"host, getent group {gid} names it (render, usually)"
+    )
+
+
+AFTER = {
+    "invalid-device-function": _own_build,
+    "no-binary": _own_build,
+    "missing-library": _library_path,
+    "kfd-mode": _device_group,
+}
+"""Rule id -> what the setup the text shows adds to a finding's fix, after it is filled."""
 
 
 # --------------------------------------------------------------- iGPU beside a dGPU

@@ -263,4 +263,5 @@ def test_a_gpu_isolated_for_passthrough_is_not_the_hosts():
     assert "vfio-pci" in isolated.rule.causes and "stop isolating it" in isolated.advice
     lspci = "03:00.0 VGA compatible controller: Navi 31\n\tKernel driver in use: vfio-pci"
     assert "gpu-passthrough" in found(lspci)
-    assert "gpu-passthrough" not in found("GPU isolation with ROCR_VISIBLE_DEVICES=0")
+    for other in ("GPU isolation with ROCR_VISIBLE_DEVICES=0", "I isolated the crash to the GPU"):
+        assert "gpu-passthrough" not in found(other)

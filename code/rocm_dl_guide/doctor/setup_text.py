@@ -195,8 +195,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "gpu-passthrough",
-        r"Kernel driver in use: vfio-pci|\b(?:GPU|card)\b[^.\n]{0,40}\bisolated\b|"
-        r"\bisolated\b[^.\n]{0,40}\b(?:GPU|card)\b",
+        r"Kernel driver in use: vfio-pci|\bisolated (?:GPU|card)s?\b|"
+        r"\b(?:GPU|card)\b[^.\n]{0,30}\b(?:is|was|has been|are) isolated\b",
         "a GPU isolated for a virtual machine",
         "a GPU isolated (reserved) for passthrough is bound to vfio-pci at boot, not to amdgpu: "
         "the host has no /dev/kfd or render node for it, so neither the host nor its containers "

@@ -110,6 +110,10 @@ def test_an_integrated_gpu_beside_a_discrete_one_is_hidden_by_visible_devices():
     # a build's target list names no GPU of the machine
     assert "igpu-beside-dgpu" not in found("PYTORCH_ROCM_ARCH=gfx1036;gfx1201")
     assert "igpu-beside-dgpu" not in found("Device 0: AMD Radeon 780M Graphics, gfx1103")
+    # a program's list of targets is no GPU: ollama's, in the first blind corpus
+    assert "igpu-beside-dgpu" not in found(blind2("07", "blind"))
+    # a Strix Halo that llama.cpp shows as gfx1100 (a leftover override) is one GPU
+    assert "igpu-beside-dgpu" not in found(blind2("26", "blind"))
     # one 780M run as gfx1100 by an override is not two GPUs
     one = "HSA_OVERRIDE_GFX_VERSION=11.0.0\nDevice 0: AMD Radeon 780M Graphics, gfx1100"
     assert "igpu-beside-dgpu" not in found(one)
@@ -191,6 +195,8 @@ def test_ollamas_unsupported_target_gets_the_override_for_its_gpu_type():
 
     case = next(c for c in load_cases(DATA / "blind3") if c["file"].startswith("25-"))
     assert "HSA_OVERRIDE_GFX_VERSION=10.3.0 runs it as gfx1030" in report_for(case)[1]
+    windows = found(blind3("21"))["ollama-unsupported-target"]  # ollama on Windows, a 780M
+    assert windows.advice.startswith("on Windows HSA_OVERRIDE_GFX_VERSION has no effect")
 
 
 def test_out_of_memory_on_a_small_carve_out_is_the_firmwares_setting():

@@ -175,7 +175,7 @@ RULES: tuple[Rule, ...] = (
         'Environment="HSA_OVERRIDE_GFX_VERSION=VALUE"; by hand: before ollama serve); doctor\'s '
         "GPU check below names the value for this target, or says there is none (then an "
         "ollama build that lists the target, or a Vulkan backend)",
-        ("https://github.com/ollama/ollama/blob/main/docs/gpu.md",),
+        ("https://github.com/ollama/ollama/blob/main/docs/gpu.md", *rules.cite("override-what")),
         ("gpu-support", "hsa-override"),
     ),
     Rule(
@@ -350,6 +350,14 @@ def _ollama_target(finding: Finding, text: str, seen: Facts, ids: set[str]) -> b
     if listed:
         words.append(f"ollama's build lists {', '.join(listed.group(1).split())}")
     finding.details = "; ".join(words)
+    windows = re.search(r"amd_windows\.go|\bWindows (?:10|11)\b|[A-Z]:\\Users\\", text)
+    if windows:
+        finding.premises = [f"Windows (the text shows: {windows.group(0)})"]
+        finding.fix = (
+            "on Windows HSA_OVERRIDE_GFX_VERSION has no effect (the HIP SDK reports the real "
+            "GPU): use an ollama build whose ROCm libraries include this target, or its "
+            "Vulkan backend"
+        )
     return True
 
 
@@ -555,9 +563,10 @@ def gpu_targets_shown(text: str) -> list[str]:
     targets (a device line, the reader's own words)."""
     found = list(device_targets(text)) + [g.gfx for g in products.named_gpus(text)]
     for line in text.splitlines():
-        if _BUILD_LIST.search(line):
+        named = re.findall(r"\bgfx[0-9a-f]{3,4}\b", line)
+        if _BUILD_LIST.search(line) or len(set(named)) > 2:  # a build's or a program's list
             continue
-        found += re.findall(r"\bgfx[0-9a-f]{3,4}\b", line)
+        found += named
     return list(dict.fromkeys(found))
 
 
@@ -567,8 +576,8 @@ def igpu_findings(text: str, ids: set[str]) -> list[Finding]:
     a GPU run as another target (a 780M as gfx1100) would read as two GPUs."""
     if ids & {"no-binary", "invalid-device-function", "smi-gfx"}:
         return []
-    if "HSA_OVERRIDE_GFX_VERSION" in text:  # targets shown may be the override's, not chips'
-        return []
+    if "HSA_OVERRIDE_GFX_VERSION" in text or products.masked(products.named_gpus(text)):
+        return []  # targets shown may be an override's, not chips': one GPU would read as two
     shown = gpu_targets_shown(text)
     apus = {a["gfx"] for a in compat_data.apus()} | rules.IGPU_TARGETS
     igpus = [g for g in shown if g in apus]

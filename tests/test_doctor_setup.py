@@ -35,6 +35,10 @@ def blind5(prefix: str) -> str:
     return blind2(prefix, "blind5")
 
 
+def blind6(prefix: str) -> str:
+    return blind2(prefix, "blind6")
+
+
 def found(text: str) -> dict[str, logs.Finding]:
     return {f.rule.id: f for f in logs.read(text)}
 
@@ -271,3 +275,18 @@ def test_a_gpu_isolated_for_passthrough_is_not_the_hosts():
     assert "gpu-passthrough" in found(lspci)
     for other in ("GPU isolation with ROCR_VISIBLE_DEVICES=0", "I isolated the crash to the GPU"):
         assert "gpu-passthrough" not in found(other)
+
+
+def test_how_a_setup_hands_the_gpu_over():
+    nvidia_way = found(blind6("10"))["docker-gpu-capabilities"]  # Compose's [[gpu video]]
+    assert "--device /dev/kfd --device /dev/dri" in nvidia_way.advice
+    lxc = found(blind6("23"))["lxc-device-gid"]  # Proxmox: kfd with video's 44
+    assert lxc.details == "/dev/kfd is passed with gid 44, the render nodes with gid 992"
+    assert "/dev/kfd,gid=992" in lxc.advice
+    twice = found(blind6("05"))["visible-devices-twice"]  # both set to 1
+    assert twice.details == "the text sets ROCR_VISIBLE_DEVICES=1 and HIP_VISIBLE_DEVICES=1"
+    assert "visible-devices-twice" not in found("export HIP_VISIBLE_DEVICES=1")
+    compiler = found(blind6("04"))["offload-arch-not-hip-compiler"]  # GNU c++ got HIP code
+    assert "CXX=hipcc" in compiler.advice
+    t4 = found(blind6("20"))  # a ROCm nightly wheel on an NVIDIA T4
+    assert t4["nvidia-gpu"].details == "the text names Nvidia T4 and no AMD GPU"

@@ -99,7 +99,7 @@ _ALREADY = re.compile(r"The user `(\S+?)' is already a member of `(\w+)'")
 _PROMPT_GROUPS = re.compile(r"^[#$>] (groups|id -nG)\s*$")
 _GFX = re.compile(r"\bgfx(\d{3,4}[a-z]?)\b")
 _ENV = re.compile(
-    r"(?:^|^export |^ENV |\s-e |\s--env[= ]|Environment=\"?|os\.environ\[[\"'])"
+    r"(?:^|^(?:[$#>] )?export |^ENV |\s-e |\s--env[= ]|Environment=\"?|os\.environ\[[\"'])"
     r"(HSA_OVERRIDE_GFX_VERSION|"
     r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|CUDA_VISIBLE_DEVICES|HSA_ENABLE_DXG_DETECTION)"
     r"(?:[\"']\])?(?: ?[:?]?= ?)(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s\"'#]+))"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from . import compat_data, log_details, products, rules
+from . import compat_data, log_details, products, rules, setup_devices
 from .log_details import Facts, Finding, Rule, device_targets
 from .wsl_text import release_in
 
@@ -236,7 +236,9 @@ RULES: tuple[Rule, ...] = (
         ("device-access",),
     ),
 )
-"""Setups the text shows, one class each, the more specific first."""
+RULES += setup_devices.RULES
+"""Setups the text shows, one class each, the more specific first (with
+:mod:`~rocm_dl_guide.doctor.setup_devices`' device requests and compilers)."""
 
 _SERVICE = re.compile(
     r"systemd\[1\]: Started ([^\n.]+)|journalctl -u (\S+)|systemctl \w+ ([\w@.-]+)|"
@@ -391,7 +393,7 @@ def _oom(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
 
 NVIDIA_GPU = re.compile(
     r"\b(?:NVIDIA\s+)?(?:GeForce\s+(?:RTX|GTX)\s*\d{3,4}\w*(?:\s+(?:Ti|SUPER))?|"
-    r"Quadro\s+\w+|Tesla\s+[A-Z]\d+|RTX\s+A\d{4}|NVIDIA\s+[AHBL]\d{2,3})\b",
+    r"Quadro\s+\w+|Tesla\s+[A-Z]\d+|RTX\s+A\d{4}|NVIDIA\s+[AHBLTV]\d{1,3})\b",
     re.IGNORECASE,
 )
 """An NVIDIA GPU named by product."""
@@ -427,6 +429,8 @@ def finish(findings: list[Finding], text: str, ids: set[str]) -> list[Finding]:
     findings are moot), and no GPU-support verdicts where PyTorch is not a ROCm
     build (the GPU's targets are not the question then)."""
     found = findings + igpu_findings(text, ids)
+    twice = setup_devices.visible_twice(log_details.facts(text))
+    found += [twice] if twice else []
     nvidia = _nvidia_only(text) if re.search(r"\bhip|HIP|ROCm", text) else None
     if nvidia:
         found = [f for f in found if f.rule.id not in _AMD_TARGET_RULES]
@@ -457,6 +461,7 @@ DETAILS = {
     "container-device-commented": _commented_device,
 }
 """Rule id -> what fills a finding of it from the text (False drops the finding)."""
+DETAILS |= setup_devices.DETAILS
 
 
 def fill(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:

@@ -1,0 +1,101 @@
+"""How a setup hands the GPU to a program, as the reader's text shows it: the
+container's device requests, an LXC container's device entries, the variables
+that choose the visible GPUs, and the compiler a HIP build uses.
+
+Part of :mod:`~rocm_dl_guide.doctor.setup_text` (its :data:`RULES` and
+:data:`DETAILS` are added there); each rule is a class of setups, recognised by
+what any report of it prints.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .log_details import Facts, Finding, Rule
+
+HIP_ENV = "https://rocm.docs.amd.com/projects/HIP/en/latest/reference/env_variables.html"
+ROCM_DOCKER = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html"
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "docker-gpu-capabilities",
+        r'could not select device driver "[^"]*" with capabilities',
+        "a container asked for a GPU the NVIDIA way",
+        "--gpus, and Compose's deploy: resources: devices: with capabilities: [gpu], ask "
+        "Docker for a device driver that only NVIDIA's container toolkit registers; AMD GPUs "
+        "are passed in as devices",
+        "pass the GPU's devices instead: docker run --device /dev/kfd --device /dev/dri "
+        "--group-add video --group-add render (Compose: devices: - /dev/kfd - /dev/dri and "
+        "group_add:), and drop --gpus or the capabilities block",
+        (ROCM_DOCKER, "https://docs.docker.com/compose/how-tos/gpu-support/"),
+        ("device-access",),
+    ),
+    Rule(
+        "lxc-device-gid",
+        r"^dev\d+:\s*/dev/kfd\b[^\n]*\bgid=\d+",
+        "an LXC container's /dev/kfd passed with a group's number",
+        "Proxmox passes each device into the container with the group number its entry "
+        "gives; /dev/kfd must belong to the container's render group (the one its user is "
+        "in), as the render nodes do, or ROCm inside cannot open it",
+        "give /dev/kfd the container's render group number, as the render nodes have it: "
+        "devN: /dev/kfd,gid=RENDER (getent group render inside the container prints it), "
+        "then restart the container",
+        ("https://pve.proxmox.com/wiki/Linux_Container#pct_settings",),
+        ("device-access",),
+    ),
+    Rule(
+        "offload-arch-not-hip-compiler",
+        r"unrecognized command[- ]line option [‘'`\"]?--offload-arch",
+        "HIP code compiled by the system's C++ compiler",
+        "--offload-arch is an option of ROCm's clang (hipcc); the build handed HIP sources "
+        "to the system's GNU c++, which does not know it",
+        "build with ROCm's compiler: CXX=hipcc (or CXX=/opt/rocm/llvm/bin/clang++) before "
+        "pip or cmake, or CMake's -DCMAKE_HIP_COMPILER=/opt/rocm/llvm/bin/clang++; start "
+        "from a clean build folder",
+        ("https://rocm.docs.amd.com/projects/HIP/en/latest/install/build.html",),
+    ),
+)
+"""Device requests, device entries and compilers, the more specific first."""
+
+
+def _lxc_gid(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """Where the render nodes have another number than /dev/kfd, that is render's."""
+    kfd = re.search(r"/dev/kfd\b[^\n]*\bgid=(\d+)", finding.line).group(1)
+    render = set(re.findall(r"/dev/dri/renderD\d+\b[^\n]*\bgid=(\d+)", text))
+    finding.details = f"/dev/kfd is passed with gid {kfd}"
+    if render and kfd not in render:
+        number = sorted(render)[0]
+        finding.details += f", the render nodes with gid {number}"
+        finding.fix = (
+            f"give /dev/kfd the render nodes' group: /dev/kfd,gid={number} (the container's "
+            "render group), then restart the container"
+        )
+    return True
+
+
+def visible_twice(seen: Facts) -> Finding | None:
+    """Both ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES set: HIP's indices count
+    among the GPUs ROCr left visible, so the same index in both hides the wrong one."""
+    rocr, hip = (seen.env.get(v) for v in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"))
+    if rocr is None or hip is None:
+        return None
+    found = Finding(TWICE_RULE, "", 0)
+    found.details = f"the text sets ROCR_VISIBLE_DEVICES={rocr} and HIP_VISIBLE_DEVICES={hip}"
+    return found
+
+
+TWICE_RULE = Rule(
+    "visible-devices-twice",
+    "",
+    "GPUs selected twice: ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES",
+    "ROCr applies ROCR_VISIBLE_DEVICES first; HIP_VISIBLE_DEVICES then counts among the "
+    "GPUs left, from 0: ROCR_VISIBLE_DEVICES=1 with HIP_VISIBLE_DEVICES=1 asks for a second "
+    "GPU among one, and no GPU is visible",
+    "set one of them: ROCR_VISIBLE_DEVICES (AMD's advice on Linux), or HIP_VISIBLE_DEVICES "
+    "with the indices counted after it",
+    (HIP_ENV,),
+    ("gpu-support",),
+)
+
+DETAILS = {"lxc-device-gid": _lxc_gid}
+"""Rule id -> what fills a finding of it from the text (False drops the finding)."""

@@ -137,9 +137,9 @@ def _words(name: str) -> list[str]:
     return [w for w in words if w not in ("amd", "ati", "graphics")]
 
 
-def _contains(words, query) -> bool:
+def _contains(words: tuple[str, ...], query: tuple[str, ...]) -> bool:
     n = len(query)
-    return any(tuple(words[i : i + n]) == tuple(query) for i in range(len(words) - n + 1))
+    return any(words[i : i + n] == query for i in range(len(words) - n + 1))
 
 
 def _pci_names(pci_name: str | None) -> list[str]:

@@ -14,7 +14,6 @@ targets the build has (:func:`arch_list`) are shared with
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from . import compat_data, premises, products, target_options
@@ -29,6 +28,7 @@ from .rules import (
     WARN,
     Check,
     cite,
+    override_target,
 )
 from .target_options import native_build_fix
 
@@ -38,18 +38,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def override_target(value: str | None) -> str | None:
-    """``10.3.0`` -> ``gfx1030``, ``9.4.2`` -> ``gfx942``, ``9.0.10`` -> ``gfx90a``;
-    None when ``value`` is not ``MAJOR.MINOR.STEPPING``."""
-    m = re.fullmatch(r"\s*(\d+)\.(\d+)\.(\d+)\s*", value or "")
-    if not m:
-        return None
-    major, minor, step = (int(x) for x in m.groups())
-    if minor > 15 or step > 15:
-        return None
-    return f"gfx{major}{minor:x}{step:x}"
 
 
 def torch_info(sysrep: SystemReport):

@@ -469,7 +469,7 @@ def read(text: str) -> list[Finding]:
         findings.append(shown)
     findings = [f for f in findings if f.rule is GROUPS_RULE or setup_text.fill(f, text, seen, ids)]
     findings += catalog_findings(lines, {f.line_number for f in findings})
-    findings = setup_text.finish(findings + gpu_findings(text, seen), text, ids)
+    findings = setup_text.finish(findings + gpu_findings(text, seen), text, seen, ids)
     return sorted(findings, key=lambda f: f.line_number)
 
 

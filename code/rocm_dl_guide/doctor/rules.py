@@ -87,3 +87,15 @@ ERROR_MESSAGES: dict[str, tuple[str, ...]] = {
 def cite(*keys: str) -> tuple[str, ...]:
     """The URLs of :data:`SOURCES` ``keys`` (a :class:`KeyError` for an unknown key)."""
     return tuple(SOURCES[k] for k in keys)
+
+
+def override_target(value: str | None) -> str | None:
+    """``10.3.0`` -> ``gfx1030``, ``9.4.2`` -> ``gfx942``, ``9.0.10`` -> ``gfx90a``;
+    None when ``value`` is not ``MAJOR.MINOR.STEPPING``."""
+    m = re.fullmatch(r"\s*(\d+)\.(\d+)\.(\d+)\s*", value or "")
+    if not m:
+        return None
+    major, minor, step = (int(x) for x in m.groups())
+    if minor > 15 or step > 15:
+        return None
+    return f"gfx{major}{minor:x}{step:x}"

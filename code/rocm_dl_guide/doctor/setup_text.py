@@ -22,8 +22,6 @@ from .wsl_text import release_in
 
 _GPU_VARS = "HSA_OVERRIDE_GFX_VERSION|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES"
 
-HIP_ENV = "https://rocm.docs.amd.com/projects/HIP/en/latest/reference/env_variables.html"
-"""HIP's environment variables: GPU isolation (``ROCR_VISIBLE_DEVICES`` on Linux)."""
 LLVM_PROCESSORS = "https://llvm.org/docs/AMDGPUUsage.html#processors"
 """LLVM's AMDGPU processor table: each target, and whether it is a dGPU or an APU."""
 
@@ -244,7 +242,6 @@ _SERVICE = re.compile(
     r"systemd\[1\]: Started ([^\n.]+)|journalctl -u (\S+)|systemctl \w+ ([\w@.-]+)|"
     r"/etc/systemd/system/([\w@.-]+\.service)",
 )
-_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 def _std_header(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
@@ -315,7 +312,7 @@ def _service(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
 
 def _not_a_version(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     value = seen.env.get("HSA_OVERRIDE_GFX_VERSION")
-    if value is None or _VERSION.match(value.strip()) or value.startswith(("$", "%", "<", "{")):
+    if value is None or rules.override_target(value) or value.startswith(("$", "%", "<", "{")):
         return False  # a version, or a shell's variable or a placeholder the text leaves open
     finding.details = f'the text sets HSA_OVERRIDE_GFX_VERSION to "{value}"'
     gpus = products.named_gpus(text)
@@ -423,13 +420,13 @@ NVIDIA_RULE = Rule(
 )
 
 
-def finish(findings: list[Finding], text: str, ids: set[str]) -> list[Finding]:
+def finish(findings: list[Finding], text: str, seen: Facts, ids: set[str]) -> list[Finding]:
     """The findings of :func:`logs.read` with what only the whole text shows: an
     integrated GPU beside a discrete one, an NVIDIA GPU (whose text's AMD-target
     findings are moot), and no GPU-support verdicts where PyTorch is not a ROCm
     build (the GPU's targets are not the question then)."""
     found = findings + igpu_findings(text, ids)
-    twice = setup_devices.visible_twice(log_details.facts(text))
+    twice = setup_devices.visible_twice(seen)
     found += [twice] if twice else []
     nvidia = _nvidia_only(text) if re.search(r"\bhip|HIP|ROCm", text) else None
     if nvidia:
@@ -550,7 +547,7 @@ IGPU_RULE = Rule(
     "hide it: ROCR_VISIBLE_DEVICES (on Linux; HIP_VISIBLE_DEVICES for HIP programs) set to "
     "the discrete GPUs' indices in rocminfo's order, or disable the integrated GPU in the "
     "firmware; a program's own device option (main GPU, no split) also keeps work off it",
-    (HIP_ENV, LLVM_PROCESSORS),
+    (setup_devices.HIP_ENV, LLVM_PROCESSORS),
     ("gpu-support",),
 )
 """The finding for an integrated GPU beside a discrete one (no pattern: the targets)."""

@@ -161,7 +161,8 @@ def _torch_words(text: str, version: str | None) -> list[str]:
         return []
     steps = [s for r in data()["releases"] for s in r["recipe"] if "libhsa-runtime64" in s]
     step = next((s for s in (rel or {}).get("recipe", []) if "libhsa-runtime64" in s), steps[0])
-    where = f"ROCm {rel['rocm']}'s" if rel else "the rocr4wsl releases' (6.1.3 to 7.2.0)"
+    rocr = [r["rocm"] for r in data()["releases"] if r["recipe_kind"] == "rocr4wsl"]
+    where = f"ROCm {rel['rocm']}'s" if rel else f"the rocr4wsl releases' ({rocr[0]} to {rocr[-1]})"
     pypi = " (the text installs download.pytorch.org's)" if "download.pytorch.org" in text else ""
     return [
         f"PyTorch under WSL needs AMD's WSL wheels from repo.radeon.com, not PyTorch's own"

@@ -12,6 +12,7 @@ never "not set".
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +72,7 @@ def test_a_gfx110x_igpu_gets_11_0_0_and_the_release_that_added_it():
 @pytest.mark.parametrize("gfx", ["gfx1151", "gfx1201"])
 def test_where_the_data_says_no_override_helps_none_is_offered(gfx):
     status, message, fix, sources = gpu_targets.support_for(gfx, "6.2.0")
-    assert "no HSA_OVERRIDE_GFX_VERSION value helps" in message
+    assert "no target override helps" in message
     assert "export HSA_OVERRIDE_GFX_VERSION" not in fix
     assert "rocm.nightlies.amd.com" in message and "rocm.nightlies.amd.com" in fix
     for key in rules.NO_OVERRIDE[gfx][2]:
@@ -129,14 +130,30 @@ def test_an_environment_not_read_is_not_collected_never_not_set():
     rep = _log_machine("Segmentation fault (core dumped)\n")
     check = _check(rep, "hsa-override")
     assert check.status == rules.UNKNOWN and "not collected" in check.message
-    assert "[ok]" not in next(ln for ln in rep.to_text(wrap=1000).splitlines() if "HSA_OVER" in ln)
+    line = next(ln for ln in rep.to_text(wrap=1000).splitlines() if "environment" in ln)
+    assert line.startswith("  [??]   Not collected here: ") and "[ok]" not in line
 
 
 def test_an_override_the_error_text_sets_is_named():
     rep = _log_machine("export HSA_OVERRIDE_GFX_VERSION=10.3.0\nSegmentation fault\n")
     check = _check(rep, "hsa-override")
     assert check.status == rules.UNKNOWN
-    assert "your error text sets HSA_OVERRIDE_GFX_VERSION=10.3.0" in check.message
+    assert "your error text sets it to 10.3.0" in check.message
+
+
+def test_an_override_named_in_prose_is_judged_against_the_gpu_the_text_names():
+    """A real report (blind2, 02): ROCm 7 on a Radeon 8060S (gfx1151) run "with
+    HSA_OVERRIDE_GFX_VERSION=12.0.1", which crashed the kernel driver; the fix was to
+    remove it, since gfx1151 is a target of its own."""
+    path = Path(__file__).parent / "data/doctor/blind2/02-strix-halo-wrong-override-12.0.1.txt"
+    check = _check(_log_machine(path.read_text(encoding="utf-8")), "hsa-override")
+    assert check.status == rules.FAIL
+    assert "your error text sets it to 12.0.1: gfx1151 runs as gfx1201" in check.message
+    assert check.fix.startswith("unset it; ")
+    # A GPU whose sibling's target is the usual override is warned, not failed.
+    text = "Radeon RX 6700 XT\nI run it with HSA_OVERRIDE_GFX_VERSION=10.3.0 and it works\n"
+    check = _check(_log_machine(text), "hsa-override")
+    assert check.status == rules.WARN and "gfx1031 natively" in check.message
 
 
 # --------------------------------------------------------------------------- item 1

@@ -282,22 +282,33 @@ def override_check(sysrep: SystemReport) -> list[Check]:
     target (:func:`support_checks`)."""
     name, cid = "HSA_OVERRIDE_GFX_VERSION", "hsa-override"
     value = host_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION")
-    sources = cite("override-what", "override-gfx1031", "override-unofficial-780m")
     built = arch_list(sysrep)
     gpus = [a for _, a in gpus_seen(sysrep)]
     if value is None and sysrep.host is None:
         msg = "not collected: this process's environment was not read"
         shown = _log_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION")
+        named = _targets(sysrep)[0] if shown and override_target(shown) else []
+        if named and not gpus:  # judged against the GPUs the text names
+            checks = _override_set(shown, named, built, "your error text sets it to")
+            return checks + support_checks(sysrep)
         if shown:
-            msg += f"; your error text sets HSA_OVERRIDE_GFX_VERSION={shown}"
+            msg += f"; your error text sets it to {shown}"
         return [Check(name, UNKNOWN, msg, id=cid)] + support_checks(sysrep)
     if value is None:
         return [_unset_override_check(sysrep)] + support_checks(sysrep)
+    natives = sorted({products.real_gfx(a) for a in gpus if products.real_gfx(a)})
+    return _override_set(value, natives, built)
+
+
+def _override_set(value: str, natives: list[str], built: list[str], said: str = "set to"):
+    """The check of an override set to ``value`` on GPUs whose own targets are
+    ``natives``, in a process whose PyTorch has kernels for ``built``."""
+    name, cid = "HSA_OVERRIDE_GFX_VERSION", "hsa-override"
+    sources = cite("override-what", "override-gfx1031", "override-unofficial-780m")
     target = override_target(value)
     if target is None:
-        msg = f"set to {value!r}, which is not MAJOR.MINOR.STEPPING (for example 10.3.0)"
+        msg = f"{said} {value!r}, which is not MAJOR.MINOR.STEPPING (for example 10.3.0)"
         return [Check(name, FAIL, msg, sources, cid, "unset it, or give a value such as 10.3.0")]
-    natives = sorted({products.real_gfx(a) for a in gpus if products.real_gfx(a)})
     risk = (
         "it applies to every GPU of the process, is not supported by AMD, and a GPU that "
         "lacks an instruction the target's kernels use crashes or computes wrong results"
@@ -305,16 +316,17 @@ def override_check(sysrep: SystemReport) -> list[Check]:
     blocked = [g for g in natives if g in NO_OVERRIDE and g != target]
     if blocked:
         why, _, keys = NO_OVERRIDE[blocked[0]]
-        msg = f"set to {value}: {blocked[0]} runs as {target}, and for {blocked[0]} {why}"
-        return [Check(name, FAIL, msg, sources + cite(*keys), cid, native_build_fix(blocked[0]))]
+        msg = f"{said} {value}: {blocked[0]} runs as {target}, and for {blocked[0]} {why}"
+        fix = "unset it; " + native_build_fix(blocked[0])
+        return [Check(name, FAIL, msg, sources + cite(*keys), cid, fix)]
     native = ", ".join(natives) or "no GPU listed"
-    msg = f"set to {value}: every GPU runs as {target} ({native} natively); {risk}"
+    msg = f"{said} {value}: every GPU runs as {target} ({native} natively); {risk}"
     if built and target not in built:
         fix = f"unset it, or choose a value whose target this build has ({', '.join(built)})"
-        msg = f"set to {value} ({target}), which this PyTorch has no kernels for either"
+        msg = f"{said} {value} ({target}), which this PyTorch has no kernels for either"
         return [Check(name, FAIL, msg, sources, cid, fix)]
     if natives and all(g in built or g == target for g in natives):
-        msg = f"set to {value} ({target}) although every GPU's own target is in this build; {risk}"
+        msg = f"{said} {value} ({target}) although every GPU's own target is in this build; {risk}"
         fix = "unset it: these GPUs are supported as they are"
         return [Check(name, WARN, msg, sources + cite("override-not-needed"), cid, fix)]
     caveats = [target_options.override_caveat(g) for g in natives if g != target]
@@ -462,7 +474,7 @@ def _override_words(gfx: str, others: str = "") -> tuple[str, str, tuple[str, ..
     the other targets in the process, run as another chip too (:func:`premises.override_alone`)."""
     if gfx in NO_OVERRIDE:
         known, _, keys = NO_OVERRIDE[gfx]
-        return f"no HSA_OVERRIDE_GFX_VERSION value helps: {known}", "", cite(*keys)
+        return f"no target override helps: {known}", "", cite(*keys)
     for value, family in OVERRIDE_FAMILIES.items():
         if gfx not in family:
             continue

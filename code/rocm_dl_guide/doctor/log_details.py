@@ -107,6 +107,8 @@ _ENV = re.compile(
 """A variable set in a shell (``export``), a Makefile (``VAR = "..."``), a Dockerfile
 (``ENV``), a container's ``-e``/``--env``, a systemd unit's ``Environment=`` or
 Python's ``os.environ["VAR"] = ...``."""
+_INLINE_OVERRIDE = re.compile(r"\bHSA_OVERRIDE_GFX_VERSION ?= ?[\"']?(\d+\.\d+\.\d+)\b")
+"""The override named with a version in prose ("running it with ...=12.0.1 crashes")."""
 _GROUP_ADD = re.compile(r"--group-add[= ]\"?([\w-]+)")
 _CONTAINER = re.compile(
     r"\b(?:docker|podman|nerdctl) (?:run|exec|compose)\b[^\n]*|--device[= ]/dev/kfd[^\n]*|"
@@ -150,6 +152,8 @@ def facts(text: str) -> Facts:
             found.not_member.add(m.group(1))
         if m := _ENV.search(line):
             found.env[m.group(1)] = next(v for v in m.groups()[1:] if v is not None)
+        elif m := _INLINE_OVERRIDE.search(line):
+            found.env.setdefault("HSA_OVERRIDE_GFX_VERSION", m.group(1))
         found.group_add.update(_GROUP_ADD.findall(line))
         for g in _GFX.findall(line):
             if f"gfx{g}" not in found.gfx:

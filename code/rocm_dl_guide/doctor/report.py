@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import textwrap
 from dataclasses import asdict, dataclass
 
@@ -455,12 +456,18 @@ class DoctorReport:
                 f"  {g.get('marketing_name') or 'unnamed GPU'} "
                 f"({g.get('gfx') or 'gfx unknown'}{cu})  [from {g['source']}]"
             )
-        checks, sources = _checks_text(self.checks, wrap)
+        unread = [c for c in self.checks if uncollected(c)]
+        blind = {"rocminfo", "pytorch"} <= {c.id for c in unread}  # another machine's text
+        shown = [c for c in self.checks if c not in unread] if blind else self.checks
+        checks, sources = _checks_text(shown, wrap)
         lines += ["", f"Checks, problems first (a line ending in {CUT} is cut: --json has it all):"]
         lines += checks
+        if shown is not self.checks:
+            names = ", ".join(_UNREAD_NAMES.get(c.id, c.name) for c in unread)
+            lines.append(_wrap(f"  {_MARK[UNKNOWN]} Not collected here: {names}", wrap))
         findings = self.log_findings
         if findings is not None:
-            here = {c.id: f"[{c.status}] {c.message}" for c in self.checks}
+            here = {c.id: f"[{c.status}] {c.message}" for c in shown}
             log = self.system.log
             lines += ["", logs.to_text(findings, log["source"], here, log.get("text") or "")]
         parts = self.smi_report
@@ -473,6 +480,25 @@ class DoctorReport:
         if sources:
             lines += ["", "Sources:", *(f"[{i}] {src}" for i, src in enumerate(sources, 1))]
         return "\n".join(lines)
+
+
+def uncollected(check: Check) -> bool:
+    """Whether ``check`` says only that its fact was not collected. A report on text
+    from another machine (neither rocminfo nor PyTorch's probe ran) has eight such
+    checks: the text report names them on one line, and ``--json`` keeps each."""
+    if check.status not in (UNKNOWN, INFO) or check.fix:
+        return False
+    message = _without_name(check.name, check.message)
+    return bool(_UNREAD.match(message)) or message.endswith("was not collected")
+
+
+_UNREAD = re.compile(
+    r"(?i)(not collected\b[^;]*|not checked \(its probe did not run\)"
+    r"|not checked \(on ROCm, install[^)]*\)"
+    r"|rocminfo \(from snapshot [^)]*\): not collected\b[^;]*)$"
+)
+_UNREAD_NAMES = {"hsa-override": "this process's environment"}
+"""How the one "not collected" line names a check whose name is a variable's."""
 
 
 _ORDER = {FAIL: 0, WARN: 1, UNKNOWN: 2, INFO: 3, OK: 4}

@@ -51,5 +51,5 @@ def native_build_fix(gfx: str) -> str:
     return (
         f"install a PyTorch build that has {gfx}: AMD's TheRock nightly wheels{where} or a "
         f"ROCm 7.x+ wheel whose torch.cuda.get_arch_list() lists {gfx}; "
-        f"HSA_OVERRIDE_GFX_VERSION does not work for {gfx}"
+        f"overriding the target does not work for {gfx}"
     )

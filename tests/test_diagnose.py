@@ -568,6 +568,10 @@ def test_the_rules_file_names_only_sources_it_has():
     bib = (ROOT / "references.bib").read_text()
     rule_keys = {k for _, _, keys in rules.NO_OVERRIDE.values() for k in keys}
     rule_keys |= {k for _, keys in rules.OVERRIDE_CAVEATS.values() for k in keys}
+    rule_keys |= {k for keys in rules.OVERRIDE_FAMILY_SOURCES.values() for k in keys}
+    rule_keys |= set(rules.PROCESSOR_SOURCES)
+    assert set(rules.OVERRIDE_FAMILY_SOURCES) == set(rules.OVERRIDE_FAMILIES)
+    assert rule_keys <= set(rules.SOURCES)
     for key, url in rules.SOURCES.items():
         assert f'"{key}"' in code or key in rule_keys or url in bib, key
 

@@ -159,6 +159,16 @@ def test_wsl_advice_names_the_matrix_and_the_wheels_runtime_by_release():
         ("AMD Radeon RX560", "gfx803"),
         ("GPU: Radeon RX 580 Series", "gfx803"),
         ("model 1080 XT", None),
+        # a Ryzen processor by its model number: its integrated GPU's chip
+        ("FYI same error, trying llamafile on a AMD 4800u / Linux with ROCM", "gfx90c"),
+        ("| GPU | AMD Radeon Vega 8 Graphics |\n| CPU | AMD Ryzen 7 5700U |", "gfx90c"),
+        ("model name : AMD Ryzen 5 5500GT with Radeon Graphics", "gfx90c"),
+        ("Ryzen 5 3400G", "gfx902"),
+        ("AMD Ryzen 9 6900HS", "gfx1035"),
+        ("Ryzen 7 PRO 7840U", "gfx1103"),
+        ("Ryzen 7 5800X3D", None),  # no integrated GPU
+        ("CPU: Ryzen 9 5900HX\nGPU: Radeon RX 6800M", "gfx1031"),  # the discrete one
+        ("Ryzen 7 7840HS\nrocBLAS error: ... for GPU arch : gfx1100", None),  # another GPU
     ],
 )
 def test_gpus_named_without_rx_or_by_their_processor(text, gfx):
@@ -175,6 +185,7 @@ def test_gpus_named_without_rx_or_by_their_processor(text, gfx):
         ("ENV HSA_OVERRIDE_GFX_VERSION=9.0.0", "9.0.0"),
         ('    os.environ["HSA_OVERRIDE_GFX_VERSION"] = "10.3.0"', "10.3.0"),
         ("PYTORCH_ROCM_ARCH=gfx1100", None),
+        ("When running comfyui with HSA_OVERRIDE_GFX_VERSION=12.0.1 (wrong here)", "12.0.1"),
     ],
 )
 def test_variables_are_read_from_shells_containers_units_and_makefiles(line, value):

@@ -197,3 +197,14 @@ def test_the_udev_rule_is_the_line_its_source_gave():
     assert 'KERNEL=="kfd", MODE="0660", GROUP="video", TAG+="uaccess"' in finding.fix
     assert rules.SOURCES["kfd-udev"] in finding.rule.sources
     assert not re.search(r'GROUP="render"', finding.fix)
+
+
+def test_a_vega_apu_gets_its_familys_override_with_the_reports_that_it_works():
+    """gfx90c (Renoir, Cezanne) and gfx902 (Raven, Picasso) run gfx900's kernels:
+    AMD's rocBLAS maintainers point to 9.0.0, and users report it working."""
+    line = "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: "
+    rep = _log_machine(line + "No such file or directory for GPU arch : gfx90c\n")
+    check = _check(rep, "gpu-support")
+    assert "HSA_OVERRIDE_GFX_VERSION=9.0.0 runs it as gfx900" in check.message
+    assert "https://github.com/ROCm/rocBLAS/issues/1398" in check.sources
+    assert check.fix.startswith("export HSA_OVERRIDE_GFX_VERSION=9.0.0")

@@ -24,6 +24,7 @@ from .rules import (
     NO_OVERRIDE,
     OK,
     OVERRIDE_FAMILIES,
+    OVERRIDE_FAMILY_SOURCES,
     UNKNOWN,
     WARN,
     Check,
@@ -301,8 +302,7 @@ def override_check(sysrep: SystemReport) -> list[Check]:
 
 
 def _override_set(value: str, natives: list[str], built: list[str], said: str = "set to"):
-    """The check of an override set to ``value`` on GPUs whose own targets are
-    ``natives``, in a process whose PyTorch has kernels for ``built``."""
+    """An override set to ``value`` on GPUs of targets ``natives``, PyTorch built for ``built``."""
     name, cid = "HSA_OVERRIDE_GFX_VERSION", "hsa-override"
     sources = cite("override-what", "override-gfx1031", "override-unofficial-780m")
     target = override_target(value)
@@ -483,7 +483,7 @@ def _override_words(gfx: str, others: str = "") -> tuple[str, str, tuple[str, ..
         where = f", which {_span_words(spans)} list" if spans else ""
         named = f"the override value {value}" if others else f"HSA_OVERRIDE_GFX_VERSION={value}"
         words = (
-            f"{named} runs it as {target}, its family's supported "
+            f"{named} runs it as {target}, its family's {'supported ' * bool(spans)}"
             f"target{where} (the documented workaround; unofficial, unsupported by AMD)"
         )
         fix = (
@@ -491,7 +491,7 @@ def _override_words(gfx: str, others: str = "") -> tuple[str, str, tuple[str, ..
             if others
             else f"export HSA_OVERRIDE_GFX_VERSION={value} before starting Python"
         ) + " (unofficial)"
-        keys = ["override-what", "override-gfx1031", "override-unofficial-780m"]
+        keys = ["override-what", *OVERRIDE_FAMILY_SOURCES.get(value, ())]
         keys += ["override-gfx1036"] if gfx == "gfx1036" else []
         caveat, caveat_src = target_options.override_caveat(gfx)
         if caveat:

@@ -114,6 +114,31 @@ def processor_gpu(name: str) -> NamedGPU | None:
     return None
 
 
+_RYZEN = re.compile(
+    r"\b(?:Ryzen(?:\s+(?:PRO|[3579]))*|AMD)\s+(\d{4}(?:[A-Z]{1,3}\d?[A-Z]?)?)\b", re.IGNORECASE
+)
+"""A Ryzen processor by its model number ("Ryzen 7 5700U", "AMD 4800u", "Ryzen 5 5500GT")."""
+_GENERIC_IGPU = re.compile(r"^(?:AMD\s+)?Radeon(?:\W+RX)?\W+(?:Vega\s+\d+\s+)?Graphics\b", re.I)
+"""The names an APU's integrated GPU shares across chips (amdgpu.ids gives "Vega 8
+Graphics" to Raven's chip, and Renoir's and Cezanne's drivers print it too)."""
+
+
+def ryzen_gpu(model: str) -> NamedGPU | None:
+    """The integrated GPU of a Ryzen processor named by its model number and suffix
+    (:data:`~rocm_dl_guide.doctor.rules.PROCESSOR_MODELS` gives the chip's codename,
+    ``pci-chips.json`` its target); None for a model without one (a desktop 5800X)."""
+    from .rules import PROCESSOR_MODELS
+
+    number = re.sub(r"\s+", "", model).upper()
+    for pattern, codename in PROCESSOR_MODELS:
+        if pattern.fullmatch(number):
+            gfx = {c["gfx"] for c in chips.table()["chips"] if c["codename"] == codename}
+            gfx.discard(None)
+            if len(gfx) == 1:
+                return NamedGPU(f"Ryzen {number}", gfx.pop(), codename, 0)
+    return None
+
+
 def named_gpus(text: str) -> list[NamedGPU]:
     """Every GPU ``text`` names by product name or PCI ID, with its chip's own target
     and the target printed beside it where one is; in the order they appear, once each."""
@@ -150,6 +175,11 @@ def named_gpus(text: str) -> list[NamedGPU]:
             gpu = processor_gpu(m.group(0).strip())
             if gpu and gpu.gfx not in found:
                 found[gpu.gfx] = gpu
+    ryzen = [g for m in _RYZEN.finditer(text) if (g := ryzen_gpu(m.group(1)))]
+    discrete = [g for g in found.values() if not _GENERIC_IGPU.match(g.name)]
+    shown = set(re.findall(r"\bgfx[0-9a-f]{3,4}\b", text))
+    if ryzen and not discrete and shown <= {ryzen[0].gfx}:  # the GPU the text is about
+        found = {ryzen[0].gfx: ryzen[0]}
     for device, revision in chips.pci_ids_in(text):
         chip = chips.by_pci_id(device, revision)
         if chip and chip.gfx and chip.gfx not in found:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import textwrap
 from dataclasses import asdict, dataclass
 
@@ -456,7 +455,7 @@ class DoctorReport:
                 f"  {g.get('marketing_name') or 'unnamed GPU'} "
                 f"({g.get('gfx') or 'gfx unknown'}{cu})  [from {g['source']}]"
             )
-        unread = [c for c in self.checks if uncollected(c)]
+        unread = [c for c in self.checks if c.uncollected]
         blind = {"rocminfo", "pytorch"} <= {c.id for c in unread}  # another machine's text
         shown = [c for c in self.checks if c not in unread] if blind else self.checks
         checks, sources = _checks_text(shown, wrap)
@@ -482,24 +481,7 @@ class DoctorReport:
         return "\n".join(lines)
 
 
-def uncollected(check: Check) -> bool:
-    """Whether ``check`` says only that its fact was not collected. A report on text
-    from another machine (neither rocminfo nor PyTorch's probe ran) has eight such
-    checks: the text report names them on one line, and ``--json`` keeps each."""
-    if check.status not in (UNKNOWN, INFO) or check.fix:
-        return False
-    message = _without_name(check.name, check.message)
-    return bool(_UNREAD.match(message)) or message.endswith("was not collected")
-
-
-_UNREAD = re.compile(
-    r"(?i)(not collected\b[^;]*|not checked \(its probe did not run\)"
-    r"|not checked \(on ROCm, install[^)]*\)"
-    r"|rocminfo \(from snapshot [^)]*\): not collected\b[^;]*)$"
-)
-_UNREAD_NAMES = {"hsa-override": "this process's environment"}
-"""How the one "not collected" line names a check whose name is a variable's."""
-
+_UNREAD_NAMES = {"hsa-override": "this process's environment"}  # not a variable's name
 
 _ORDER = {FAIL: 0, WARN: 1, UNKNOWN: 2, INFO: 3, OK: 4}
 """The order of the checks in the text report: what needs doing first."""

@@ -41,6 +41,22 @@ class Check:
     def __post_init__(self) -> None:
         self.id = self.id or slug(self.name)
 
+    @property
+    def uncollected(self) -> bool:
+        """Whether it says only that its fact was not collected. A report on text from
+        another machine (neither rocminfo nor PyTorch's probe ran) has eight such
+        checks: the text report names them on one line, and ``--json`` keeps each."""
+        if self.status not in (UNKNOWN, INFO) or self.fix:
+            return False
+        message = self.message.removeprefix(f"{self.name}: ")
+        return bool(_UNREAD.match(message)) or message.endswith("was not collected")
+
+
+_UNREAD = re.compile(
+    r"(?i)((?:rocminfo \(from snapshot [^)]*\): )?not collected\b[^;]*"
+    r"|not checked \((?:its probe did not run|on ROCm, install[^)]*)\))$"
+)
+
 
 RULES_FILE = "data/doctor-rules.json"
 """The facts the rules rest on, as data, each with its sources (package data)."""
@@ -61,6 +77,18 @@ OVERRIDE_FAMILIES: dict[str, tuple[str, ...]] = {
 }
 """Consumer GPUs whose family has a supported sibling target with the same
 instruction set: the documented (unofficial) ``HSA_OVERRIDE_GFX_VERSION`` values."""
+
+OVERRIDE_FAMILY_SOURCES: dict[str, tuple[str, ...]] = {
+    value: tuple(keys) for value, keys in _RULES["override_family_sources"].items()
+}
+"""The sources that report each family's override working (keys of :data:`SOURCES`)."""
+
+PROCESSOR_MODELS: tuple[tuple[re.Pattern, str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), codename)
+    for pattern, codename in _RULES["processor_models"]["models"]
+)
+"""A Ryzen model number with its suffix (``5700U``) -> its integrated GPU's codename."""
+PROCESSOR_SOURCES: tuple[str, ...] = tuple(_RULES["processor_models"]["sources"])
 
 NO_OVERRIDE: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
     gfx: (e["known"], e["index"], tuple(e["sources"])) for gfx, e in _RULES["no_override"].items()

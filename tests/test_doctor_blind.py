@@ -26,6 +26,11 @@ doctor's code or its output on them (each ``cases.json``'s ``about``).
   fifth corpus's fixes. First score, on doctor at 9b6138c: 26 of 37 (70.3%), no
   case given forbidden advice.
 
+- ``tests/data/doctor/blind7/``: 25 cases from 19 trackers, collected after the
+  sixth corpus's fixes, each from a search excerpt of its thread (the helper could
+  not read any thread whole; see ``cases.json``). First score, on doctor at c9e6305:
+  25 of 28 (89.3%), no case given forbidden advice.
+
 Each case is scored as the first corpus is (:mod:`test_doctor_corpus`); run
 ``python tests/test_doctor_corpus.py tests/data/doctor/blind2 -v`` for the shares.
 """
@@ -42,17 +47,16 @@ from test_doctor_corpus import CLASSES, KINDS, expected_met, forbidden_given, lo
 
 DATA = Path(__file__).parent / "data" / "doctor"
 BLIND = DATA / "blind"
-CORPORA = {
-    name: load_cases(DATA / name) for name in ("blind", "blind2", "blind3", "blind4", "blind5")
-}
+NAMES = ("blind", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7")
+CORPORA = {name: load_cases(DATA / name) for name in NAMES}
 CASES = CORPORA["blind"]
 EVERY = [case for cases in CORPORA.values() for case in cases]
 
 FLOOR = 0.9
 """The share of expected findings doctor must meet on each blind corpus (issue 58's
 target for held-out sets is 75%)."""
-FLOORS = {"blind6": 0.85}
-"""Lower floors: blind6 was fixed for in the last hour of a session (33 of 37)."""
+FLOORS: dict[str, float] = {}
+"""Lower floors for a corpus, with the reason (none now)."""
 
 
 @pytest.mark.parametrize("name", CORPORA)

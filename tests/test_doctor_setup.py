@@ -19,24 +19,33 @@ from rocm_dl_guide.doctor.log_details import facts
 DATA = Path(__file__).parent / "data" / "doctor"
 
 
-def blind2(prefix: str, corpus: str = "blind2") -> str:
+def quoted(corpus: str, prefix: str) -> str:
+    """The text of the case ``prefix``-*.txt of the blind corpus ``corpus``."""
     return next((DATA / corpus).glob(f"{prefix}-*.txt")).read_text(encoding="utf-8")
 
 
+def blind2(prefix: str) -> str:
+    return quoted("blind2", prefix)
+
+
 def blind3(prefix: str) -> str:
-    return blind2(prefix, "blind3")
+    return quoted("blind3", prefix)
 
 
 def blind4(prefix: str) -> str:
-    return blind2(prefix, "blind4")
+    return quoted("blind4", prefix)
 
 
 def blind5(prefix: str) -> str:
-    return blind2(prefix, "blind5")
+    return quoted("blind5", prefix)
 
 
 def blind6(prefix: str) -> str:
-    return blind2(prefix, "blind6")
+    return quoted("blind6", prefix)
+
+
+def blind7(prefix: str) -> str:
+    return quoted("blind7", prefix)
 
 
 def found(text: str) -> dict[str, logs.Finding]:
@@ -115,9 +124,9 @@ def test_an_integrated_gpu_beside_a_discrete_one_is_hidden_by_visible_devices():
     assert "igpu-beside-dgpu" not in found("PYTORCH_ROCM_ARCH=gfx1036;gfx1201")
     assert "igpu-beside-dgpu" not in found("Device 0: AMD Radeon 780M Graphics, gfx1103")
     # a program's list of targets is no GPU: ollama's, in the first blind corpus
-    assert "igpu-beside-dgpu" not in found(blind2("07", "blind"))
+    assert "igpu-beside-dgpu" not in found(quoted("blind", "07"))
     # a Strix Halo that llama.cpp shows as gfx1100 (a leftover override) is one GPU
-    assert "igpu-beside-dgpu" not in found(blind2("26", "blind"))
+    assert "igpu-beside-dgpu" not in found(quoted("blind", "26"))
     # one 780M run as gfx1100 by an override is not two GPUs
     one = "HSA_OVERRIDE_GFX_VERSION=11.0.0\nDevice 0: AMD Radeon 780M Graphics, gfx1100"
     assert "igpu-beside-dgpu" not in found(one)
@@ -301,3 +310,22 @@ def test_how_a_setup_hands_the_gpu_over():
     assert "CXX=hipcc" in compiler.advice
     t4 = found(blind6("20"))  # a ROCm nightly wheel on an NVIDIA T4
     assert t4["nvidia-gpu"].details == "the text names Nvidia T4 and no AMD GPU"
+
+
+def test_a_missing_render_node_a_cuda_mask_and_a_wheel_older_than_rocm():
+    dri = found(blind7("22"))["no-render-node"]  # Unraid: /dev/kfd but no /dev/dri
+    assert "on the host" in dri.advice and "--device /dev/dri" in dri.advice
+    missing = "ls: cannot access '/dev/dri/renderD128': No such file or directory"
+    assert "no-render-node" in found(missing)
+    assert "no-render-node" not in found("crw-rw---- 1 root render 226, 128 /dev/dri/renderD128")
+    mask = found(blind7("17"))["cuda-visible-devices-on-amd"]  # -1 hid the 890M too
+    assert mask.details == "the text sets CUDA_VISIBLE_DEVICES=-1"
+    assert "HIP_VISIBLE_DEVICES" in mask.rule.causes
+    assert "cuda-visible-devices-on-amd" not in found("CUDA_VISIBLE_DEVICES=0 python train.py")
+    wheel = found(blind7("05"))["wheel-older-than-system-rocm"]  # NixOS, rocm-runtime 5.7.2
+    assert wheel.details.endswith("built for ROCm 5.4; the system has ROCm 5.7.2")
+    assert "whl/rocm5.7" in wheel.advice
+    newer = "torch 2.6.0+rocm6.2.4\nrocm-core 6.1.0"  # a newer wheel bundles what it needs
+    assert "wheel-older-than-system-rocm" not in found(newer)
+    title = "Default rocm 5.4.2 is too outdated\ntorch==2.0.1+rocm5.4.2"  # no system release
+    assert "wheel-older-than-system-rocm" not in found(title)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from .log_details import Facts, Finding, Rule
+from .rules import cite
 
 HIP_ENV = "https://rocm.docs.amd.com/projects/HIP/en/latest/reference/env_variables.html"
 ROCM_DOCKER = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html"
@@ -41,6 +42,22 @@ RULES: tuple[Rule, ...] = (
         "devN: /dev/kfd,gid=RENDER (getent group render inside the container prints it), "
         "then restart the container",
         ("https://pve.proxmox.com/wiki/Linux_Container#pct_settings",),
+        ("device-access",),
+    ),
+    Rule(
+        "no-render-node",
+        r"/dev/dri\S*[^\n]*(?:No such file or directory|does ?n[o']t exist|is missing)"
+        r"|\bno (?:card\d* or )?renderD\w*",
+        "no render node (/dev/dri)",
+        "ROCm opens a GPU through two device files: /dev/kfd for compute and the GPU's "
+        "render node, /dev/dri/renderD*; the amdgpu driver makes the render node when it "
+        "sets the GPU up, so without one ROCm finds no GPU, even where /dev/kfd exists",
+        "on the host (a container only gets what the host has): sudo dmesg | grep -iE "
+        "'amdgpu|drm' says why the driver did not set the GPU up, and ls /sys/class/drm "
+        "should list a cardN and a renderDN for it; a kernel without the GPU's driver or "
+        "firmware (some appliance and NAS systems) needs them; in a container, then pass "
+        "it in with --device /dev/dri",
+        (ROCM_DOCKER, "https://docs.kernel.org/gpu/drm-uapi.html#render-nodes"),
         ("device-access",),
     ),
     Rule(
@@ -95,6 +112,30 @@ TWICE_RULE = Rule(
     "with the indices counted after it",
     (HIP_ENV,),
     ("gpu-support",),
+)
+
+
+def cuda_visible(seen: Facts, text: str) -> Finding | None:
+    """CUDA_VISIBLE_DEVICES set where the text shows an AMD GPU or ROCm: HIP reads it
+    too, so a value meant for NVIDIA's GPUs hides or picks AMD's as well."""
+    value = seen.env.get("CUDA_VISIBLE_DEVICES")
+    if value is None or not re.search(r"\bROCm|\bHIP\b|\bhip|Radeon|Instinct|\bgfx\d", text):
+        return None
+    found = Finding(CUDA_RULE, "", 0)
+    found.details = f"the text sets CUDA_VISIBLE_DEVICES={value}"
+    return found
+
+
+CUDA_RULE = Rule(
+    "cuda-visible-devices-on-amd",
+    "",
+    "CUDA_VISIBLE_DEVICES also chooses AMD GPUs",
+    "HIP reads CUDA_VISIBLE_DEVICES as it reads HIP_VISIBLE_DEVICES (for CUDA programs' "
+    "sake): a value meant for NVIDIA's GPUs (-1 to hide them) hides or picks AMD's too",
+    "unset it where an AMD GPU should stay visible; choose AMD's GPUs with "
+    "HIP_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES, and keep a program off NVIDIA's GPUs with "
+    "its own device option",
+    (HIP_ENV, *cite("gpu-isolation")),
 )
 
 DETAILS = {"lxc-device-gid": _lxc_gid}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from . import compat_data, log_details, products, rules, setup_devices
+from . import compat_data, log_details, products, rules, setup_devices, setup_versions
 from .log_details import Facts, Finding, Rule, device_targets
 from .wsl_text import release_in
 
@@ -426,8 +426,9 @@ def finish(findings: list[Finding], text: str, seen: Facts, ids: set[str]) -> li
     findings are moot), and no GPU-support verdicts where PyTorch is not a ROCm
     build (the GPU's targets are not the question then)."""
     found = findings + igpu_findings(text, ids)
-    twice = setup_devices.visible_twice(seen)
-    found += [twice] if twice else []
+    more = (setup_devices.visible_twice(seen), setup_devices.cuda_visible(seen, text))
+    more += (setup_versions.wheel_older_than_system(text),)
+    found += [f for f in more if f]
     nvidia = _nvidia_only(text) if re.search(r"\bhip|HIP|ROCm", text) else None
     if nvidia:
         found = [f for f in found if f.rule.id not in _AMD_TARGET_RULES]

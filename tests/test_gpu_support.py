@@ -208,3 +208,27 @@ def test_a_vega_apu_gets_its_familys_override_with_the_reports_that_it_works():
     assert "HSA_OVERRIDE_GFX_VERSION=9.0.0 runs it as gfx900" in check.message
     assert "https://github.com/ROCm/rocBLAS/issues/1398" in check.sources
     assert check.fix.startswith("export HSA_OVERRIDE_GFX_VERSION=9.0.0")
+
+
+def _quoted(corpus: str, prefix: str) -> str:
+    folder = Path(__file__).parent / "data" / "doctor" / corpus
+    return next(folder.glob(f"{prefix}-*.txt")).read_text(encoding="utf-8")
+
+
+def test_an_override_one_gpu_needs_and_another_must_not_get_is_set_per_node():
+    """blind4, 09: an RX 6600 (gfx1032) needs 10.3.0, and the RX 9060 XT (gfx1200) beside
+    it must keep its own target: libhsakmt reads HSA_OVERRIDE_GFX_VERSION_<node> first."""
+    check = _check(_log_machine(_quoted("blind4", "09")), "hsa-override")
+    assert check.status == rules.WARN
+    assert "gfx1032 needs it, but every GPU of the process runs as gfx1030, gfx1200 too" in (
+        check.message
+    )
+    assert "HSA_OVERRIDE_GFX_VERSION_N=10.3.0" in check.fix
+    assert rules.SOURCES["override-per-node"] in check.sources
+
+
+def test_an_override_on_a_gpu_its_reader_names_by_target_alone_is_judged():
+    """blind4, 08: an app sets 10.3.0 for every AMD GPU; the reader's is a gfx1201."""
+    check = _check(_log_machine(_quoted("blind4", "08")), "hsa-override")
+    assert check.status == rules.FAIL and "gfx1201 runs as gfx1030" in check.message
+    assert check.fix.startswith("unset it; install a PyTorch build that has gfx1201")

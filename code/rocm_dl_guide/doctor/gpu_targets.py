@@ -288,9 +288,9 @@ def override_check(sysrep: SystemReport) -> list[Check]:
     if value is None and sysrep.host is None:
         msg = "not collected: this process's environment was not read"
         shown = _log_env(sysrep).get("HSA_OVERRIDE_GFX_VERSION")
-        named = _targets(sysrep)[0] if shown and override_target(shown) else []
+        named = _text_targets(sysrep) if shown and override_target(shown) else []
         if named and not gpus:  # judged against the GPUs the text names
-            checks = _override_set(shown, named, built, "your error text sets it to")
+            checks = target_options.override_set(shown, named, built, "your error text sets it to")
             return checks + support_checks(sysrep)
         if shown:
             msg += f"; your error text sets it to {shown}"
@@ -298,42 +298,7 @@ def override_check(sysrep: SystemReport) -> list[Check]:
     if value is None:
         return [_unset_override_check(sysrep)] + support_checks(sysrep)
     natives = sorted({products.real_gfx(a) for a in gpus if products.real_gfx(a)})
-    return _override_set(value, natives, built)
-
-
-def _override_set(value: str, natives: list[str], built: list[str], said: str = "set to"):
-    """An override set to ``value`` on GPUs of targets ``natives``, PyTorch built for ``built``."""
-    name, cid = "HSA_OVERRIDE_GFX_VERSION", "hsa-override"
-    sources = cite("override-what", "override-gfx1031", "override-unofficial-780m")
-    target = override_target(value)
-    if target is None:
-        msg = f"{said} {value!r}, which is not MAJOR.MINOR.STEPPING (for example 10.3.0)"
-        return [Check(name, FAIL, msg, sources, cid, "unset it, or give a value such as 10.3.0")]
-    risk = (
-        "it applies to every GPU of the process, is not supported by AMD, and a GPU that "
-        "lacks an instruction the target's kernels use crashes or computes wrong results"
-    )
-    blocked = [g for g in natives if g in NO_OVERRIDE and g != target]
-    if blocked:
-        why, _, keys = NO_OVERRIDE[blocked[0]]
-        msg = f"{said} {value}: {blocked[0]} runs as {target}, and for {blocked[0]} {why}"
-        fix = "unset it; " + native_build_fix(blocked[0])
-        return [Check(name, FAIL, msg, sources + cite(*keys), cid, fix)]
-    native = ", ".join(natives) or "no GPU listed"
-    msg = f"{said} {value}: every GPU runs as {target} ({native} natively); {risk}"
-    if built and target not in built:
-        fix = f"unset it, or choose a value whose target this build has ({', '.join(built)})"
-        msg = f"{said} {value} ({target}), which this PyTorch has no kernels for either"
-        return [Check(name, FAIL, msg, sources, cid, fix)]
-    if natives and all(g in built or g == target for g in natives):
-        msg = f"{said} {value} ({target}) although every GPU's own target is in this build; {risk}"
-        fix = "unset it: these GPUs are supported as they are"
-        return [Check(name, WARN, msg, sources + cite("override-not-needed"), cid, fix)]
-    caveats = [target_options.override_caveat(g) for g in natives if g != target]
-    msg += "".join(f"; {words}" for words, _ in caveats if words)
-    fix = f"keep it only while no build has {native}; a build with {native} needs none"
-    sources += tuple(u for _, src in caveats for u in src)
-    return [Check(name, WARN, msg, sources + cite("override-wrong-kernels"), cid, fix)]
+    return target_options.override_set(value, natives, built)
 
 
 # --------------------------------------------------------------------------- 3: iGPU
@@ -410,6 +375,14 @@ def _log_env(sysrep: SystemReport) -> dict[str, str]:
 
     text = (sysrep.log or {}).get("text") or ""
     return dict(logs.facts(text).env) if text else {}
+
+
+def _text_targets(sysrep: SystemReport) -> list[str]:
+    """The GPUs' own targets the error text shows: device lines and products named
+    (:func:`_targets`), else any target the reader's own words name."""
+    from .setup_text import gpu_targets_shown
+
+    return _targets(sysrep)[0] or gpu_targets_shown((sysrep.log or {}).get("text") or "")
 
 
 def _targets(sysrep: SystemReport) -> tuple[list[str], str]:
@@ -493,6 +466,7 @@ def _override_words(gfx: str, others: str = "") -> tuple[str, str, tuple[str, ..
         ) + " (unofficial)"
         keys = ["override-what", *OVERRIDE_FAMILY_SOURCES.get(value, ())]
         keys += ["override-gfx1036"] if gfx == "gfx1036" else []
+        keys += ["override-per-node"] if others else []
         caveat, caveat_src = target_options.override_caveat(gfx)
         if caveat:
             words, fix = f"{words}; {caveat}", f"{fix}; {caveat}"

@@ -102,8 +102,9 @@ def override_alone(gfx: str, value: str, others: str) -> str:
     sees ``gfx``'s GPU alone may set it."""
     return (
         f"HSA_OVERRIDE_GFX_VERSION applies to every GPU a process sees, and {others} is here "
-        f"too: only in a process that sees the {gfx} alone (HIP_VISIBLE_DEVICES set to its "
-        f"index), with the override value {value}; never exported for the others"
+        f"too: give the {gfx} alone the override, as HSA_OVERRIDE_GFX_VERSION_N={value} (N: "
+        f"its Node number in rocminfo), or set {value} only in a process that sees the {gfx} "
+        "alone (HIP_VISIBLE_DEVICES set to its index); never exported for the others"
     )
 
 

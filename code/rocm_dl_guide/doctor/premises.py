@@ -43,6 +43,14 @@ def driver_fix(seen: Facts, host_fix: str) -> tuple[str, list[str]]:
     return f"on a host: {host_fix}; {_HOST_DRIVER}", premises
 
 
+ROOTLESS = (
+    "a rootless engine (Podman, rootless Docker, distrobox or toolbox on Podman) maps the "
+    "host's groups away: pass the host's GID (--group-add $(getent group render | cut -d: "
+    "-f3), run on the host), or --group-add keep-groups with Podman"
+)
+"""The one way doctor words a rootless container's groups, wherever its fixes need it."""
+
+
 def permission_fix(seen: Facts) -> tuple[str, str]:
     """(details, fix) for /dev/kfd refused, from the groups and container the text shows."""
     groups = seen.groups
@@ -50,11 +58,8 @@ def permission_fix(seen: Facts) -> tuple[str, str]:
         return (
             "the container was started with --group-add render already",
             "a group name is looked up inside the container, whose render group may have "
-            "another number than the host's that owns /dev/kfd, and a rootless engine (Podman, "
-            "rootless Docker, distrobox or toolbox on Podman) maps the host's groups away: pass "
-            "the host's GID (--group-add $(getent group render | cut -d: -f3), run on the host), "
-            "or --group-add keep-groups with Podman; and check that the host user is in render "
-            "(id -nG on the host)",
+            f"another number than the host's that owns /dev/kfd, and {ROOTLESS}; and check that "
+            "the host user is in render (id -nG on the host)",
         )
     if groups is not None and "render" in groups:
         details = (
@@ -65,8 +70,8 @@ def permission_fix(seen: Facts) -> tuple[str, str]:
         if seen.container:
             fix = (
                 "in a container, pass the devices (--device=/dev/kfd --device=/dev/dri) and the "
-                "group by the host's number (--group-add $(getent group render | cut -d: -f3)); "
-                "a rootless container maps the host's groups away (map them in /etc/subgid)"
+                "group by the host's number (--group-add $(getent group render | cut -d: -f3), "
+                f"run on the host); {ROOTLESS}"
             )
         else:
             fix = (
@@ -117,8 +122,7 @@ def no_hip_gpus(finding: Any, text: str, seen: Facts, ids: set[str]) -> bool:
         finding.fix = (
             "give the container the GPU: --device /dev/kfd --device /dev/dri --group-add video "
             "--group-add render (distrobox: --additional-flags with them; Compose: devices: and "
-            "group_add:); a rootless engine maps the host's render group away: use the host's "
-            "number (getent group render on the host) or --group-add keep-groups with Podman"
+            f"group_add:); {ROOTLESS}"
         )
         return True
     if not (seen.container and re.search(r"--device[= ]/dev/kfd", text)):
@@ -131,8 +135,7 @@ def no_hip_gpus(finding: Any, text: str, seen: Facts, ids: set[str]) -> bool:
         "the devices were passed, so check what the container got: ls -l /dev/kfd /dev/dri "
         "and rocminfo inside it; where they are missing or rocminfo sees no GPU, check the "
         "engine (docker context ls): Docker Desktop runs containers in a virtual machine that "
-        "has no GPU, so use Docker Engine on the host; a rootless engine maps the host's "
-        "render group away (--group-add keep-groups with Podman)"
+        f"has no GPU, so use Docker Engine on the host; {ROOTLESS}"
     )
     return True
 

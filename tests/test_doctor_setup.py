@@ -178,6 +178,7 @@ def test_wsl_advice_names_the_matrix_and_the_wheels_runtime_by_release():
         ("Ryzen 7 5800X3D", None),  # no integrated GPU
         ("CPU: Ryzen 9 5900HX\nGPU: Radeon RX 6800M", "gfx1031"),  # the discrete one
         ("Ryzen 7 7840HS\nrocBLAS error: ... for GPU arch : gfx1100", None),  # another GPU
+        ("AMD Ryzen 7 5800H with NVIDIA GeForce RTX 3060 Laptop GPU", None),
     ],
 )
 def test_gpus_named_without_rx_or_by_their_processor(text, gfx):

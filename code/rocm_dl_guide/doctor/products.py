@@ -114,6 +114,12 @@ def processor_gpu(name: str) -> NamedGPU | None:
     return None
 
 
+NVIDIA_GPU = re.compile(
+    r"\b(?:NVIDIA\s+)?(?:GeForce\s+(?:RTX|GTX)\s*\d{3,4}\w*(?:\s+(?:Ti|SUPER))?|"
+    r"Quadro\s+\w+|Tesla\s+[A-Z]\d+|RTX\s+A\d{4}|NVIDIA\s+[AHBLTV]\d{1,3})\b",
+    re.IGNORECASE,
+)
+"""An NVIDIA GPU named by product."""
 _RYZEN = re.compile(
     r"\b(?:Ryzen(?:\s+(?:PRO|[3579]))*|AMD)\s+(\d{4}(?:[A-Z]{1,3}\d?[A-Z]?)?)\b", re.IGNORECASE
 )
@@ -176,9 +182,11 @@ def named_gpus(text: str) -> list[NamedGPU]:
             if gpu and gpu.gfx not in found:
                 found[gpu.gfx] = gpu
     ryzen = [g for m in _RYZEN.finditer(text) if (g := ryzen_gpu(m.group(1)))]
-    discrete = [g for g in found.values() if not _GENERIC_IGPU.match(g.name)]
+    # a discrete GPU named (AMD's, or a laptop's NVIDIA GPU) is the one the text is about
+    discrete = any(not _GENERIC_IGPU.match(g.name) for g in found.values())
+    discrete = discrete or bool(NVIDIA_GPU.search(text))
     shown = set(re.findall(r"\bgfx[0-9a-f]{3,4}\b", text))
-    if ryzen and not discrete and shown <= {ryzen[0].gfx}:  # the GPU the text is about
+    if ryzen and not discrete and shown <= {ryzen[0].gfx}:
         found = {ryzen[0].gfx: ryzen[0]}
     for device, revision in chips.pci_ids_in(text):
         chip = chips.by_pci_id(device, revision)

@@ -388,12 +388,7 @@ def _oom(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     return True
 
 
-NVIDIA_GPU = re.compile(
-    r"\b(?:NVIDIA\s+)?(?:GeForce\s+(?:RTX|GTX)\s*\d{3,4}\w*(?:\s+(?:Ti|SUPER))?|"
-    r"Quadro\s+\w+|Tesla\s+[A-Z]\d+|RTX\s+A\d{4}|NVIDIA\s+[AHBLTV]\d{1,3})\b",
-    re.IGNORECASE,
-)
-"""An NVIDIA GPU named by product."""
+NVIDIA_GPU = products.NVIDIA_GPU
 _AMD_TARGET_RULES = {"no-binary", "invalid-device-function", "tensile"}
 """Findings about an AMD GPU's target: moot where the text's only GPUs are NVIDIA's."""
 

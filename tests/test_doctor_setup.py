@@ -317,7 +317,9 @@ def test_a_missing_render_node_a_cuda_mask_and_a_wheel_older_than_rocm():
     dri = found(blind7("22"))["no-render-node"]  # Unraid: /dev/kfd but no /dev/dri
     assert "on the host" in dri.advice and "--device /dev/dri" in dri.advice
     missing = "ls: cannot access '/dev/dri/renderD128': No such file or directory"
-    assert "no-render-node" in found(missing)
+    assert found(missing)["no-render-node"].advice.startswith("on the host")
+    inside = found(f"$ docker run -it --device /dev/kfd rocm/pytorch\n{missing}")
+    assert inside["no-render-node"].advice.startswith("pass the render nodes in")
     assert "no-render-node" not in found("crw-rw---- 1 root render 226, 128 /dev/dri/renderD128")
     mask = found(blind7("17"))["cuda-visible-devices-on-amd"]  # -1 hid the 890M too
     assert mask.details == "the text sets CUDA_VISIBLE_DEVICES=-1"

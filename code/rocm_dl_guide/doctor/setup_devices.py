@@ -90,6 +90,20 @@ def _lxc_gid(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     return True
 
 
+def _render_node(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """Inside a container that the text does not show the host lacking the node, the
+    container was not given it."""
+    host = re.search(r"/dev/dri[^\n]*\b(?:on|of) (?:the )?host|\bhost\b[^\n]*/dev/dri", text, re.I)
+    if seen.container and not host:
+        finding.premises = [f"a container (the text shows: {seen.container_seen})"]
+        finding.fix = (
+            "pass the render nodes in: --device /dev/dri with --device /dev/kfd (Compose: "
+            "devices:); where the host lacks them too (ls /dev/dri on the host), the host's "
+            "driver did not set the GPU up: sudo dmesg | grep -iE 'amdgpu|drm' there"
+        )
+    return True
+
+
 def visible_twice(seen: Facts) -> Finding | None:
     """Both ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES set: HIP's indices count
     among the GPUs ROCr left visible, so the same index in both hides the wrong one."""
@@ -138,5 +152,5 @@ CUDA_RULE = Rule(
     (HIP_ENV, *cite("gpu-isolation")),
 )
 
-DETAILS = {"lxc-device-gid": _lxc_gid}
+DETAILS = {"lxc-device-gid": _lxc_gid, "no-render-node": _render_node}
 """Rule id -> what fills a finding of it from the text (False drops the finding)."""

@@ -60,13 +60,14 @@ def test_a_gfx103x_radeon_gets_the_10_3_0_family_with_the_releases_that_help():
     assert set(sources) & COMPAT_URLS  # the release lists are cited
 
 
-def test_a_gfx110x_igpu_gets_11_0_0_and_the_release_that_added_it():
+def test_a_gfx110x_igpu_gets_the_release_that_added_it_and_the_overrides_risk():
     status, message, fix, sources = gpu_targets.support_for("gfx1103", "6.2.0")
     assert status == rules.WARN
     assert "ROCm 6.2.0's supported GPU targets do not include it" in message
     assert "ROCm 10.0.0 is the next release to list it" in message  # a native build
-    assert "HSA_OVERRIDE_GFX_VERSION=11.0.0 runs it as gfx1100" in message
-    assert fix.startswith("install ROCm 10.0.0 or later") and "11.0.0" in fix
+    assert "HSA_OVERRIDE_GFX_VERSION set to 11.0.0 runs it as gfx1100" in message
+    assert "known to fail for some work on gfx1103" in message
+    assert fix == "install ROCm 10.0.0 or later with a PyTorch build for it"
 
 
 @pytest.mark.parametrize("gfx", ["gfx1151", "gfx1201"])
@@ -232,3 +233,17 @@ def test_an_override_on_a_gpu_its_reader_names_by_target_alone_is_judged():
     check = _check(_log_machine(_quoted("blind4", "08")), "hsa-override")
     assert check.status == rules.FAIL and "gfx1201 runs as gfx1030" in check.message
     assert check.fix.startswith("unset it; install a PyTorch build that has gfx1201")
+
+
+def test_a_780m_is_pointed_at_a_native_build_not_at_an_override_known_to_fail():
+    """Issue 58, item 6: for gfx1103 AMD's engineer warns that gfx1100's kernels fail
+    (fewer VGPRs, no WMMA); a release lists gfx1103 itself, so the fix is that release,
+    and the override is named with its warning, never as an export to copy."""
+    check = _check(_log_machine("Radeon 780M Graphics\nSegmentation fault\n"), "gpu-support")
+    assert "HSA_OVERRIDE_GFX_VERSION set to 11.0.0 runs it as gfx1100" in check.message
+    assert "known to fail for some work on gfx1103" in check.message
+    assert "HSA_OVERRIDE_GFX_VERSION=11.0.0" not in check.message + check.fix
+    assert check.fix.startswith("use one of those releases (ROCm ")
+    # a sibling without a known failure keeps the documented export
+    check = _check(_log_machine("Radeon RX 6700 XT\nSegmentation fault\n"), "gpu-support")
+    assert "export HSA_OVERRIDE_GFX_VERSION=10.3.0" in check.fix

@@ -454,7 +454,12 @@ def _override_words(gfx: str, others: str = "") -> tuple[str, str, tuple[str, ..
         target = override_target(value) or ""
         spans = release_spans(target)
         where = f", which {_span_words(spans)} list" if spans else ""
-        named = f"the override value {value}" if others else f"HSA_OVERRIDE_GFX_VERSION={value}"
+        caveat, caveat_src = target_options.override_caveat(gfx)
+        # known to fail on this chip, which a release supports natively: no export to copy
+        native = bool(caveat and release_spans(gfx))
+        named = f"HSA_OVERRIDE_GFX_VERSION={value}"
+        named = f"HSA_OVERRIDE_GFX_VERSION set to {value}" if native else named
+        named = f"the override value {value}" if others else named
         words = (
             f"{named} runs it as {target}, its family's {'supported ' * bool(spans)}"
             f"target{where} (the documented workaround; unofficial, unsupported by AMD)"
@@ -467,9 +472,8 @@ def _override_words(gfx: str, others: str = "") -> tuple[str, str, tuple[str, ..
         keys = ["override-what", *OVERRIDE_FAMILY_SOURCES.get(value, ())]
         keys += ["override-gfx1036"] if gfx == "gfx1036" else []
         keys += ["override-per-node"] if others else []
-        caveat, caveat_src = target_options.override_caveat(gfx)
         if caveat:
-            words, fix = f"{words}; {caveat}", f"{fix}; {caveat}"
+            words, fix = f"{words}; {caveat}", "" if native else f"{fix}; {caveat}"
         return words, fix, cite(*keys) + _span_urls(spans) + caveat_src
     return f"doctor's data names no HSA_OVERRIDE_GFX_VERSION value for {gfx}", "", ()
 

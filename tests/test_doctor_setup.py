@@ -48,6 +48,10 @@ def blind7(prefix: str) -> str:
     return quoted("blind7", prefix)
 
 
+def blind8(prefix: str) -> str:
+    return quoted("blind8", prefix)
+
+
 def found(text: str) -> dict[str, logs.Finding]:
     return {f.rule.id: f for f in logs.read(text)}
 
@@ -332,3 +336,12 @@ def test_a_missing_render_node_a_cuda_mask_and_a_wheel_older_than_rocm():
     assert "wheel-older-than-system-rocm" not in found(newer)
     title = "Default rocm 5.4.2 is too outdated\ntorch==2.0.1+rocm5.4.2"  # no system release
     assert "wheel-older-than-system-rocm" not in found(title)
+
+
+def test_a_rocm_tool_missing_names_its_package_and_an_override_said_in_words():
+    tool = found(blind8("07"))["rocm-tool-missing"]  # a build image without rocm-smi
+    assert tool.details == "rocm-smi is not found" and "rocm-smi-lib" in tool.advice
+    assert "amd-smi-lib" in found("bash: amd-smi: command not found")["rocm-tool-missing"].advice
+    assert "rocm-tool-missing" not in found("bash: nvidia-smi: command not found")
+    said = "Set AMD HSA_OVERRIDE_GFX_VERSION to 10.3.0"  # koboldcpp's own line (blind8, 09)
+    assert facts(said).env["HSA_OVERRIDE_GFX_VERSION"] == "10.3.0"

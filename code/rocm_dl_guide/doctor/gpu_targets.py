@@ -293,7 +293,8 @@ def override_check(sysrep: SystemReport) -> list[Check]:
             checks = target_options.override_set(shown, named, built, "your error text sets it to")
             return checks + support_checks(sysrep)
         if shown:
-            msg += f"; your error text sets it to {shown}"
+            target = override_target(shown)
+            msg += f"; your error text sets it to {shown}" + (f" ({target})" if target else "")
         return [Check(name, UNKNOWN, msg, id=cid)] + support_checks(sysrep)
     if value is None:
         return [_unset_override_check(sysrep)] + support_checks(sysrep)

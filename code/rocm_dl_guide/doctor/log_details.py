@@ -107,7 +107,7 @@ _ENV = re.compile(
 """A variable set in a shell (``export``), a Makefile (``VAR = "..."``), a Dockerfile
 (``ENV``), a container's ``-e``/``--env``, a systemd unit's ``Environment=`` or
 Python's ``os.environ["VAR"] = ...``."""
-_INLINE_OVERRIDE = re.compile(r"\bHSA_OVERRIDE_GFX_VERSION ?= ?[\"']?(\d+\.\d+\.\d+)\b")
+_INLINE_OVERRIDE = re.compile(r"\bHSA_OVERRIDE_GFX_VERSION(?: ?= ?| to )[\"']?(\d+\.\d+\.\d+)\b")
 """The override named with a version in prose ("running it with ...=12.0.1 crashes")."""
 _GROUP_ADD = re.compile(r"--group-add[= ]\"?([\w-]+)")
 _CONTAINER = re.compile(

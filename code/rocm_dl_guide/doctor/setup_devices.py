@@ -1,6 +1,7 @@
 """How a setup hands the GPU to a program, as the reader's text shows it: the
 container's device requests, an LXC container's device entries, the variables
-that choose the visible GPUs, and the compiler a HIP build uses.
+that choose the visible GPUs, the compiler a HIP build uses, and ROCm's tools that
+are missing.
 
 Part of :mod:`~rocm_dl_guide.doctor.setup_text` (its :data:`RULES` and
 :data:`DETAILS` are added there); each rule is a class of setups, recognised by
@@ -61,6 +62,23 @@ RULES: tuple[Rule, ...] = (
         ("device-access",),
     ),
     Rule(
+        "rocm-tool-missing",
+        r"\b(rocm-smi|amd-smi|rocminfo|rocm_agent_enumerator|hipcc|hipconfig|rocprofv?\d?)"
+        r"(?:: command not found|: not found|: No such file or directory)",
+        "a ROCm tool that is not installed, or not on the PATH",
+        "ROCm's command-line tools come in packages of their own and live in /opt/rocm/bin: "
+        "an image or an install that carries only the libraries a program needs (a build or "
+        "runtime image, PyTorch's wheels) has none of them, and a ROCm from AMD's packages "
+        "puts them on the PATH only through /opt/rocm/bin",
+        "install the tool's package (rocm-smi: rocm-smi-lib; amd-smi: amd-smi-lib; rocminfo: "
+        "rocminfo; hipcc: hipcc), in an image through its Dockerfile; where ROCm is installed, "
+        "add /opt/rocm/bin to the PATH",
+        (
+            "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.4.0/reference/"
+            "package-manager-integration.html",
+        ),
+    ),
+    Rule(
         "offload-arch-not-hip-compiler",
         r"unrecognized command[- ]line option [‘'`\"]?--offload-arch",
         "HIP code compiled by the system's C++ compiler",
@@ -87,6 +105,25 @@ def _lxc_gid(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
             f"give /dev/kfd the render nodes' group: /dev/kfd,gid={number} (the container's "
             "render group), then restart the container"
         )
+    return True
+
+
+_PACKAGES = {"rocm-smi": "rocm-smi-lib", "amd-smi": "amd-smi-lib", "hipcc": "hipcc"}
+
+
+def _tool(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """Which tool, and its package."""
+    tool = re.search(
+        r"\b(rocm-smi|amd-smi|rocminfo|rocm_agent_enumerator|hip\w+|rocprof\w*)", finding.line
+    )
+    name = tool.group(1) if tool else "the tool"
+    package = _PACKAGES.get(name, "rocminfo" if name == "rocm_agent_enumerator" else name)
+    finding.details = f"{name} is not found"
+    where = "in the image (its Dockerfile)" if seen.container else "with the package manager"
+    finding.fix = (
+        f"install {package} {where}, or, where ROCm is installed, add /opt/rocm/bin to the "
+        f"PATH (ls /opt/rocm/bin/{name} says whether it is there)"
+    )
     return True
 
 
@@ -152,5 +189,5 @@ CUDA_RULE = Rule(
     (HIP_ENV, *cite("gpu-isolation")),
 )
 
-DETAILS = {"lxc-device-gid": _lxc_gid, "no-render-node": _render_node}
+DETAILS = {"lxc-device-gid": _lxc_gid, "no-render-node": _render_node, "rocm-tool-missing": _tool}
 """Rule id -> what fills a finding of it from the text (False drops the finding)."""

@@ -345,3 +345,9 @@ def test_a_rocm_tool_missing_names_its_package_and_an_override_said_in_words():
     assert "rocm-tool-missing" not in found("bash: nvidia-smi: command not found")
     said = "Set AMD HSA_OVERRIDE_GFX_VERSION to 10.3.0"  # koboldcpp's own line (blind8, 09)
     assert facts(said).env["HSA_OVERRIDE_GFX_VERSION"] == "10.3.0"
+
+
+def test_no_kernel_for_the_gpu_names_the_gpu_the_text_names():
+    text = blind5("17")  # llamafile on a Ryzen 7 4800U: invalid device function
+    fired = found(text)["invalid-device-function"]
+    assert fired.details.startswith("the text names Ryzen 4800U is gfx90c (its integrated GPU)")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from . import rules
+from . import products, rules
 from .amd_log import code_objects
 from .premises import driver_fix, kfd_missing, no_hip_gpus, permission_fix, where_it_runs
 from .words import counted
@@ -327,7 +327,11 @@ def _code_object_details(text: str) -> str:
 
 def _no_binary(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     finding.details = _code_object_details(text)
-    if not finding.details and not code_objects(text)[0]:
+    named = products.named_gpus(text)
+    if not finding.details and not code_objects(text)[0] and named:
+        gpus = "; ".join(g.describe() for g in named)
+        finding.details = f"the text names {gpus}: the build needs kernels for that target"
+    elif not finding.details and not code_objects(text)[0]:
         finding.details = (
             "the text does not name the GPU's target; run with AMD_LOG_LEVEL=1 to list it"
         )

@@ -30,10 +30,10 @@ doctor's code or its output on them (each ``cases.json``'s ``about``).
   sixth corpus's fixes, each from a search excerpt of its thread (the helper could
   not read any thread whole; see ``cases.json``). First score, on doctor at c9e6305:
   25 of 28 (89.3%), no case given forbidden advice.
-- ``tests/data/doctor/blind8/``: 15 cases from 15 trackers, collected after the
-  seventh corpus's fixes (the helper found few unused threads with a visible
-  conclusion). First score, on doctor at 54cfce4: 17 of 20 (85.0%), no case given
-  forbidden advice.
+- ``tests/data/doctor/blind8/``: 27 cases from 24 trackers, collected after the
+  seventh corpus's fixes in two parts. First scores: cases 1-15 on doctor at 54cfce4,
+  17 of 20 (85.0%); cases 16-27 on doctor at 99389a8, 13 of 14 (92.9%); together 30
+  of 34 (88.2%), no case given forbidden advice.
 
 Each case is scored as the first corpus is (:mod:`test_doctor_corpus`); run
 ``python tests/test_doctor_corpus.py tests/data/doctor/blind2 -v`` for the shares.
@@ -59,9 +59,8 @@ EVERY = [case for cases in CORPORA.values() for case in cases]
 FLOOR = 0.9
 """The share of expected findings doctor must meet on each blind corpus (issue 58's
 target for held-out sets is 75%)."""
-MIN_CASES = {"blind8": 15}
-"""Corpora smaller than issue 58's 25 cases, with the reason: blind8's helper found 15
-unused threads whose conclusion it could see."""
+MIN_CASES: dict[str, int] = {}
+"""Corpora smaller than issue 58's 25 cases, with the reason (none now)."""
 FLOORS: dict[str, float] = {}
 """Lower floors for a corpus, with the reason (none now)."""
 

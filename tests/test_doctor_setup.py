@@ -351,3 +351,10 @@ def test_no_kernel_for_the_gpu_names_the_gpu_the_text_names():
     text = blind5("17")  # llamafile on a Ryzen 7 4800U: invalid device function
     fired = found(text)["invalid-device-function"]
     assert fired.details.startswith("the text names Ryzen 4800U is gfx90c (its integrated GPU)")
+
+
+def test_a_gpu_ollama_runs_on_and_an_igpu_it_skips_need_nothing():
+    """blind8 (second part), 18: ollama on Windows skips the 780M-class iGPU and runs on
+    the RX 7600; its maintainer read the log as normal."""
+    text = (DATA / "blind8" / "18-ollama-windows-igpu-skip-message-benign.txt").read_text()
+    assert found(text)["igpu-beside-dgpu"].advice.startswith("nothing to do for it")

@@ -247,3 +247,10 @@ def test_a_780m_is_pointed_at_a_native_build_not_at_an_override_known_to_fail():
     # a sibling without a known failure keeps the documented export
     check = _check(_log_machine("Radeon RX 6700 XT\nSegmentation fault\n"), "gpu-support")
     assert "export HSA_OVERRIDE_GFX_VERSION=10.3.0" in check.fix
+
+
+def test_a_gpu_ollama_reports_it_runs_on_gets_no_target_advice():
+    text = _quoted("blind8", "18")  # ollama's 'inference compute ... compute=gfx1102'
+    check = _check(_log_machine(text), "gpu-support")
+    assert check.status == rules.OK and not check.fix
+    assert "gfx1102 (named in your error text): ollama runs on it" in check.message

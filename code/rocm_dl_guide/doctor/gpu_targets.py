@@ -14,6 +14,7 @@ targets the build has (:func:`arch_list`) are shared with
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from . import compat_data, premises, products, target_options
@@ -555,6 +556,12 @@ def support_for(
     return status, f"{label or gfx}: " + "; ".join(words), fix, tuple(dict.fromkeys(sources))
 
 
+_IN_USE = re.compile(
+    r"inference compute\b[^\n]*\blibrary=rocm\b[^\n]*\bcompute=(gfx[0-9a-f]+)", re.I
+)
+"""ollama's line for a GPU it found and runs on with its ROCm build."""
+
+
 def support_checks(sysrep: SystemReport) -> list[Check]:
     """ "GPU target in ROCm releases": each GPU's target against the ROCm release data,
     where no PyTorch arch list answers it (:func:`support_for`); the targets come from
@@ -567,7 +574,14 @@ def support_checks(sysrep: SystemReport) -> list[Check]:
     version = sysrep.rocm.version if sysrep.rocm else None
     order = (OK, INFO, UNKNOWN, WARN, FAIL)
     others = {g: ", ".join(t for t in targets if t != g) for g in targets[:3]}
-    found = [support_for(g, version, g + where, others[g]) for g in targets[:3]]
+    in_use = set(_IN_USE.findall((sysrep.log or {}).get("text") or "")) if where else set()
+    used = "ollama runs on it with its own ROCm libraries (its 'inference compute' line)"
+    found = [
+        (OK, f"{g}{where}: {used}", "", ())
+        if g in in_use
+        else support_for(g, version, g + where, others[g])
+        for g in targets[:3]
+    ]
     status = max((f[0] for f in found), key=order.index)
     message = "; ".join(f[1] for f in found)
     fix = (

@@ -585,4 +585,6 @@ def igpu_findings(text: str, ids: set[str]) -> list[Finding]:
     found = Finding(IGPU_RULE, "", 0)
     found.details = f"the text shows {', '.join(igpus)} (integrated) beside {', '.join(discrete)}"
     found.premises = [f"GPUs {', '.join(shown)} (named in the text)"]
+    if re.search(r"iGPU detected[^\n]*skipping|skipping[^\n]*\biGPU\b", text, re.I):
+        found.fix = "nothing to do for it: the program says it skips the integrated GPU"
     return [found]

@@ -358,3 +358,17 @@ def test_a_gpu_ollama_runs_on_and_an_igpu_it_skips_need_nothing():
     the RX 7600; its maintainer read the log as normal."""
     text = (DATA / "blind8" / "18-ollama-windows-igpu-skip-message-benign.txt").read_text()
     assert found(text)["igpu-beside-dgpu"].advice.startswith("nothing to do for it")
+
+
+def test_a_long_line_whose_message_comes_late_is_read_around_it():
+    """A real onnxruntime line (ComfyUI-ReActor#119) names the missing library 360
+    characters in; doctor crashed on it when it kept only a line's first 300."""
+    line = (
+        "2025-05-07 23:19:25.512296080 [E:onnxruntime:Default, provider_bridge_ort.cc:2036 "
+        "TryGetProviderInfo_CUDA] /onnxruntime_src/onnxruntime/core/session/provider_bridge_ort"
+        ".cc:1695 onnxruntime::Provider& onnxruntime::ProviderLibrary::Get() [ONNXRuntimeError]"
+        " : 1 : FAIL : Failed to load library libonnxruntime_providers_cuda.so with error: "
+        "libcublasLt.so.12: cannot open shared object file: No such file or directory"
+    )
+    missing = found(line)["missing-library"]
+    assert missing.line.startswith("…") and missing.details == "missing: libcublasLt.so.12"

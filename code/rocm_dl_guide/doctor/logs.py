@@ -25,6 +25,7 @@ from pathlib import Path
 from . import products, rules, setup_text
 from .log_catalog import catalog_findings, unknown_text
 from .log_details import Facts, Finding, Rule, code_objects, device_targets, facts
+from .words import around
 from .wsl_text import WSL_SIGNS
 
 __all__ = ["Facts", "Finding", "Rule", "code_objects", "device_targets", "facts", "read"]
@@ -457,7 +458,7 @@ def read(text: str) -> list[Finding]:
         if not hits:
             continue
         n, line = hits[0]
-        finding = Finding(rule, line.strip()[:300], n)
+        finding = Finding(rule, around(line.strip(), pattern.search(line.strip())), n)
         finding.related = [ln.strip() for _, ln in hits[1:4]]
         findings.append(finding)
     ids = {f.rule.id for f in findings}

@@ -139,3 +139,14 @@ def test_an_override_never_hides_the_chip():
     text = _report("02-")  # real: an MI210 beside an RX 6600, a stale override's fault
     assert "AMD Instinct MI210 is gfx90a" in text
     assert "export HSA_OVERRIDE_GFX_VERSION" not in text
+
+
+def test_doctor_reads_every_blind_text_with_each_line_pushed_past_its_cut():
+    """Each real line behind 400 characters of a log prefix (timestamps, a logger's
+    fields): every rule's handler still finds what its pattern matched."""
+    from rocm_dl_guide.doctor import logs
+
+    for case in EVERY:
+        text = (Path(case["folder"]) / case["file"]).read_text(encoding="utf-8")
+        pushed = "\n".join("[worker] " * 45 + line for line in text.splitlines())
+        assert isinstance(logs.read(pushed), list), case["file"]

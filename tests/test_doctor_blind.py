@@ -34,6 +34,11 @@ doctor's code or its output on them (each ``cases.json``'s ``about``).
   seventh corpus's fixes in two parts. First scores: cases 1-15 on doctor at 54cfce4,
   17 of 20 (85.0%); cases 16-27 on doctor at 99389a8, 13 of 14 (92.9%); together 30
   of 34 (88.2%), no case given forbidden advice.
+- ``tests/data/doctor/blind9/``: 25 cases from 22 trackers, mostly libraries and
+  frameworks (ONNX Runtime, bitsandbytes, unsloth, Ray, pip), collected after the
+  eighth corpus's fixes. First score, on doctor at faa27d6 with the one fix that
+  stopped it raising on a long onnxruntime line (c3d34b5): 18 of 30 (60.0%), no case
+  given forbidden advice.
 
 Each case is scored as the first corpus is (:mod:`test_doctor_corpus`); run
 ``python tests/test_doctor_corpus.py tests/data/doctor/blind2 -v`` for the shares.
@@ -52,6 +57,7 @@ from test_doctor_corpus import CLASSES, KINDS, expected_met, forbidden_given, lo
 DATA = Path(__file__).parent / "data" / "doctor"
 BLIND = DATA / "blind"
 NAMES = ("blind", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7", "blind8")
+NAMES += ("blind9",)
 CORPORA = {name: load_cases(DATA / name) for name in NAMES}
 CASES = CORPORA["blind"]
 EVERY = [case for cases in CORPORA.values() for case in cases]

@@ -52,6 +52,10 @@ def blind8(prefix: str) -> str:
     return quoted("blind8", prefix)
 
 
+def blind9(prefix: str) -> str:
+    return quoted("blind9", prefix)
+
+
 def found(text: str) -> dict[str, logs.Finding]:
     return {f.rule.id: f for f in logs.read(text)}
 
@@ -372,3 +376,33 @@ def test_a_long_line_whose_message_comes_late_is_read_around_it():
     )
     missing = found(line)["missing-library"]
     assert missing.line.startswith("…") and missing.details == "missing: libcublasLt.so.12"
+
+
+def test_packages_built_for_another_vendor_release_or_family():
+    ort = found(blind9("01"))["onnxruntime-no-amd-provider"]  # a CUDA onnxruntime wheel
+    assert "ROCMExecutionProvider" in ort.advice and "onnxruntime-rocm" in ort.advice
+    assert "onnxruntime-no-amd-provider" in found(blind9("09"))  # CUDA's provider on ROCm
+    for case in ("02", "06"):  # a broken dev wheel; a fork's library name
+        assert "COMPUTE_BACKEND=hip" in found(blind9(case))["bitsandbytes-rocm-library"].advice
+    nightly = found(blind9("14"))["nightly-index-no-package"]  # a gfx120X-dgpu folder
+    assert nightly.details == "the index is https://rocm.nightlies.amd.com/v2-staging/gfx120X-dgpu/"
+    assert "nightly-index-no-package" not in found("ERROR: No matching distribution found for x")
+    llama = found(blind9("20"))["llama-cpp-no-gpu-build"]  # nixpkgs passed GGML_HIPBLAS
+    assert "-DGGML_HIP=ON" in llama.advice
+    pin = found(blind9("11"))["pip-torch-pin-conflict"]  # chatterbox-tts pins torch 2.5.1
+    assert pin.details.endswith("chatterbox-tts 0.1.6 pins torch==2.5.1")
+    assert "torch==2.5.1 from a ROCm index" in pin.advice and "--no-deps" in pin.advice
+    uv = found(blind9("12"))["pip-no-torch-build"]  # uv: torch 2.8.0 on the rocm6.2 index
+    assert "https://download.pytorch.org/whl/rocm6.2" in uv.details
+    assert "pip-no-torch-build" not in found("× No solution found when resolving dependencies:")
+    sac = found(blind9("16"))["windows-app-control"]  # WinError 4551 on a ROCm DLL
+    assert "Smart App Control" in sac.advice
+
+
+def test_a_gpu_mask_named_in_a_programs_own_line_and_cuda_visible_with_an_index():
+    ray = found(blind9("22"))["cuda-visible-devices-on-amd"]  # Ray 2.45 asserts they agree
+    assert "HIP_VISIBLE_DEVICES=1 alone" in ray.advice
+    mask = found(blind9("15"))["cuda-visible-devices-on-amd"]  # "Applied gpu_ids: ...='1'"
+    assert mask.details.startswith("the text sets CUDA_VISIBLE_DEVICES=1: HIP selects by it")
+    assert "cuda-visible-devices-on-amd" in found(blind7("17"))  # -1 keeps its own fix
+    assert found(blind7("17"))["cuda-visible-devices-on-amd"].advice.startswith("unset it")

@@ -109,6 +109,8 @@ _ENV = re.compile(
 Python's ``os.environ["VAR"] = ...``."""
 _INLINE_OVERRIDE = re.compile(r"\bHSA_OVERRIDE_GFX_VERSION(?: ?= ?| to )[\"']?(\d+\.\d+\.\d+)\b")
 """The override named with a version in prose ("running it with ...=12.0.1 crashes")."""
+_INLINE_VISIBLE = re.compile(r"\b((?:CUDA|HIP|ROCR)_VISIBLE_DEVICES) ?= ?[\"']?(-?[\d,]+)\b")
+"""A GPU mask named with its value in a program's own line ("Applied gpu_ids: ...='1'")."""
 _GROUP_ADD = re.compile(r"--group-add[= ]\"?([\w-]+)")
 _CONTAINER = re.compile(
     r"\b(?:docker|podman|nerdctl) (?:run|exec|compose)\b[^\n]*|--device[= ]/dev/kfd[^\n]*|"
@@ -154,6 +156,8 @@ def facts(text: str) -> Facts:
             found.env[m.group(1)] = next(v for v in m.groups()[1:] if v is not None)
         elif m := _INLINE_OVERRIDE.search(line):
             found.env.setdefault("HSA_OVERRIDE_GFX_VERSION", m.group(1))
+        elif m := _INLINE_VISIBLE.search(line):
+            found.env.setdefault(m.group(1), m.group(2))
         found.group_add.update(_GROUP_ADD.findall(line))
         for g in _GFX.findall(line):
             if f"gfx{g}" not in found.gfx:

@@ -1,6 +1,5 @@
 """The reader's own error text: ``doctor --log FILE`` (or ``-`` for stdin).
 
-Readers run the doctor when something broke, with an error in front of them.
 :func:`read` recognises the messages ROCm setups fail with, in the words the
 runtime, rocminfo, rocBLAS and PyTorch print them, and maps each to its
 likely causes, the fix and the public reports behind it (:data:`RULES`); the

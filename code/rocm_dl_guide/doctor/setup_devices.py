@@ -170,10 +170,21 @@ def cuda_visible(seen: Facts, text: str) -> Finding | None:
     """CUDA_VISIBLE_DEVICES set where the text shows an AMD GPU or ROCm: HIP reads it
     too, so a value meant for NVIDIA's GPUs hides or picks AMD's as well."""
     value = seen.env.get("CUDA_VISIBLE_DEVICES")
-    if value is None or not re.search(r"\bROCm|\bHIP\b|\bhip|Radeon|Instinct|\bgfx\d", text):
+    if value is None or not re.search(r"\bROCm|\bHIP|\bhip|Radeon|Instinct|\bgfx\d", text, re.I):
         return None
     found = Finding(CUDA_RULE, "", 0)
     found.details = f"the text sets CUDA_VISIBLE_DEVICES={value}"
+    if value.strip() not in ("", "-1"):
+        found.details += (
+            ": HIP selects by it as by HIP_VISIBLE_DEVICES, counting among the GPUs "
+            "ROCR_VISIBLE_DEVICES leaves, and a program that reads both (Ray) may require "
+            "them to agree"
+        )
+        found.fix = (
+            f"select AMD GPUs with one variable: HIP_VISIBLE_DEVICES={value} alone (or the "
+            "same value in both), and no ROCR_VISIBLE_DEVICES that leaves fewer GPUs than "
+            "the index asks for"
+        )
     return found
 
 

@@ -2,8 +2,7 @@
 how it starts, and what it was given.
 
 :mod:`~rocm_dl_guide.doctor.logs` reads runtime messages. Many failures start
-earlier, and the text shows that too: pip found no ROCm build of the version it
-was asked for, a C++ standard header is missing where HIP code is compiled, a
+earlier, and the text shows that too: a C++ standard header is missing where HIP code is compiled, a
 virtual environment's ``amdsmi`` package shadows ROCm's own, a variable was
 exported in a shell but the program runs as a systemd service, an override that
 is not a version, a Compose file whose ``/dev/kfd`` line is commented out, or an
@@ -16,7 +15,15 @@ from __future__ import annotations
 
 import re
 
-from . import compat_data, log_details, products, rules, setup_devices, setup_versions
+from . import (
+    compat_data,
+    log_details,
+    products,
+    rules,
+    setup_devices,
+    setup_packages,
+    setup_versions,
+)
 from .log_details import Facts, Finding, Rule, device_targets
 from .wsl_text import release_in
 
@@ -70,25 +77,6 @@ RULES: tuple[Rule, ...] = (
             "https://github.com/ggml-org/llama.cpp/issues/6523",
             "https://github.com/llvm/llvm-project/pull/122155",
         ),
-    ),
-    Rule(
-        "pip-no-torch-build",
-        r"(?:No matching distribution found for|Could not find a version that satisfies the "
-        r"requirement) (?:torch|torchvision|torchaudio)\b",
-        "pip found no PyTorch build of the version it was asked for",
-        "the index pip was given (--index-url) has no build of that version: each "
-        "download.pytorch.org/whl/rocmX.Y index holds only the PyTorch releases built for "
-        "that ROCm release",
-        "choose the version and the index as a pair (PyTorch's install selector; its "
-        "previous-versions page for older releases), or a version the index lists; an installer "
-        "that goes on after this error may install PyPI's default torch, a CUDA build that "
-        "never uses an AMD GPU: python -c 'import torch; print(torch.version.hip)' prints None "
-        "for it",
-        (
-            "https://pytorch.org/get-started/previous-versions/",
-            "https://pytorch.org/get-started/locally/",
-        ),
-        ("pytorch",),
     ),
     Rule(
         "amdsmi-shadowed",
@@ -234,9 +222,10 @@ RULES: tuple[Rule, ...] = (
         ("device-access",),
     ),
 )
-RULES += setup_devices.RULES
+RULES += setup_devices.RULES + setup_packages.RULES
 """Setups the text shows, one class each, the more specific first (with
-:mod:`~rocm_dl_guide.doctor.setup_devices`' device requests and compilers)."""
+:mod:`~rocm_dl_guide.doctor.setup_devices`' device requests and compilers, and
+:mod:`~rocm_dl_guide.doctor.setup_packages`' packages)."""
 
 _SERVICE = re.compile(
     r"systemd\[1\]: Started ([^\n.]+)|journalctl -u (\S+)|systemctl \w+ ([\w@.-]+)|"
@@ -249,25 +238,6 @@ def _std_header(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool
     runtime = re.search(r"HIPRTC|hiprtc|comgr", text)
     where = "at run time (HIPRTC/comgr)" if runtime else "by hipcc/clang"
     finding.details = f"<{header.group(1)}> is not found when GPU code is compiled {where}"
-    return True
-
-
-def _pip_no_torch(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
-    wanted = re.search(r"\b(torch(?:vision|audio)?)\s*==\s*([\w.+]+)", text)
-    index = re.search(r"--(?:extra-)?index-url[= ](\S+)", text)
-    offered = re.search(r"\(from versions: ([^)]*)\)", text)
-    words = []
-    if wanted:
-        words.append(f"the text asks for {wanted.group(1)}=={wanted.group(2)}")
-    if index:
-        words.append(f"from {index.group(1)}")
-    if offered:
-        versions = [v.strip() for v in offered.group(1).split(",") if v.strip()]
-        shown = ", ".join(versions[-6:]) or "none"
-        words.append(f"which offers {shown}")
-    finding.details = " ".join(words)
-    if wanted and index:
-        finding.premises = [f"{wanted.group(1)}=={wanted.group(2)} from {index.group(1)}"]
     return True
 
 
@@ -447,14 +417,13 @@ DETAILS = {
     "ollama-unsupported-target": _ollama_target,
     "torch-oom": _oom,
     "std-header-missing": _std_header,
-    "pip-no-torch-build": _pip_no_torch,
     "amdsmi-shadowed": _amdsmi,
     "env-not-in-service": _service,
     "override-not-a-version": _not_a_version,
     "container-device-commented": _commented_device,
 }
 """Rule id -> what fills a finding of it from the text (False drops the finding)."""
-DETAILS |= setup_devices.DETAILS
+DETAILS |= setup_devices.DETAILS | setup_packages.DETAILS
 
 
 def fill(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:

@@ -26,11 +26,11 @@ doctor's code or its output on them (each ``cases.json``'s ``about``).
   fifth corpus's fixes. First score, on doctor at 9b6138c: 26 of 37 (70.3%), no
   case given forbidden advice.
 
-- ``tests/data/doctor/blind7/``: 25 cases from 19 trackers, collected after the
+- ``tests/data/doctor/blind7/``: 25 cases from 18 trackers, collected after the
   sixth corpus's fixes, each from a search excerpt of its thread (the helper could
   not read any thread whole; see ``cases.json``). First score, on doctor at c9e6305:
   25 of 28 (89.3%), no case given forbidden advice.
-- ``tests/data/doctor/blind8/``: 27 cases from 24 trackers, collected after the
+- ``tests/data/doctor/blind8/``: 27 cases from 23 trackers, collected after the
   seventh corpus's fixes in two parts. First scores: cases 1-15 on doctor at 54cfce4,
   17 of 20 (85.0%); cases 16-27 on doctor at 99389a8, 13 of 14 (92.9%); together 30
   of 34 (88.2%), no case given forbidden advice.

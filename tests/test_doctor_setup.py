@@ -391,3 +391,12 @@ def test_a_gpu_mask_named_in_a_programs_own_line_and_cuda_visible_with_an_index(
     assert found(quoted("blind7", "17"))["cuda-visible-devices-on-amd"].advice.startswith(
         "unset it"
     )
+
+
+def test_a_kernel_module_the_kernel_refuses_and_amd_smi_without_hsmp():
+    refused = found(quoted("blind10", "07"))["amdgpu-module-refused"]  # after a reboot
+    assert "mokutil --sb-state" in refused.advice and "dkms status" in refused.advice
+    key = "modprobe: ERROR: could not insert 'amdgpu': Key was rejected by service"
+    assert "amdgpu-module-refused" in found(key)
+    hsmp = found(quoted("blind10", "06"))["amdsmi-no-hsmp"]  # an MI300A's CPU side
+    assert "modprobe amd_hsmp" in hsmp.advice

@@ -62,6 +62,37 @@ RULES: tuple[Rule, ...] = (
         ("device-access",),
     ),
     Rule(
+        "amdgpu-module-refused",
+        r"Key was rejected by service|Required key not available|Loading of unsigned module is "
+        r"rejected|modprobe: ERROR: could not insert '?amdgpu|(?:impossible|unable|fail(?:ed|s)?"
+        r"|can ?not|could ?n[o']t) (?:to )?load (?:the )?amdgpu(?: kernel)? module",
+        "the amdgpu kernel module does not load",
+        "a module that DKMS built (amdgpu-dkms) is signed by no key the firmware trusts, so "
+        "with UEFI Secure Boot on the kernel refuses it ('Key was rejected by service'), often "
+        "first after a reboot; or DKMS did not build it for the kernel now running; or the "
+        "kernel's command line keeps it out (modprobe.blacklist=amdgpu, nomodeset)",
+        "mokutil --sb-state says whether Secure Boot is on: then enrol DKMS's signing key (sudo "
+        "mokutil --import /var/lib/shim-signed/mok/MOK.der, reboot, and enrol it in the MOK "
+        "manager) or turn Secure Boot off; dkms status shows whether amdgpu is built for uname "
+        "-r (sudo dkms autoinstall builds it); cat /proc/cmdline shows a blacklist or nomodeset",
+        (
+            "https://wiki.ubuntu.com/UEFI/SecureBoot/DKMS",
+            "https://docs.kernel.org/admin-guide/module-signing.html",
+        ),
+        ("kernel-driver",),
+    ),
+    Rule(
+        "amdsmi-no-hsmp",
+        r"ESMI Not initialized|AMDSMI_STATUS_NO_HSMP|\bhsmp\b[^\n]*not (?:found|available)",
+        "amd-smi could not reach the CPU's HSMP interface",
+        "amd-smi also reads AMD CPUs (its E-SMI part) through the HSMP interface, which needs "
+        "the amd_hsmp kernel driver and HSMP support on in the firmware; an APU such as the "
+        "MI300A fails to initialise without it, though its GPU is not at fault",
+        "sudo modprobe amd_hsmp (and turn 'HSMP Support' on in the BIOS where it is off), "
+        "then run amd-smi again; rocm-smi and rocminfo read the GPU without it",
+        ("https://github.com/amd/esmi_ib_library",),
+    ),
+    Rule(
         "rocm-tool-missing",
         r"\b(rocm-smi|amd-smi|rocminfo|rocm_agent_enumerator|hipcc|hipconfig|rocprofv?\d?)"
         r"(?:: command not found|: not found|: No such file or directory)",

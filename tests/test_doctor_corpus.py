@@ -66,10 +66,11 @@ def unknown_machine() -> dict:
     return data
 
 
-def report_for(case: dict) -> tuple[doctor.DoctorReport, str]:
-    """doctor's report on ``case``: its text as ``--log``, and a tool's output also
-    where doctor reads that tool (rocminfo, amd-smi/rocm-smi)."""
-    text = (Path(case.get("folder", CORPUS)) / case["file"]).read_text(encoding="utf-8")
+def report_for(case: dict, text: str | None = None) -> tuple[doctor.DoctorReport, str]:
+    """doctor's report on ``case``: its text (or ``text``, a copy of it) as ``--log``,
+    and a tool's output also where doctor reads that tool (rocminfo, amd-smi/rocm-smi)."""
+    if text is None:
+        text = (Path(case.get("folder", CORPUS)) / case["file"]).read_text(encoding="utf-8")
     data = unknown_machine()
     data["log"] = {"source": case["file"], "text": text}
     if case["kind"] == "rocminfo":

@@ -18,6 +18,7 @@ import re
 from typing import TYPE_CHECKING
 
 from . import compat_data, premises, products, target_options
+from .paste import clean
 from .rules import (
     FAIL,
     IGPU_TARGETS,
@@ -375,7 +376,7 @@ def _log_env(sysrep: SystemReport) -> dict[str, str]:
     """The environment variables the reader's error text sets (``{}`` without one)."""
     from . import logs
 
-    text = (sysrep.log or {}).get("text") or ""
+    text = clean((sysrep.log or {}).get("text") or "")
     return dict(logs.facts(text).env) if text else {}
 
 
@@ -384,7 +385,7 @@ def _text_targets(sysrep: SystemReport) -> list[str]:
     (:func:`_targets`), else any target the reader's own words name."""
     from .setup_text import gpu_targets_shown
 
-    return _targets(sysrep)[0] or gpu_targets_shown((sysrep.log or {}).get("text") or "")
+    return _targets(sysrep)[0] or gpu_targets_shown(clean((sysrep.log or {}).get("text") or ""))
 
 
 def _targets(sysrep: SystemReport) -> tuple[list[str], str]:
@@ -396,7 +397,7 @@ def _targets(sysrep: SystemReport) -> tuple[list[str], str]:
     seen = [products.real_gfx(a) for _, a in gpus_seen(sysrep)]
     if any(seen):
         return list(dict.fromkeys(g for g in seen if g)), ""
-    text = (sysrep.log or {}).get("text") or ""
+    text = clean((sysrep.log or {}).get("text") or "")
     found = products.real_targets(logs.device_targets(text), text) if text else []
     return found, " (named in your error text)" if found else ""
 
@@ -574,7 +575,7 @@ def support_checks(sysrep: SystemReport) -> list[Check]:
     version = sysrep.rocm.version if sysrep.rocm else None
     order = (OK, INFO, UNKNOWN, WARN, FAIL)
     others = {g: ", ".join(t for t in targets if t != g) for g in targets[:3]}
-    in_use = set(_IN_USE.findall((sysrep.log or {}).get("text") or "")) if where else set()
+    in_use = set(_IN_USE.findall(clean((sysrep.log or {}).get("text") or ""))) if where else set()
     used = "ollama runs on it with its own ROCm libraries (its 'inference compute' line)"
     found = [
         (OK, f"{g}{where}: {used}", "", ())

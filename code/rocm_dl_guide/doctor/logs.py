@@ -18,19 +18,17 @@ group already, and where a fact is absent the advice says it is unknown.
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 from . import products, rules, setup_text
 from .log_catalog import catalog_findings, unknown_text
 from .log_details import Facts, Finding, Rule, code_objects, device_targets, facts
+from .paste import MAX_BYTES, clean, load
 from .words import around
 from .wsl_text import WSL_SIGNS
 
-__all__ = ["Facts", "Finding", "Rule", "code_objects", "device_targets", "facts", "read"]
+__all__ = ["Facts", "Finding", "Rule", "code_objects", "device_targets", "facts", "load", "read"]
+__all__ += ["MAX_BYTES"]
 
-MAX_BYTES = 4 * 2**20
-"""The most of a log that is read (its last part where it is longer)."""
 
 _ISSUE = "https://github.com/ROCm/legacy-rocm-build/issues/"
 
@@ -447,6 +445,7 @@ text shows (:mod:`~rocm_dl_guide.doctor.setup_text`)."""
 def read(text: str) -> list[Finding]:
     """Every message of :data:`RULES` in ``text``, in the order they first appear,
     with what the text shows about each (:func:`facts`) in its details and fix."""
+    text = clean(text)
     lines = text.splitlines()
     seen = facts(text)
     findings = []
@@ -538,22 +537,6 @@ MASKED_RULE = Rule(
 """A GPU the text shows as a target its chip is not (no pattern: :mod:`products`)."""
 
 
-def load(path: str) -> tuple[str, str]:
-    """The log at ``path`` (``-``: standard input) as text, and where it came from;
-    only its last :data:`MAX_BYTES` where it is longer. ``OSError`` for a file that
-    cannot be read."""
-    if path == "-":
-        data = sys.stdin.buffer.read()
-        source = "standard input"
-    else:
-        data = Path(path).read_bytes()
-        source = Path(path).name
-    if len(data) > MAX_BYTES:
-        data = data[-MAX_BYTES:]
-        source += f" (its last {MAX_BYTES // 2**20} MiB)"
-    return data.decode("utf-8", errors="replace"), source
-
-
 def to_text(
     findings: list[Finding], source: str, checks: dict[str, str] | None = None, text: str = ""
 ) -> str:
@@ -561,7 +544,7 @@ def to_text(
     check ids to ``status: message`` on the machine being reported."""
     head = f"Your error text ({source}):"
     if not findings:
-        return head + "\n  " + unknown_text(text)
+        return head + "\n  " + unknown_text(clean(text))
     out = [head]
     for f in findings:
         out.append(f"  line {f.line_number}: {f.line}" if f.line else "  in the text:")

@@ -47,6 +47,7 @@ from __future__ import annotations
 import re
 
 from .agents import Agent, RocminfoError, RocminfoReport
+from .paste import clean
 from .tools import Capture, capture, exit_status
 
 __all__ = ["agents_table", "global_pool_kib", "parse", "report_from", "run"]
@@ -56,23 +57,11 @@ __all__ = ["agents_table", "global_pool_kib", "parse", "report_from", "run"]
 # Cleaning the text
 # ---------------------------------------------------------------------------
 
-# CSI sequences (colours such as "\x1b[31m" ... "\x1b[0m"), OSC sequences, and
-# any other two-character escape.
-_ANSI_RE = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL / ST
-    r"|\x1b[@-Z\\-_]?"  # lone ESC or 2-byte escape
-)
-# C0 control characters other than tab and newline (CR is handled before).
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
 
 def _clean_lines(text: str) -> list[str]:
-    """Split into lines without ANSI colours, CR, control bytes or trailing blanks."""
-    text = _ANSI_RE.sub("", text)
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _CONTROL_RE.sub("", text)
-    return [line.expandtabs(8).rstrip() for line in text.split("\n")]
+    """Split into lines as rocminfo printed them (:func:`~rocm_dl_guide.doctor.paste.clean`:
+    no colours, CR, control bytes, quote markers), without trailing blanks."""
+    return [line.expandtabs(8).rstrip() for line in clean(text).split("\n")]
 
 
 # ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .paste import clean
 from .wsl_text import release_in
 
 _DOCS = "https://instinct.docs.amd.com/projects/amdgpu-docs/en/latest/gpu-partitioning/"
@@ -358,7 +359,7 @@ def _topology(lines: list[str], report: SmiReport) -> None:
 def read(text: str) -> SmiReport:
     """Everything :mod:`smi` knows in ``text`` (several tools' outputs may be pasted
     together); :attr:`SmiReport.empty` when it knows nothing."""
-    lines = text.replace("\r\n", "\n").splitlines()
+    lines = clean(text).splitlines()
     report = SmiReport()
     found: dict[int, Device] = {}
     amd_na = _amd_blocks(lines, found, report.formats)

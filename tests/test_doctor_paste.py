@@ -1,8 +1,9 @@
 """doctor reads error text however it was copied (:mod:`rocm_dl_guide.doctor.paste`).
 
 Readers paste from a terminal (colour codes, Windows line ends), from a GitHub issue
-or a forum (``> `` quotes, inline code, a list item's indentation) or from a web page
-(HTML entities). Each way of copying is applied to real outputs of the corpora, and
+or a forum (``> `` quotes, inline code, a list item's indentation), from a web page
+(HTML entities) or from a log tool that prefixes every line (docker compose, a
+timestamp). Each way of copying is applied to real outputs of the corpora, and
 the report must meet the same expected findings as on the text as printed.
 """
 
@@ -31,6 +32,10 @@ COPIES = {
     "a list item's indentation": lambda t: "\n".join(f"    {ln}" for ln in t.split("\n")),
     "inline code per line": lambda t: "\n".join(
         f"`{ln}`" if ln.strip() and "`" not in ln else ln for ln in t.split("\n")
+    ),
+    "docker compose logs": lambda t: "\n".join(f"comfyui-1  | {ln}" for ln in t.split("\n")),
+    "a timestamp per line": lambda t: "\n".join(
+        f"2024-05-02T12:17:01.881Z {ln}" for ln in t.split("\n")
     ),
     "a web page's entities": lambda t: (
         t.replace("'", "&#39;").replace('"', "&quot;").replace(">", "&gt;")

@@ -3,8 +3,9 @@
 Error text reaches doctor the way readers copy it: from a terminal, with its colour
 codes and Windows line ends; from a GitHub issue or a forum, quoted (``> ``),
 wrapped in inline code, indented under a list item, or with HTML entities
-(``&#39;``) where a page was copied. :func:`clean` gives the text the way the
-program printed it, so that one rule reads every copy. It changes nothing else: a
+(``&#39;``) where a page was copied; through a log tool that puts its prefix before
+every line (``docker compose logs``, a timestamp). :func:`clean` gives the text the
+way the program printed it, so that one rule reads every copy. It changes nothing else: a
 line keeps its words, and a shell prompt (``> groups``) stays where few lines are
 quoted. :func:`load` reads it from a file or standard input.
 """
@@ -32,12 +33,20 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _ENTITY = re.compile(r"&(?:#\d{2,5}|#x[0-9a-fA-F]{2,4}|quot|amp|lt|gt|apos|nbsp);")
 _QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+")
 _FENCE = re.compile(r"^\s*(?:```|~~~)\S*\s*$")
+_PREFIXES = (
+    re.compile(r"^[\w.-]+\s+\|\s?"),  # docker compose logs: "comfyui-1  | "
+    re.compile(  # a timestamp of its own (kubectl logs --timestamps, CI runners, loggers)
+        r"^\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ \t]"
+    ),
+)
+"""Prefixes a log tool puts before every line it prints (not syslog's, whose "kernel:"
+says where a line comes from)."""
 
 
 @lru_cache(maxsize=8)
 def clean(text: str) -> str:
     """``text`` without colour codes, carriage returns and other control characters,
-    markdown quote markers (where
+    markdown quote markers and a log tool's prefixes (where
     most lines carry one), code fences, inline code around a whole line, HTML entities
     (where the text has them) and the indentation every line shares."""
     text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
@@ -49,6 +58,9 @@ def clean(text: str) -> str:
     quoted = sum(1 for line in filled if _QUOTE.match(line))
     if filled and quoted * 2 > len(filled):  # a quoted block, not a prompt or two
         lines = [_QUOTE.sub("", line) for line in lines]
+    for prefix in _PREFIXES:  # where most lines carry it: a log block
+        if filled and sum(1 for line in lines if prefix.match(line)) * 2 > len(filled):
+            lines = [prefix.sub("", line) for line in lines]
     lines = [_unticked(line) for line in lines]
     return textwrap.dedent("\n".join(lines))
 

@@ -37,6 +37,9 @@ COPIES = {
     "a timestamp per line": lambda t: "\n".join(
         f"2024-05-02T12:17:01.881Z {ln}" for ln in t.split("\n")
     ),
+    "typographic quotes and spaces": lambda t: (
+        t.replace("'", "\u2019").replace('"', "\u201d").replace("  ", "\u00a0\u00a0")
+    ),
     "a web page's entities": lambda t: (
         t.replace("'", "&#39;").replace('"', "&quot;").replace(">", "&gt;")
     ),

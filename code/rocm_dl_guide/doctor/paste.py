@@ -1,13 +1,19 @@
 """The reader's pasted text as doctor's rules read it.
 
-Error text reaches doctor the way readers copy it: from a terminal, with its colour
-codes and Windows line ends; from a GitHub issue or a forum, quoted (``> ``),
-wrapped in inline code, indented under a list item, or with HTML entities
-(``&#39;``) where a page was copied; through a log tool that puts its prefix before
-every line (``docker compose logs``, a timestamp). :func:`clean` gives the text the
-way the program printed it, so that one rule reads every copy. It changes nothing else: a
-line keeps its words, and a shell prompt (``> groups``) stays where few lines are
-quoted. :func:`load` reads it from a file or standard input.
+Error text reaches doctor the way readers copy it:
+
+- from a terminal, with its colour codes and Windows line ends;
+- from a GitHub issue or a forum: quoted (``> ``), wrapped in inline code, or
+  indented under a list item;
+- from a web page or a chat: HTML entities (``&#39;``), typographic quotes,
+  non-breaking spaces;
+- through a log tool that puts its prefix before every line (``docker compose
+  logs``, a timestamp).
+
+:func:`clean` gives the text the way the program printed it, so that one rule reads
+every copy. It changes nothing else: a line keeps its words, and a shell prompt
+(``> groups``) stays where few lines are quoted. :func:`load` reads the text from a
+file or standard input.
 """
 
 from __future__ import annotations
@@ -30,6 +36,13 @@ _ANSI = re.compile(
 """Terminal colour and cursor codes, title sequences and other escapes."""
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 """C0 control characters other than tab and newline (carriage returns go first)."""
+_TYPOGRAPHY = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
+     "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u00a0": " ", "\u202f": " ",
+     "\u2007": " ", "\u200b": "", "\u200c": "", "\u200d": "", "\ufeff": ""}
+)  # fmt: skip
+"""What a word processor, a chat or a web page puts for quotes and spaces: typographic
+quotes, non-breaking and zero-width spaces, a byte-order mark."""
 _ENTITY = re.compile(r"&(?:#\d{2,5}|#x[0-9a-fA-F]{2,4}|quot|amp|lt|gt|apos|nbsp);")
 _QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+")
 _FENCE = re.compile(r"^\s*(?:```|~~~)\S*\s*$")
@@ -46,11 +59,12 @@ says where a line comes from)."""
 @lru_cache(maxsize=8)
 def clean(text: str) -> str:
     """``text`` without colour codes, carriage returns and other control characters,
+    typographic quotes and spaces (as ASCII ones),
     markdown quote markers and a log tool's prefixes (where
     most lines carry one), code fences, inline code around a whole line, HTML entities
     (where the text has them) and the indentation every line shares."""
     text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
-    text = _CONTROL.sub("", text)
+    text = _CONTROL.sub("", text).translate(_TYPOGRAPHY)
     if _ENTITY.search(text):
         text = html.unescape(text)
     lines = [line for line in text.split("\n") if not _FENCE.match(line)]

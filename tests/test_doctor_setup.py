@@ -398,5 +398,7 @@ def test_a_kernel_module_the_kernel_refuses_and_amd_smi_without_hsmp():
     assert "mokutil --sb-state" in refused.advice and "dkms status" in refused.advice
     key = "modprobe: ERROR: could not insert 'amdgpu': Key was rejected by service"
     assert "amdgpu-module-refused" in found(key)
+    inside = found(f"root@0123456789ab:/# modprobe amdgpu\n{key}")["amdgpu-module-refused"]
+    assert inside.advice.startswith("on the host (a container runs on the host's kernel)")
     hsmp = found(quoted("blind10", "06"))["amdsmi-no-hsmp"]  # an MI300A's CPU side
     assert "modprobe amd_hsmp" in hsmp.advice

@@ -158,6 +158,14 @@ def _tool(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     return True
 
 
+def _module(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """In a container the kernel, and its modules, are the host's."""
+    if seen.container:
+        finding.premises = [f"a container (the text shows: {seen.container_seen})"]
+        finding.fix = f"on the host (a container runs on the host's kernel): {finding.rule.fix}"
+    return True
+
+
 def _render_node(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     """Inside a container that the text does not show the host lacking the node, the
     container was not given it."""
@@ -231,5 +239,10 @@ CUDA_RULE = Rule(
     (HIP_ENV, *cite("gpu-isolation")),
 )
 
-DETAILS = {"lxc-device-gid": _lxc_gid, "no-render-node": _render_node, "rocm-tool-missing": _tool}
+DETAILS = {
+    "lxc-device-gid": _lxc_gid,
+    "no-render-node": _render_node,
+    "rocm-tool-missing": _tool,
+    "amdgpu-module-refused": _module,
+}
 """Rule id -> what fills a finding of it from the text (False drops the finding)."""

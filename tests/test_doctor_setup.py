@@ -351,7 +351,11 @@ def test_a_long_line_whose_message_comes_late_is_read_around_it():
         "libcublasLt.so.12: cannot open shared object file: No such file or directory"
     )
     missing = found(line)["missing-library"]
-    assert missing.line.startswith("…") and missing.details == "missing: libcublasLt.so.12"
+    assert missing.line.startswith("…")
+    assert missing.details == "missing: libcublasLt.so.12, a library of NVIDIA's CUDA"
+    assert "install its ROCm build instead" in missing.advice  # never CUDA's libraries
+    plain = found("ImportError: libfoo.so.1: cannot open shared object file")["missing-library"]
+    assert plain.advice == "install the package that provides libfoo.so.1, then retry"
 
 
 def test_packages_built_for_another_vendor_release_or_family():

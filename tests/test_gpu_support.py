@@ -254,3 +254,12 @@ def test_a_gpu_ollama_reports_it_runs_on_gets_no_target_advice():
     check = _check(_log_machine(text), "gpu-support")
     assert check.status == rules.OK and not check.fix
     assert "gfx1102 (named in your error text): ollama runs on it" in check.message
+
+
+def test_an_override_to_the_gpus_own_target_changes_nothing():
+    check = _check(
+        _log_machine("Radeon RX 9070 XT\nexport HSA_OVERRIDE_GFX_VERSION=12.0.1\n"), "hsa-override"
+    )
+    assert (
+        check.status == rules.INFO and "the GPU's own target: it changes nothing" in check.message
+    )

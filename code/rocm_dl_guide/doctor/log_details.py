@@ -399,12 +399,16 @@ def _missing_library(finding: Finding, text: str, seen: Facts, ids: set[str]) ->
     if "aqlprofile" in lib:
         finding.details = f"{lib} is a profiling library, loaded only where present"
         finding.fix = "not needed to run programs; it is not the cause of another error here"
+    elif re.match(r"lib(?:cu(?:blas|dart|dnn|fft|rand|sparse|solver|pti)|nvrtc|nccl|nvidia)", lib):
+        finding.details = f"missing: {lib}, a library of NVIDIA's CUDA"
+        finding.fix = (
+            "a CUDA build of the program or of one of its packages is installed: install its "
+            "ROCm build instead (installing CUDA's libraries does not make it use an AMD GPU)"
+        )
     else:
         finding.details = f"missing: {lib}"
-        finding.fix = (
-            f"install the package that provides {lib} (for libmpi_cxx: the OpenMPI "
-            "libraries, libopenmpi-dev on Ubuntu), then retry"
-        )
+        mpi = " (OpenMPI's libraries: libopenmpi-dev on Ubuntu)" if "mpi" in lib else ""
+        finding.fix = f"install the package that provides {lib}{mpi}, then retry"
     return True
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from . import compat_data
 from .rules import (
     FAIL,
+    INFO,
     NO_OVERRIDE,
     OVERRIDE_CAVEATS,
     OVERRIDE_FAMILIES,
@@ -98,6 +99,9 @@ def override_set(value: str, natives: list[str], built: list[str], said: str = "
         )
         fix = per_node_fix(value, needs[0])
         return [Check(name, WARN, msg, sources + cite("override-per-node"), cid, fix)]
+    if natives and all(g == target for g in natives):  # the GPU's own target
+        msg = f"{said} {value} ({target}), the GPU's own target: it changes nothing here"
+        return [Check(name, INFO, msg, sources, cid, "unset it: it is not needed")]
     blocked = [g for g in natives if g in NO_OVERRIDE and g != target]
     if blocked:
         why, _, keys = NO_OVERRIDE[blocked[0]]

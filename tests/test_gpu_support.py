@@ -263,3 +263,12 @@ def test_an_override_to_the_gpus_own_target_changes_nothing():
     assert (
         check.status == rules.INFO and "the GPU's own target: it changes nothing" in check.message
     )
+
+
+def test_a_target_the_newest_release_lists_is_pointed_at_releases_not_an_override():
+    """An RX 7800 XT (gfx1101) named in a text from another machine: ROCm lists it, so
+    the fix is a release that does; the family override is named, never given to copy."""
+    check = _check(_log_machine("AMD Radeon RX 7800 XT\nSegmentation fault\n"), "gpu-support")
+    assert check.fix.startswith("use one of those releases (ROCm ")
+    assert "HSA_OVERRIDE_GFX_VERSION=" not in check.message + check.fix
+    assert "HSA_OVERRIDE_GFX_VERSION set to 11.0.0 runs it as gfx1100" in check.message

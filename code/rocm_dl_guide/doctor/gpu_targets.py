@@ -445,9 +445,12 @@ def _span_urls(spans: list[tuple[dict, dict]]) -> tuple[str, ...]:
     return _release_urls(*(r for span in spans for r in span))
 
 
-def _override_words(gfx: str, others: str = "") -> tuple[str, str, tuple[str, ...]]:
+def _override_words(
+    gfx: str, others: str = "", supported: bool = False
+) -> tuple[str, str, tuple[str, ...]]:
     """(what HSA_OVERRIDE_GFX_VERSION can do for ``gfx``, the fix, the sources); ``others``:
-    the other targets in the process, run as another chip too (:func:`premises.override_alone`)."""
+    the other targets in the process, run as another chip too (:func:`premises.override_alone`);
+    ``supported``: the newest release lists ``gfx`` itself, so no override is offered to copy."""
     if gfx in NO_OVERRIDE:
         known, _, keys = NO_OVERRIDE[gfx]
         return f"no target override helps: {known}", "", cite(*keys)
@@ -459,7 +462,7 @@ def _override_words(gfx: str, others: str = "") -> tuple[str, str, tuple[str, ..
         where = f", which {_span_words(spans)} list" if spans else ""
         caveat, caveat_src = target_options.override_caveat(gfx)
         # known to fail on this chip, which a release supports natively: no export to copy
-        native = bool(caveat and release_spans(gfx))
+        native = bool(caveat and release_spans(gfx)) or supported
         named = f"HSA_OVERRIDE_GFX_VERSION={value}"
         named = f"HSA_OVERRIDE_GFX_VERSION set to {value}" if native else named
         named = f"the override value {value}" if others else named
@@ -536,7 +539,8 @@ def support_for(
             "none of the ROCm releases whose GPU target lists doctor's compatibility data holds "
             "lists it"
         )
-    over, over_fix, over_src = _override_words(gfx, others)
+    current = installed is None and bool(spans) and target_options.newest_lists(gfx) is True
+    over, over_fix, over_src = _override_words(gfx, others, supported=current)
     listed_now = installed is not None and gfx in installed.rel["gfx"]
     if not listed_now:
         words.append(over)

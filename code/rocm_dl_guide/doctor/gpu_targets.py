@@ -479,8 +479,8 @@ def _override_words(
         keys += ["override-gfx1036"] if gfx == "gfx1036" else []
         keys += ["override-per-node"] if others else []
         if caveat:
-            words, fix = f"{words}; {caveat}", "" if native else f"{fix}; {caveat}"
-        return words, fix, cite(*keys) + _span_urls(spans) + caveat_src
+            words, fix = f"{words}; {caveat}", f"{fix}; {caveat}"
+        return words, "" if native else fix, cite(*keys) + _span_urls(spans) + caveat_src
     return f"doctor's data names no HSA_OVERRIDE_GFX_VERSION value for {gfx}", "", ()
 
 

@@ -406,3 +406,10 @@ def test_a_kernel_module_the_kernel_refuses_and_amd_smi_without_hsmp():
     assert inside.advice.startswith("on the host (a container runs on the host's kernel)")
     hsmp = found(quoted("blind10", "06"))["amdsmi-no-hsmp"]  # an MI300A's CPU side
     assert "modprobe amd_hsmp" in hsmp.advice
+
+
+def test_wsl_said_with_its_common_misspelling_gets_the_wsl_advice_not_the_hosts():
+    text = quoted("blind6", "01")  # "WLS2 - Ubuntu: 20.04", rocminfo with no /dev/kfd
+    assert facts(text).wsl
+    fixes = " ".join(f.advice for f in found(text).values())
+    assert "--usecase=wsl" in fixes and "amdgpu-dkms" not in fixes

@@ -21,13 +21,14 @@ from importlib import resources
 WSL_FILE = "data/wsl-releases.json"
 
 WSL_SIGNS = re.compile(
-    r"WSL environment detected|microsoft-standard-WSL|\bWSL ?2\b|--usecase=wsl|/dev/dxg|"
+    r"WSL environment detected|microsoft-standard-WSL|\bW(?:SL|LS) ?2\b|--usecase=wsl|/dev/dxg|"
     r"/usr/lib/wsl/|sources/wsl/|rocr4wsl|librocdxg|\b(?:on|under|in|via|with|using|through) "
     r"WSL\b",
     re.IGNORECASE,
 )
 """What shows WSL in pasted text: rocminfo's own line, WSL's kernel name, the WSL
-device and library paths, the WSL use case and runtime, or the reader saying so."""
+device and library paths, the WSL use case and runtime, or the reader saying so (as
+"WSL2", or its common misspelling "WLS2")."""
 
 _RELEASE = (
     re.compile(r"ROCm Version\W*\n\s*\n?\s*(?:ROCm\s*)?v?(\d+\.\d+(?:\.\d+){0,2})", re.IGNORECASE),

@@ -413,3 +413,10 @@ def test_wsl_said_with_its_common_misspelling_gets_the_wsl_advice_not_the_hosts(
     assert facts(text).wsl
     fixes = " ".join(f.advice for f in found(text).values())
     assert "--usecase=wsl" in fixes and "amdgpu-dkms" not in fixes
+
+
+def test_root_refused_dev_kfd_is_a_root_that_is_not_the_hosts():
+    text = (DATA / "corpus" / "33-kfd-denied-root-not-in-video.txt").read_text()  # rootless
+    denied = found(text)["kfd-permission"]
+    assert denied.details == "root is refused /dev/kfd: a root that is not the host's"
+    assert "usermod" not in denied.advice and "keep-groups" in denied.advice

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 
 from . import products, rules
 from .amd_log import code_objects
-from .premises import driver_fix, kfd_missing, no_hip_gpus, permission_fix, where_it_runs
+from .premises import (
+    ROOTLESS,
+    driver_fix,
+    kfd_missing,
+    no_hip_gpus,
+    permission_fix,
+    where_it_runs,
+)
 from .words import counted
 from .wsl_text import WSL_SIGNS, wsl_fix
 
@@ -344,6 +351,13 @@ def _no_binary(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
 
 def _kfd_permission(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     finding.details, finding.fix = permission_fix(seen)
+    if re.search(r"^root is not member of|\buid=0\(root\)", text, re.M):  # root, refused
+        finding.details = "root is refused /dev/kfd: a root that is not the host's"
+        finding.fix = (
+            "root in a rootless container or a user namespace is not the host's root, and "
+            "joining groups there changes nothing: start it with --device=/dev/kfd "
+            f"--device=/dev/dri and the groups; {ROOTLESS}"
+        )
     if seen.groups is not None:
         finding.premises.append(f"groups: {', '.join(sorted(seen.groups))}")
     elif seen.not_member:

@@ -420,3 +420,18 @@ def test_root_refused_dev_kfd_is_a_root_that_is_not_the_hosts():
     denied = found(text)["kfd-permission"]
     assert denied.details == "root is refused /dev/kfd: a root that is not the host's"
     assert "usermod" not in denied.advice and "keep-groups" in denied.advice
+
+
+def test_a_hip_error_by_number_a_ggml_option_renamed_a_library_tag_and_a_copy_hang():
+    from rocm_dl_guide.doctor import catalogs
+
+    assert catalogs.lookup("hipMemsetAsync() failed (error code = HIP:1)").name == (
+        "hipErrorInvalidValue"
+    )
+    ggml = found(quoted("blind11", "07"))["llama-cpp-no-gpu-build"]  # GGML_HIPBLAS in nixpkgs
+    assert "GGML_HIP" in ggml.advice
+    bnb = found(quoted("blind11", "18"))["bitsandbytes-rocm-library"]  # ROCm 7.14: rocm84
+    assert "the text's ROCm is 7.14, whose library would be libbitsandbytes_rocm714.so" in (
+        bnb.details
+    )
+    assert "HSA_ENABLE_SDMA=0" in found(quoted("blind11", "02"))["copy-hangs"].advice

@@ -434,7 +434,9 @@ def _hip_by_text(line: str) -> CatalogHit | None:
             return _hit("hip", max(known, key=lambda e: len(e["runtime_string"])))
     if not re.search(r"\bhip|HIP", line):
         return None
-    number = re.search(r"\bcode[\s:=]*(-?\d+)\b|\berror[\s:=]+(-?\d+)\b|'\((\d+)\)", line)
+    number = re.search(
+        r"\bcode[\s:=]*(-?\d+)\b|\berror[\s:=]+(-?\d+)\b|'\((\d+)\)|\bHIP:(\d+)\b", line
+    )
     if number:
         value = int(next(g for g in number.groups() if g is not None))
         for entry in catalog()["hip"]:

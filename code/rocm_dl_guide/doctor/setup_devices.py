@@ -93,6 +93,17 @@ RULES: tuple[Rule, ...] = (
         ("https://github.com/amd/esmi_ib_library",),
     ),
     Rule(
+        "copy-hangs",
+        r"\bhipMemcpy\w*\b[^\n]*\b(?:hangs?|hung|stuck|freez\w*|never returns)\b"
+        r"|\b(?:hangs?|hung|stuck)\b[^\n]*\bhipMemcpy",
+        "a memory copy that hangs",
+        "ROCm copies between host and GPU with the GPU's SDMA engines; on some GPUs and APUs, "
+        "and with some kernel drivers, an SDMA copy never completes and the call hangs",
+        "try HSA_ENABLE_SDMA=0 (the copies then run as GPU kernels); if that helps, say so in "
+        "a report with the GPU, ROCm and kernel versions; a newer ROCm may have fixed it",
+        ("https://rocm.docs.amd.com/en/latest/reference/env-variables.html",),
+    ),
+    Rule(
         "rocm-tool-missing",
         r"\b(rocm-smi|amd-smi|rocminfo|rocm_agent_enumerator|hipcc|hipconfig|rocprofv?\d?)"
         r"(?:: command not found|: not found|: No such file or directory)",

@@ -84,13 +84,14 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "llama-cpp-no-gpu-build",
-        r"not compiled with GPU offload support",
-        "llama.cpp built without GPU support",
+        r"not compiled with GPU offload support|\b(?:GGML|LLAMA)_HIPBLAS\b",
+        "llama.cpp (ggml) built without GPU support",
         "this llama.cpp binary has no GPU backend: its build did not turn HIP on (the CMake "
         "option is GGML_HIP; older releases called it GGML_HIPBLAS or LLAMA_HIPBLAS, which "
         "newer sources ignore), so --gpu-layers is ignored and it runs on the CPU",
         "rebuild with HIP: cmake -B build -DGGML_HIP=ON -DAMDGPU_TARGETS=gfxNNNN (your GPU's "
-        "target) and cmake --build build; a distribution's package needs its ROCm variant",
+        "target) and cmake --build build (whisper.cpp and other ggml programs alike); a "
+        "distribution's package needs its ROCm variant built with GGML_HIP",
         (LLAMA_HIP,),
     ),
     Rule(
@@ -144,6 +145,21 @@ def _pip_no_torch(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bo
     return True
 
 
+def _bnb(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
+    """The library name bitsandbytes looks for, beside the ROCm version the text shows."""
+    wanted = re.search(r"libbitsandbytes_(rocm|hip)(\d+)\w*\.so", text)
+    rocm = re.search(r"\bROCm(?: version)?[:\s]+v?(\d+)\.(\d+)", text, re.I)
+    if wanted:
+        finding.details = f"it looks for {wanted.group(0)}, named from the ROCm version it derived"
+    if wanted and rocm and wanted.group(2) != rocm.group(1) + rocm.group(2):
+        finding.details += (
+            f"; the text's ROCm is {rocm.group(1)}.{rocm.group(2)}, whose library would be "
+            f"libbitsandbytes_rocm{rocm.group(1)}{rocm.group(2)}.so: a bitsandbytes that "
+            "derives the name wrongly (two-digit minor versions) needs a newer release"
+        )
+    return True
+
+
 def _nightly(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
     """Only where the text shows AMD's nightly index."""
     index = re.search(r"https?://rocm\.nightlies\.amd\.com/\S*", text)
@@ -172,6 +188,7 @@ def _pin(finding: Finding, text: str, seen: Facts, ids: set[str]) -> bool:
 DETAILS = {
     "pip-no-torch-build": _pip_no_torch,
     "nightly-index-no-package": _nightly,
+    "bitsandbytes-rocm-library": _bnb,
     "pip-torch-pin-conflict": _pin,
 }
 """Rule id -> what fills a finding of it from the text (False drops the finding)."""
